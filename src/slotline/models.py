@@ -1,0 +1,326 @@
+"""Domain values: tasks, attempts, events, states, priorities and the transition table."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from slotline.errors import InvalidInput
+
+
+class Status(enum.StrEnum):
+    """Where a task is in its life (DESIGN §2)."""
+
+    WAITING = "waiting"
+    QUEUED = "queued"
+    HELD = "held"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"
+    BLOCKED = "blocked"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL
+
+
+TERMINAL = frozenset({Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.EXPIRED})
+# A dependency in one of these states will never succeed without a restart.
+BAD_ENDS = frozenset({Status.FAILED, Status.CANCELLED, Status.EXPIRED, Status.BLOCKED})
+# States that make up "the line": tasks not yet started and not finished.
+PENDING = frozenset({Status.WAITING, Status.QUEUED, Status.HELD})
+
+
+class Priority(enum.IntEnum):
+    """Lower value runs first."""
+
+    URGENT = 0
+    HIGH = 1
+    NORMAL = 2
+    LOW = 3
+
+    @classmethod
+    def parse(cls, value: str | int | Priority) -> Priority:
+        """Accept a name (`urgent`), an alias (`P0`, `medium`) or a number 0..3."""
+        if isinstance(value, Priority):
+            return value
+        if isinstance(value, int) and not isinstance(value, bool):
+            try:
+                return cls(value)
+            except ValueError:
+                raise InvalidInput(f"priority must be 0..3, got {value}") from None
+        text = str(value).strip().lower()
+        if text in _PRIORITY_ALIASES:
+            return _PRIORITY_ALIASES[text]
+        choices = "urgent, high, normal, low (or P0..P3, medium)"
+        raise InvalidInput(f"unknown priority {value!r}; use one of {choices}")
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+_PRIORITY_ALIASES: dict[str, Priority] = {
+    **{p.name.lower(): p for p in Priority},
+    **{f"p{p.value}": p for p in Priority},
+    "medium": Priority.NORMAL,
+}
+
+
+class Kind(enum.StrEnum):
+    """What executes a task."""
+
+    COMMAND = "command"
+    CALLABLE = "callable"
+    EXTERNAL = "external"
+
+
+# The only statement of which status changes are legal. Keys are verbs, values map a
+# current status to the status the verb leads to. The store checks every change here.
+TRANSITIONS: dict[str, dict[Status, Status]] = {
+    "claim": {Status.QUEUED: Status.RUNNING},
+    "bump": {Status.QUEUED: Status.QUEUED, Status.HELD: Status.QUEUED},
+    "succeed": {Status.RUNNING: Status.SUCCEEDED},
+    "fail": {Status.RUNNING: Status.FAILED},
+    "retry": {Status.RUNNING: Status.QUEUED},
+    "cancel": {
+        Status.WAITING: Status.CANCELLED,
+        Status.QUEUED: Status.CANCELLED,
+        Status.HELD: Status.CANCELLED,
+        Status.BLOCKED: Status.CANCELLED,
+        Status.RUNNING: Status.CANCELLED,
+    },
+    "expire": {
+        Status.WAITING: Status.EXPIRED,
+        Status.QUEUED: Status.EXPIRED,
+        Status.HELD: Status.EXPIRED,
+    },
+    "unblock": {Status.WAITING: Status.QUEUED},
+    "block": {Status.WAITING: Status.BLOCKED, Status.HELD: Status.BLOCKED},
+    "hold": {Status.QUEUED: Status.HELD},
+    "release": {Status.HELD: Status.QUEUED},
+    "restart": dict.fromkeys((*TERMINAL, Status.BLOCKED), Status.QUEUED),
+    "reblock": {Status.BLOCKED: Status.WAITING},
+    "terminate": {Status.RUNNING: Status.FAILED},
+    "boost": {Status.QUEUED: Status.QUEUED, Status.HELD: Status.HELD},
+    "move": {Status.QUEUED: Status.QUEUED, Status.HELD: Status.HELD},
+    "priority": {s: s for s in (*PENDING, Status.BLOCKED)},
+}
+
+# What to suggest when a verb does not apply to a status.
+_HINTS: dict[tuple[str, Status], str] = {
+    ("restart", Status.RUNNING): "cancel it first or use --force",
+    ("restart", Status.QUEUED): "it is already queued",
+    ("restart", Status.WAITING): "it is already waiting for its dependencies",
+    ("terminate", Status.QUEUED): "use cancel for a task that has not started",
+    ("cancel", Status.SUCCEEDED): "it has already ended",
+    ("hold", Status.RUNNING): "terminate or cancel it instead",
+    ("release", Status.QUEUED): "it is not held",
+    ("bump", Status.RUNNING): "it is already running",
+    ("boost", Status.RUNNING): "it is already running",
+    ("move", Status.RUNNING): "it is already running",
+}
+
+
+def check_transition(verb: str, task_id: str, status: Status) -> Status:
+    """Return the status `verb` leads to from `status`, or raise InvalidTransition."""
+    from slotline.errors import InvalidTransition
+
+    target = TRANSITIONS[verb].get(status)
+    if target is None:
+        hint = _HINTS.get((verb, status))
+        if hint is None and status.terminal:
+            hint = "it has ended; restart it first"
+        if hint is None:
+            allowed = ", ".join(sorted(TRANSITIONS[verb]))
+            hint = f"{verb} applies to: {allowed}"
+        raise InvalidTransition(
+            f"cannot {verb} task {task_id[:8]}: it is {status}; {hint}",
+            task_id=task_id,
+            status=status,
+        )
+    return target
+
+
+def utcnow() -> float:
+    """Wall clock in epoch seconds; the unit every stored time uses."""
+    return datetime.now(UTC).timestamp()
+
+
+def iso(ts: float | None) -> str | None:
+    """An epoch time as ISO 8601 UTC, or None."""
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One execution of a task."""
+
+    id: str
+    task_id: str
+    number: int
+    token: str
+    node_id: str | None
+    pid: int | None
+    pid_started: float | None
+    started_at: float
+    finished_at: float | None
+    exit_code: int | None
+    outcome: str | None
+    reason: str | None
+    over_limit: bool
+    lease_expires_at: float | None
+    log_path: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON shape; never includes the secret token."""
+        return {
+            "id": self.id,
+            "number": self.number,
+            "node_id": self.node_id,
+            "pid": self.pid,
+            "started_at": iso(self.started_at),
+            "finished_at": iso(self.finished_at),
+            "exit_code": self.exit_code,
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "over_limit": self.over_limit,
+            "log_path": self.log_path,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """A unit of work as stored. `position` is filled in by queue reads only."""
+
+    id: str
+    kind: Kind
+    command: tuple[str, ...]
+    callable: str | None
+    args: dict[str, Any]
+    title: str
+    agent: str | None
+    workspace: str | None
+    user: str | None
+    labels: dict[str, str]
+    env: dict[str, str]
+    priority: Priority
+    boosted: bool
+    start_now: bool
+    rank: str
+    status: Status
+    status_reason: str | None
+    depends_on: tuple[str, ...]
+    parent_id: str | None
+    depth: int
+    max_attempts: int
+    backoff: float
+    timeout: float | None
+    queue_ttl: float | None
+    not_before: float | None
+    kill_request: str | None
+    restart_requested: bool
+    created_at: float
+    queued_at: float | None
+    started_at: float | None
+    finished_at: float | None
+    exit_code: int | None
+    failure_reason: str | None
+    attempt_count: int
+    attempt_base: int
+    current_attempt: str | None
+    attempts: tuple[Attempt, ...] = ()
+    position: int | None = None
+
+    def key_value(self, key: str) -> str | None:
+        """The value of a limit key (`agent`, `workspace`, `user`, `label:NAME`) for this task."""
+        if key == "agent":
+            return self.agent
+        if key == "workspace":
+            return self.workspace
+        if key == "user":
+            return self.user
+        if key.startswith("label:"):
+            return self.labels.get(key[len("label:") :])
+        raise InvalidInput(f"unknown limit key {key!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stable JSON shape documented in docs/cli.md."""
+        return {
+            "id": self.id,
+            "kind": self.kind.value,
+            "title": self.title,
+            "command": list(self.command),
+            "callable": self.callable,
+            "agent": self.agent,
+            "workspace": self.workspace,
+            "user": self.user,
+            "labels": dict(self.labels),
+            "status": self.status.value,
+            "status_reason": self.status_reason,
+            "priority": self.priority.label,
+            "boosted": self.boosted,
+            "position": self.position,
+            "depends_on": list(self.depends_on),
+            "parent_id": self.parent_id,
+            "max_attempts": self.max_attempts,
+            "timeout": self.timeout,
+            "queue_ttl": self.queue_ttl,
+            "not_before": iso(self.not_before),
+            "created_at": iso(self.created_at),
+            "queued_at": iso(self.queued_at),
+            "started_at": iso(self.started_at),
+            "finished_at": iso(self.finished_at),
+            "exit_code": self.exit_code,
+            "failure_reason": self.failure_reason,
+            "attempts": [a.to_dict() for a in self.attempts],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """An immutable, numbered record of a change."""
+
+    seq: int
+    at: float
+    kind: str
+    task_id: str | None
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "at": iso(self.at),
+            "kind": self.kind,
+            "task_id": self.task_id,
+            "data": self.data,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Limit:
+    """At most `max` running tasks whose `key` equals `value` (any one value if None)."""
+
+    key: str
+    value: str | None
+    max: int
+
+    @property
+    def name(self) -> str:
+        return self.key if self.value is None else f"{self.key}[{self.value}]"
+
+
+LIMIT_KEYS = ("agent", "workspace", "user")
+
+
+def check_limit_key(key: str) -> str:
+    """Validate a limit key: agent, workspace, user or label:NAME."""
+    if key in LIMIT_KEYS or (key.startswith("label:") and len(key) > len("label:")):
+        return key
+    raise InvalidInput(f"unknown limit key {key!r}; use agent, workspace, user or label:NAME")

@@ -1,0 +1,1 @@
+"""Scheduling: queue order, the dispatch policy, ETAs."""

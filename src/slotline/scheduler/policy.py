@@ -1,0 +1,160 @@
+"""The dispatch policy: a pure function from a snapshot of the queue to decisions.
+
+Nothing here reads a clock or a database; the store calls `plan` inside the claim
+transaction and applies what it returns.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from slotline.models import Limit, Status, Task
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Every cap on running tasks."""
+
+    max_concurrent: int = 3
+    per_key: tuple[Limit, ...] = ()
+    # Agent types whose tasks neither count against nor wait for `max_concurrent`.
+    exempt_agents: frozenset[str] = frozenset()
+
+    def for_value(self, key: str, value: str) -> int | None:
+        """The cap for tasks whose `key` is `value`: a named limit beats a generic one."""
+        generic: int | None = None
+        for limit in self.per_key:
+            if limit.key != key:
+                continue
+            if limit.value == value:
+                return limit.max
+            if limit.value is None:
+                generic = limit.max
+        return generic
+
+    def in_pool(self, task: Task) -> bool:
+        return task.agent is None or task.agent not in self.exempt_agents
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What the policy sees: running tasks, the queue, the limits, the time.
+
+    `queued` holds the queued tasks in store order (boosted, priority, rank); the policy
+    reads only as far as it needs to, and re-sorts only when aging is on.
+    """
+
+    running: Sequence[Task]
+    queued: Iterable[Task]
+    limits: Limits
+    now: float
+    start_now: Sequence[Task] = ()
+    paused: bool = False
+    aging_interval: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    task_id: str
+    over_limit: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What to start now, and when to look again if nothing else happens."""
+
+    start: list[Start] = field(default_factory=list)
+    next_wake: float | None = None
+
+
+def effective_priority(task: Task, now: float, aging_interval: float | None) -> int:
+    """Priority raised one level per `aging_interval` waited (never above urgent)."""
+    if not aging_interval or task.queued_at is None:
+        return int(task.priority)
+    levels = int(max(0.0, now - task.queued_at) // aging_interval)
+    return max(0, int(task.priority) - levels)
+
+
+def queue_key(task: Task, now: float, aging_interval: float | None) -> tuple[int, int, str]:
+    """Sort key of the queue: boosted first, then effective priority, then rank."""
+    return (0 if task.boosted else 1, effective_priority(task, now, aging_interval), task.rank)
+
+
+def order(tasks: Iterable[Task], now: float, aging_interval: float | None = None) -> list[Task]:
+    """Queued tasks in dispatch order; position N is index N-1."""
+    queued = [t for t in tasks if t.status is Status.QUEUED]
+    return sorted(queued, key=lambda t: queue_key(t, now, aging_interval))
+
+
+class _Usage:
+    """Running counts per limit, updated as the plan admits tasks."""
+
+    def __init__(self, limits: Limits, running: Iterable[Task]) -> None:
+        self.limits = limits
+        self.global_count = 0
+        self.by_key: Counter[tuple[str, str]] = Counter()
+        self.keys = sorted({limit.key for limit in limits.per_key})
+        for task in running:
+            self.add(task)
+
+    def add(self, task: Task) -> None:
+        if self.limits.in_pool(task):
+            self.global_count += 1
+        for key in self.keys:
+            value = task.key_value(key)
+            if value is not None:
+                self.by_key[key, value] += 1
+
+    def fits(self, task: Task) -> bool:
+        if self.limits.in_pool(task) and self.global_count >= self.limits.max_concurrent:
+            return False
+        for key in self.keys:
+            value = task.key_value(key)
+            if value is None:
+                continue
+            cap = self.limits.for_value(key, value)
+            if cap is not None and self.by_key[key, value] >= cap:
+                return False
+        return True
+
+    def pool_full(self) -> bool:
+        return self.global_count >= self.limits.max_concurrent
+
+
+def plan(snapshot: Snapshot, runnable: Callable[[Task], bool] | None = None) -> Plan:
+    """Decide which queued tasks start now.
+
+    Every free slot is filled in one pass, in queue order; a task whose per-key limit is
+    full is skipped, not waited on. A task marked `start_now` starts whatever the limits
+    say, and its attempt is flagged over-limit if it pushed a count past a cap.
+    """
+    now = snapshot.now
+    can_run = runnable or (lambda _task: True)
+    usage = _Usage(snapshot.limits, snapshot.running)
+    starts: list[Start] = []
+    wake: list[float] = []
+    for task in snapshot.start_now:
+        if can_run(task):
+            starts.append(Start(task.id, over_limit=not usage.fits(task)))
+            usage.add(task)
+    if snapshot.paused:
+        return Plan(start=starts)
+    started = {s.task_id for s in starts}
+    line: Iterable[Task] = snapshot.queued
+    if snapshot.aging_interval:
+        line = order(line, now, snapshot.aging_interval)
+    exempt = snapshot.limits.exempt_agents
+    for task in line:
+        if usage.pool_full() and not exempt:
+            break
+        if task.id in started or not can_run(task):
+            continue
+        if task.not_before is not None and task.not_before > now:
+            wake.append(task.not_before)
+            continue
+        if usage.fits(task):
+            starts.append(Start(task.id, over_limit=False))
+            usage.add(task)
+    return Plan(start=starts, next_wake=min(wake) if wake else None)

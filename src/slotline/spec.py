@@ -1,0 +1,128 @@
+"""What a caller asks for when submitting a task, validated before anything is written."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from slotline.errors import InvalidInput
+from slotline.models import Kind, Priority
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NAME = re.compile(r"^[A-Za-z0-9_.:@/+-]{1,128}$")
+MAX_ARGV = 4096
+MAX_ARG_BYTES = 256 * 1024
+
+
+class TaskSpec(BaseModel):
+    """A task to submit. Exactly one of `command` (an argv list) or `callable` is given,
+    unless `kind` is external."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    command: list[str] = Field(default_factory=list, max_length=MAX_ARGV)
+    callable: str | None = None
+    args: dict[str, Any] = Field(default_factory=dict)
+    kind: Kind | None = None
+    title: str | None = Field(default=None, max_length=500)
+    agent: str | None = None
+    workspace: str | None = Field(default=None, max_length=4096)
+    user: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict)
+    priority: Priority = Priority.NORMAL
+    depends_on: list[str] = Field(default_factory=list, max_length=1000)
+    parent_id: str | None = None
+    max_attempts: int = Field(default=1, ge=1, le=100)
+    backoff: float = Field(default=5.0, ge=0, le=86400)
+    timeout: float | None = Field(default=None, gt=0)
+    queue_ttl: float | None = Field(default=None, gt=0)
+    hold: bool = False
+
+    @field_validator("priority", mode="before")
+    @classmethod
+    def _priority(cls, value: Any) -> Priority:
+        return Priority.parse(value)
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, value: list[str]) -> list[str]:
+        if value and not value[0]:
+            raise ValueError("the program (first argv element) must not be empty")
+        if any("\x00" in arg for arg in value):
+            raise ValueError("argv elements must not contain NUL bytes")
+        if sum(len(arg.encode()) for arg in value) > MAX_ARG_BYTES:
+            raise ValueError(f"argv is larger than {MAX_ARG_BYTES} bytes")
+        return value
+
+    @field_validator("agent", "user", "callable")
+    @classmethod
+    def _name(cls, value: str | None) -> str | None:
+        if value is not None and not _NAME.match(value):
+            raise ValueError("must be 1-128 letters, digits or . _ : @ / + -")
+        return value
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if not _NAME.match(key):
+                raise ValueError(f"label name {key!r} must be 1-128 letters, digits or . _ @ / + -")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, item in value.items():
+            if not _ENV_NAME.match(key):
+                raise ValueError(f"environment variable name {key!r} is not valid")
+            if "\x00" in item:
+                raise ValueError(f"environment variable {key} contains a NUL byte")
+        return value
+
+    @model_validator(mode="after")
+    def _kind(self) -> TaskSpec:
+        kind = self.kind
+        if kind is None:
+            kind = Kind.CALLABLE if self.callable else Kind.COMMAND
+            object.__setattr__(self, "kind", kind)
+        if kind is Kind.COMMAND and not self.command:
+            raise ValueError("a command task needs a command (an argv list)")
+        if kind is Kind.COMMAND and self.callable:
+            raise ValueError("give either a command or a callable, not both")
+        if kind is Kind.CALLABLE and not self.callable:
+            raise ValueError("a callable task needs the name of a registered callable")
+        return self
+
+    @property
+    def resolved_kind(self) -> Kind:
+        assert self.kind is not None
+        return self.kind
+
+    def display_title(self) -> str:
+        if self.title:
+            return self.title
+        text = " ".join(self.command) if self.command else (self.callable or "external task")
+        return text if len(text) <= 80 else text[:77] + "..."
+
+
+def parse_spec(data: dict[str, Any] | TaskSpec) -> TaskSpec:
+    """Validate submit input, turning pydantic's error into one InvalidInput naming the field."""
+    if isinstance(data, TaskSpec):
+        return data
+    try:
+        return TaskSpec.model_validate(data)
+    except pydantic.ValidationError as exc:
+        raise InvalidInput(describe_validation_error(exc)) from exc
+
+
+def describe_validation_error(exc: pydantic.ValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error["loc"]) or "task"
+        message = error["msg"].removeprefix("Value error, ")
+        parts.append(f"{where}: {message}")
+    return "invalid task: " + "; ".join(parts)

@@ -1,0 +1,127 @@
+"""Dependency rules: checking new edges and propagating ends and restarts to dependents."""
+
+from __future__ import annotations
+
+from slotline.errors import DependencyCycle, InvalidTransition, NotFound, UnknownDependency
+from slotline.models import BAD_ENDS, Status, Task, check_transition
+from slotline.store import ops
+from slotline.store.queries import Tx
+
+
+def resolve_dependencies(tx: Tx, refs: list[str]) -> list[Task]:
+    """The tasks named by `refs`, each once; an unknown id creates nothing."""
+    found: dict[str, Task] = {}
+    for ref in refs:
+        try:
+            task = ops.resolve(tx, ref)
+        except NotFound:
+            raise UnknownDependency(f"unknown dependency {ref!r}: no such task") from None
+        found.setdefault(task.id, task)
+    return list(found.values())
+
+
+def check_no_cycle(tx: Tx, task_id: str, dep_id: str) -> None:
+    """Refuse an edge task→dep if dep already depends on task, at any distance."""
+    seen: set[str] = set()
+    stack = [dep_id]
+    while stack:
+        current = stack.pop()
+        if current == task_id:
+            raise DependencyCycle(
+                f"task {task_id[:8]} cannot depend on {dep_id[:8]}: that would close a cycle"
+            )
+        if current in seen:
+            continue
+        seen.add(current)
+        stack.extend(r["dep_id"] for r in tx.rows("deps_of", task_id=current))
+
+
+def initial_status(deps: list[Task], hold: bool) -> tuple[Status, str | None]:
+    """Where a new task starts, given its dependencies."""
+    bad = next((d for d in deps if d.status in BAD_ENDS), None)
+    if bad is not None:
+        return Status.BLOCKED, f"dependency {bad.id[:8]} {bad.status}"
+    if any(d.status is not Status.SUCCEEDED for d in deps):
+        return Status.WAITING, None
+    return (Status.HELD if hold else Status.QUEUED), None
+
+
+def _dependents(tx: Tx, task_id: str) -> list[Task]:
+    return [ops.load(tx, r["task_id"]) for r in tx.rows("dependents_of", dep_id=task_id)]
+
+
+def _deps(tx: Tx, task_id: str) -> list[Task]:
+    return [ops.load(tx, r["dep_id"]) for r in tx.rows("deps_of", task_id=task_id)]
+
+
+def propagate_end(tx: Tx, task_id: str, status: Status, now: float) -> None:
+    """After `task_id` ended: queue dependents whose dependencies all succeeded, or
+    block the waiting ones (and theirs, transitively) if it ended badly."""
+    if status is Status.SUCCEEDED:
+        for dependent in _dependents(tx, task_id):
+            if dependent.status is not Status.WAITING:
+                continue
+            if all(d.status is Status.SUCCEEDED for d in _deps(tx, dependent.id)):
+                check_transition("unblock", dependent.id, dependent.status)
+                tx.run(
+                    "task_enqueue",
+                    id=dependent.id,
+                    status_reason=None,
+                    rank=ops.next_rank(tx),
+                    now=now,
+                )
+                ops.change(tx, dependent, "ready", Status.QUEUED, now, dependency=task_id)
+        return
+    stack = [(task_id, status)]
+    while stack:
+        cause, cause_status = stack.pop()
+        for dependent in _dependents(tx, cause):
+            if dependent.status is not Status.WAITING:
+                continue
+            check_transition("block", dependent.id, dependent.status)
+            reason = f"dependency {cause[:8]} {cause_status}"
+            tx.run(
+                "task_set_status",
+                id=dependent.id,
+                status=Status.BLOCKED.value,
+                status_reason=reason,
+            )
+            ops.change(
+                tx, dependent, "blocked", Status.BLOCKED, now, reason=reason, dependency=cause
+            )
+            stack.append((dependent.id, Status.BLOCKED))
+
+
+def reset_status(tx: Tx, task: Task) -> tuple[Status, str | None]:
+    """Where a restarted task goes: queued if its dependencies succeeded, else waiting."""
+    deps = _deps(tx, task.id)
+    bad = next((d for d in deps if d.status in BAD_ENDS), None)
+    if bad is not None:
+        raise InvalidTransition(
+            f"cannot restart task {task.id[:8]}: its dependency {bad.id[:8]} is {bad.status}; "
+            "restart that one first",
+            task_id=task.id,
+            status=task.status,
+        )
+    if all(d.status is Status.SUCCEEDED for d in deps):
+        return Status.QUEUED, None
+    return Status.WAITING, None
+
+
+def unblock_dependents(tx: Tx, task_id: str, now: float) -> None:
+    """After a restart: dependents blocked by this task wait again, transitively."""
+    stack = [task_id]
+    while stack:
+        cause = stack.pop()
+        for dependent in _dependents(tx, cause):
+            if dependent.status is not Status.BLOCKED:
+                continue
+            others_bad = any(d.status in BAD_ENDS for d in _deps(tx, dependent.id) if d.id != cause)
+            if others_bad:
+                continue
+            check_transition("reblock", dependent.id, dependent.status)
+            tx.run(
+                "task_set_status", id=dependent.id, status=Status.WAITING.value, status_reason=None
+            )
+            ops.change(tx, dependent, "unblocked", Status.WAITING, now, dependency=cause)
+            stack.append(dependent.id)

@@ -1,0 +1,91 @@
+"""Loading named SQL from `sql/*.sql` and running it inside one transaction."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from functools import cache
+from importlib import resources
+from typing import Any, Protocol
+
+_NAME_LINE = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+_PARAM = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
+
+
+def parse_queries(text: str) -> dict[str, str]:
+    """Split a file of `-- name: x` sections into {name: sql}."""
+    parts = _NAME_LINE.split(text)
+    queries: dict[str, str] = {}
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        if name in queries:
+            raise ValueError(f"query {name} is defined twice")
+        queries[name] = body.strip().rstrip(";")
+    return queries
+
+
+@cache
+def load_queries(dialect: str) -> dict[str, str]:
+    """The shared queries, in the parameter style of `dialect` ("sqlite" or "postgres")."""
+    text = resources.files("slotline.store").joinpath("sql/queries.sql").read_text()
+    queries = parse_queries(text)
+    if dialect == "postgres":
+        queries = {name: _PARAM.sub(r"%(\1)s", sql) for name, sql in queries.items()}
+    return queries
+
+
+def migrations(dialect: str) -> list[tuple[int, str]]:
+    """Numbered migration scripts of `dialect`, in order."""
+    folder = resources.files("slotline.store").joinpath(f"sql/migrations/{dialect}")
+    found = []
+    for entry in folder.iterdir():
+        if entry.name.endswith(".sql"):
+            found.append((int(entry.name.split("_", 1)[0]), entry.read_text()))
+    return sorted(found)
+
+
+class Cursor(Protocol):
+    """The slice of DB-API both sqlite3 and psycopg cursors provide."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def execute(self, sql: Any, params: Any = ...) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+
+class Tx:
+    """One open transaction: run named queries, get rows as dicts."""
+
+    def __init__(self, cursor: Cursor, queries: Mapping[str, str]) -> None:
+        self.cursor = cursor
+        self._cursor = cursor
+        self._queries = queries
+
+    def rows(self, query: str, /, **params: Any) -> list[dict[str, Any]]:
+        self._cursor.execute(self._queries[query], params)
+        return [dict(row) for row in self._cursor.fetchall()]
+
+    def iter_rows(self, query: str, /, page: int = 64, **params: Any) -> Iterator[dict[str, Any]]:
+        """Rows of a query with `:limit`/`:offset`, fetched a page at a time."""
+        offset = 0
+        while True:
+            batch = self.rows(query, limit=page, offset=offset, **params)
+            yield from batch
+            if len(batch) < page:
+                return
+            offset += page
+
+    def one(self, query: str, /, **params: Any) -> dict[str, Any] | None:
+        found = self.rows(query, **params)
+        return found[0] if found else None
+
+    def run(self, query: str, /, **params: Any) -> int:
+        self._cursor.execute(self._queries[query], params)
+        return self._cursor.rowcount
+
+
+def split_statements(script: str) -> list[str]:
+    """The statements of a migration script (which holds no `;` inside literals)."""
+    lines = [line for line in script.splitlines() if not line.strip().startswith("--")]
+    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]

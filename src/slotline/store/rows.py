@@ -1,0 +1,92 @@
+"""Turning database rows into domain values and back."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from slotline.models import Attempt, Event, Kind, Priority, Status, Task
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+def _opt_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def task_from_row(
+    row: Mapping[str, Any], attempts: tuple[Attempt, ...] = (), position: int | None = None
+) -> Task:
+    return Task(
+        id=row["id"],
+        kind=Kind(row["kind"]),
+        command=tuple(json.loads(row["command"])),
+        callable=row["callable"],
+        args=json.loads(row["args"]),
+        title=row["title"],
+        agent=row["agent"],
+        workspace=row["workspace"],
+        user=row["owner"],
+        labels=json.loads(row["labels"]),
+        env=json.loads(row["env"]),
+        priority=Priority(row["priority"]),
+        boosted=bool(row["boosted"]),
+        start_now=bool(row["start_now"]),
+        rank=row["rank"],
+        status=Status(row["status"]),
+        status_reason=row["status_reason"],
+        depends_on=tuple(json.loads(row["depends_on"])),
+        parent_id=row["parent_id"],
+        depth=row["depth"],
+        max_attempts=row["max_attempts"],
+        backoff=float(row["backoff"]),
+        timeout=_opt_float(row["timeout"]),
+        queue_ttl=_opt_float(row["queue_ttl"]),
+        not_before=_opt_float(row["not_before"]),
+        kill_request=row["kill_request"],
+        restart_requested=bool(row["restart_requested"]),
+        created_at=float(row["created_at"]),
+        queued_at=_opt_float(row["queued_at"]),
+        started_at=_opt_float(row["started_at"]),
+        finished_at=_opt_float(row["finished_at"]),
+        exit_code=row["exit_code"],
+        failure_reason=row["failure_reason"],
+        attempt_count=row["attempt_count"],
+        attempt_base=row["attempt_base"],
+        current_attempt=row["current_attempt"],
+        attempts=attempts,
+        position=position,
+    )
+
+
+def attempt_from_row(row: Mapping[str, Any]) -> Attempt:
+    return Attempt(
+        id=row["id"],
+        task_id=row["task_id"],
+        number=row["number"],
+        token=row["token"],
+        node_id=row["node_id"],
+        pid=row["pid"],
+        pid_started=_opt_float(row["pid_started"]),
+        started_at=float(row["started_at"]),
+        finished_at=_opt_float(row["finished_at"]),
+        exit_code=row["exit_code"],
+        outcome=row["outcome"],
+        reason=row["reason"],
+        over_limit=bool(row["over_limit"]),
+        lease_expires_at=_opt_float(row["lease_expires_at"]),
+        log_path=row["log_path"],
+    )
+
+
+def event_from_row(row: Mapping[str, Any]) -> Event:
+    return Event(
+        seq=int(row["seq"]),
+        at=float(row["at"]),
+        kind=row["kind"],
+        task_id=row["task_id"],
+        data=json.loads(row["data"]),
+    )

@@ -1,0 +1,202 @@
+-- Queries by name, shared by every backend. Parameters are :named; the PostgreSQL
+-- backend rewrites them to its own style. Never format values into these strings.
+
+-- name: task_insert
+INSERT INTO tasks (
+    id, kind, command, callable, args, title, agent, workspace, owner, labels, env,
+    priority, boosted, start_now, rank, status, status_reason, depends_on, parent_id, depth,
+    max_attempts, backoff, timeout, queue_ttl, created_at, queued_at
+) VALUES (
+    :id, :kind, :command, :callable, :args, :title, :agent, :workspace, :owner, :labels, :env,
+    :priority, FALSE, FALSE, :rank, :status, :status_reason, :depends_on, :parent_id, :depth,
+    :max_attempts, :backoff, :timeout, :queue_ttl, :created_at, :queued_at
+);
+
+-- name: dep_insert
+INSERT INTO deps (task_id, dep_id) VALUES (:task_id, :dep_id);
+
+-- name: deps_of
+SELECT dep_id FROM deps WHERE task_id = :task_id;
+
+-- name: dependents_of
+SELECT task_id FROM deps WHERE dep_id = :dep_id;
+
+-- name: event_insert
+INSERT INTO events (at, kind, task_id, data) VALUES (:at, :kind, :task_id, :data) RETURNING seq;
+
+-- name: events_since
+SELECT seq, at, kind, task_id, data FROM events WHERE seq > :since ORDER BY seq LIMIT :limit;
+
+-- name: events_last_seq
+SELECT COALESCE(MAX(seq), 0) AS seq FROM events;
+
+-- name: counter_next
+UPDATE counters SET value = value + 1 WHERE name = :name RETURNING value;
+
+-- name: task_get
+SELECT * FROM tasks WHERE id = :id;
+
+-- name: task_ids_by_prefix
+SELECT id FROM tasks WHERE id LIKE :pattern ORDER BY id LIMIT 2;
+
+-- name: tasks_all
+SELECT * FROM tasks ORDER BY created_at, id LIMIT :limit;
+
+-- name: tasks_by_status
+SELECT * FROM tasks WHERE status = :status ORDER BY created_at, id LIMIT :limit;
+
+-- name: tasks_children
+SELECT * FROM tasks WHERE parent_id = :parent_id ORDER BY created_at, id;
+
+-- name: tasks_running
+SELECT * FROM tasks WHERE status = 'running';
+
+-- name: tasks_queued_in_order
+SELECT * FROM tasks WHERE status = 'queued'
+ORDER BY boosted DESC, priority, rank LIMIT :limit OFFSET :offset;
+
+-- name: tasks_start_now
+SELECT * FROM tasks WHERE status = 'queued' AND start_now ORDER BY rank;
+
+-- name: tasks_ttl_due
+SELECT * FROM tasks
+WHERE status IN ('waiting', 'queued', 'held') AND queue_ttl IS NOT NULL
+  AND created_at + queue_ttl <= :now;
+
+-- name: next_ttl_deadline
+SELECT MIN(created_at + queue_ttl) AS at FROM tasks
+WHERE status IN ('waiting', 'queued', 'held') AND queue_ttl IS NOT NULL;
+
+-- name: first_queued_rank
+SELECT MIN(rank) AS rank FROM tasks WHERE status IN ('queued', 'held');
+
+-- name: count_pending
+SELECT COUNT(*) AS n FROM tasks WHERE status IN ('waiting', 'queued', 'held');
+
+-- name: count_active_children
+SELECT COUNT(*) AS n FROM tasks
+WHERE parent_id = :parent_id AND status IN ('waiting', 'queued', 'held', 'running');
+
+-- name: count_by_status
+SELECT status, COUNT(*) AS n FROM tasks GROUP BY status;
+
+-- name: task_set_status
+UPDATE tasks SET status = :status, status_reason = :status_reason WHERE id = :id;
+
+-- name: task_enqueue
+UPDATE tasks
+SET status = 'queued', status_reason = :status_reason, rank = :rank, queued_at = :now,
+    not_before = NULL
+WHERE id = :id;
+
+-- name: task_claim
+UPDATE tasks
+SET status = 'running', status_reason = NULL, start_now = FALSE, boosted = FALSE,
+    started_at = :now, finished_at = NULL, exit_code = NULL, failure_reason = NULL,
+    not_before = NULL, kill_request = NULL, attempt_count = attempt_count + 1,
+    current_attempt = :attempt_id
+WHERE id = :id AND status = 'queued';
+
+-- name: task_end
+UPDATE tasks
+SET status = :status, status_reason = :status_reason, finished_at = :now,
+    exit_code = :exit_code, failure_reason = :failure_reason, kill_request = NULL,
+    restart_requested = FALSE, start_now = FALSE, boosted = FALSE
+WHERE id = :id;
+
+-- name: task_retry
+UPDATE tasks
+SET status = 'queued', status_reason = :status_reason, not_before = :not_before,
+    exit_code = :exit_code, failure_reason = :failure_reason, kill_request = NULL
+WHERE id = :id;
+
+-- name: task_reset
+UPDATE tasks
+SET status = :status, status_reason = :status_reason, rank = :rank, queued_at = :queued_at,
+    boosted = FALSE, start_now = FALSE, started_at = NULL, finished_at = NULL,
+    exit_code = NULL, failure_reason = NULL, not_before = NULL, kill_request = NULL,
+    restart_requested = FALSE, attempt_base = attempt_count
+WHERE id = :id;
+
+-- name: task_place
+UPDATE tasks SET rank = :rank, boosted = :boosted, priority = :priority WHERE id = :id;
+
+-- name: task_start_now
+UPDATE tasks SET start_now = TRUE, boosted = TRUE, status = 'queued', status_reason = NULL
+WHERE id = :id;
+
+-- name: task_kill_request
+UPDATE tasks SET kill_request = :kill_request, restart_requested = :restart_requested
+WHERE id = :id;
+
+-- name: tasks_kill_requested
+SELECT t.id AS task_id, a.id AS attempt_id, a.pid, t.kill_request
+FROM tasks t JOIN attempts a ON a.id = t.current_attempt
+WHERE t.status = 'running' AND t.kill_request IS NOT NULL AND a.node_id = :node_id;
+
+-- name: attempt_insert
+INSERT INTO attempts (id, task_id, number, token, node_id, started_at, over_limit,
+                      lease_expires_at)
+VALUES (:id, :task_id, :number, :token, :node_id, :now, :over_limit, :lease_expires_at);
+
+-- name: attempt_get
+SELECT * FROM attempts WHERE id = :id;
+
+-- name: attempts_of
+SELECT * FROM attempts WHERE task_id = :task_id ORDER BY number;
+
+-- name: attempt_started
+UPDATE attempts SET pid = :pid, pid_started = :pid_started, log_path = :log_path
+WHERE id = :id;
+
+-- name: attempt_end
+UPDATE attempts SET finished_at = :now, exit_code = :exit_code, outcome = :outcome,
+                    reason = :reason
+WHERE id = :id;
+
+-- name: attempts_all
+SELECT * FROM attempts ORDER BY started_at, id;
+
+-- name: attempts_live_of_node
+SELECT * FROM attempts WHERE node_id = :node_id AND finished_at IS NULL;
+
+-- name: attempts_lease_lapsed
+SELECT * FROM attempts WHERE finished_at IS NULL AND lease_expires_at < :now;
+
+-- name: attempt_renew
+UPDATE attempts SET lease_expires_at = :lease_expires_at
+WHERE node_id = :node_id AND finished_at IS NULL;
+
+-- name: limits_all
+SELECT key, value, max_running FROM limits ORDER BY key, value;
+
+-- name: limit_delete
+DELETE FROM limits WHERE key = :key AND value = :value;
+
+-- name: limit_insert
+INSERT INTO limits (key, value, max_running) VALUES (:key, :value, :max_running);
+
+-- name: settings_all
+SELECT name, value FROM settings;
+
+-- name: setting_delete
+DELETE FROM settings WHERE name = :name;
+
+-- name: setting_insert
+INSERT INTO settings (name, value) VALUES (:name, :value);
+
+-- name: node_delete
+DELETE FROM nodes WHERE id = :id;
+
+-- name: node_insert
+INSERT INTO nodes (id, host, pid, started_at, heartbeat_at)
+VALUES (:id, :host, :pid, :now, :now);
+
+-- name: node_heartbeat
+UPDATE nodes SET heartbeat_at = :now WHERE id = :id;
+
+-- name: nodes_all
+SELECT * FROM nodes ORDER BY id;
+
+-- name: task_set_depends_on
+UPDATE tasks SET depends_on = :depends_on WHERE id = :id;

@@ -1,0 +1,171 @@
+"""The embedded SQLite backend: one file, WAL, `BEGIN IMMEDIATE` for every write.
+
+Several processes may use one file at once (a CLI while a node runs). A commit wakes
+watchers in every process through datagrams on small Unix sockets, so a submit from
+another process is dispatched at once rather than at the next poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+import secrets
+import socket
+import sqlite3
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from slotline.errors import SchemaTooNew, StoreError
+from slotline.store.base import Store
+from slotline.store.core import Watcher
+from slotline.store.queries import Tx, load_queries, migrations, split_statements
+
+BUSY_TIMEOUT_MS = 60_000
+
+
+def default_path() -> Path:
+    """The store file under the XDG data directory."""
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(Path.home(), ".local", "share")
+    return Path(base) / "slotline" / "slotline.db"
+
+
+class SQLiteStore(Store):
+    """A store in one SQLite file."""
+
+    dialect = "sqlite"
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path).expanduser().resolve()
+        self.url = f"sqlite:///{self.path}"
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(
+                self.path,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=BUSY_TIMEOUT_MS / 1000,
+            )
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"cannot open the store at {self.path}: {exc}") from exc
+        self._conn.row_factory = sqlite3.Row
+        self._lock = threading.RLock()
+        self._queries = load_queries("sqlite")
+        self._wake_dir = _wake_dir(self.path)
+        with self._lock:
+            self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self._conn.execute("PRAGMA journal_mode = WAL")
+            self._conn.execute("PRAGMA synchronous = NORMAL")
+            self._conn.execute("PRAGMA foreign_keys = ON")
+        self._migrate()
+
+    def _migrate(self) -> None:
+        with self._transaction(write=True) as tx:
+            cur = tx.cursor
+            cur.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+            row = cur.execute("SELECT MAX(version) FROM schema_version").fetchone()
+            current = row[0] or 0
+            scripts = migrations("sqlite")
+            known = scripts[-1][0] if scripts else 0
+            if current > known:
+                raise SchemaTooNew(
+                    f"the store at {self.path} has schema version {current}; this slotline "
+                    f"knows up to {known}. Upgrade slotline."
+                )
+            for version, script in scripts:
+                if version > current:
+                    for statement in split_statements(script):
+                        cur.execute(statement)
+                    cur.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
+
+    @contextlib.contextmanager
+    def _transaction(self, write: bool) -> Iterator[Tx]:
+        with self._lock:
+            cur = self._conn.cursor()
+            try:
+                cur.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot use the store at {self.path}: {exc}") from exc
+            try:
+                yield Tx(cur, self._queries)
+            except BaseException:
+                self._conn.rollback()
+                raise
+            else:
+                try:
+                    cur.execute("COMMIT")
+                except sqlite3.Error as exc:
+                    self._conn.rollback()
+                    raise StoreError(f"commit failed on {self.path}: {exc}") from exc
+            finally:
+                cur.close()
+
+    def _notify(self) -> None:
+        try:
+            names = os.listdir(self._wake_dir)
+        except FileNotFoundError:
+            return
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
+            sender.setblocking(False)
+            for name in names:
+                target = os.path.join(self._wake_dir, name)
+                try:
+                    sender.sendto(b"!", target)
+                except BlockingIOError:
+                    pass  # its buffer is full: a wake-up is already pending there
+                except (ConnectionRefusedError, FileNotFoundError):
+                    with contextlib.suppress(OSError):
+                        os.unlink(target)  # left behind by a process that died
+                except OSError:
+                    pass
+
+    def watcher(self) -> Watcher:
+        return _SocketWatcher(self._wake_dir)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+def _wake_dir(path: Path) -> str:
+    # Unix socket paths are limited to ~100 bytes, so the folder is named by a hash.
+    digest = hashlib.sha256(str(path).encode()).hexdigest()[:16]
+    folder = os.path.join(tempfile.gettempdir(), f"slotline-{os.getuid()}-{digest}")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    return folder
+
+
+class _SocketWatcher(Watcher):
+    def __init__(self, folder: str) -> None:
+        self._path = os.path.join(folder, f"{os.getpid()}-{secrets.token_hex(4)}")
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self._sock.bind(self._path)
+        self._sock.setblocking(False)
+
+    def _drain(self) -> bool:
+        got = False
+        while True:
+            try:
+                self._sock.recv(64)
+            except BlockingIOError:
+                return got
+            got = True
+
+    async def wait(self, timeout: float | None) -> bool:
+        if self._drain():
+            return True
+        loop = asyncio.get_running_loop()
+        try:
+            await asyncio.wait_for(loop.sock_recv(self._sock, 64), timeout)
+        except TimeoutError:
+            return False
+        self._drain()
+        return True
+
+    def close(self) -> None:
+        self._sock.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self._path)

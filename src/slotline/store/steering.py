@@ -1,0 +1,377 @@
+"""The steering verbs: how a person or a supervising agent changes the line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slotline.errors import InvalidInput, InvalidTransition
+from slotline.models import (
+    PENDING,
+    Priority,
+    Status,
+    Task,
+    check_limit_key,
+    check_transition,
+    utcnow,
+)
+from slotline.scheduler.ranks import between
+from slotline.store import deps, ops
+from slotline.store.core import StoreCore
+from slotline.store.queries import Tx
+from slotline.store.rows import dumps
+
+# Settings a caller may change with `set_setting`, and how each is checked.
+SETTING_RULES: dict[str, tuple[type, float | None]] = {
+    "max_concurrent": (int, 0),
+    "max_depth": (int, 0),
+    "max_children": (int, 0),
+    "max_queue_size": (int, 0),
+    "aging_interval": (float, 1),
+    "retry_backoff_max": (float, 0),
+}
+
+
+class SteeringVerbs(StoreCore):
+    """cancel, terminate, boost, bump, move, priority, restart, hold, release, pause,
+    resume, clear, limits. Each is one transaction that emits its event."""
+
+    def cancel(self, ref: str, cascade: bool = False) -> Task:
+        """Cancel a task. A task not running ends at once; a running one is asked to stop
+        (TERM, then KILL) and ends when its process is gone, freeing its slot then.
+
+        Raises:
+            InvalidTransition: the task has already ended.
+        """
+        now = utcnow()
+        with self._write() as tx:
+            task = ops.resolve(tx, ref)
+            self._cancel(tx, task, now)
+            if cascade:
+                stack = [task.id]
+                while stack:
+                    for row in tx.rows("tasks_children", parent_id=stack.pop()):
+                        child = ops.load(tx, row["id"])
+                        if not child.status.terminal:
+                            self._cancel(tx, child, now)
+                        stack.append(child.id)
+            return ops.load(tx, task.id)
+
+    def _cancel(self, tx: Tx, task: Task, now: float) -> None:
+        check_transition("cancel", task.id, task.status)
+        if task.status is Status.RUNNING:
+            tx.run("task_kill_request", id=task.id, kill_request="cancel", restart_requested=False)
+            ops.emit(tx, "cancel_requested", task.id, now, attempt=task.current_attempt)
+            return
+        tx.run(
+            "task_end",
+            id=task.id,
+            status=Status.CANCELLED.value,
+            status_reason="cancelled",
+            now=now,
+            exit_code=None,
+            failure_reason=None,
+        )
+        ops.change(tx, task, "cancelled", Status.CANCELLED, now)
+        deps.propagate_end(tx, task.id, Status.CANCELLED, now)
+
+    def terminate(self, ref: str, reason: str = "by request") -> Task:
+        """Stop a running task; it fails with "terminated: REASON" and its slot frees.
+
+        Raises:
+            InvalidTransition: the task is not running.
+        """
+        reason = reason.strip() or "by request"
+        with self._write() as tx:
+            task = ops.resolve(tx, ref)
+            check_transition("terminate", task.id, task.status)
+            tx.run(
+                "task_kill_request",
+                id=task.id,
+                kill_request="terminate:" + reason[:500],
+                restart_requested=False,
+            )
+            ops.emit(
+                tx,
+                "terminate_requested",
+                task.id,
+                utcnow(),
+                attempt=task.current_attempt,
+                reason=reason,
+            )
+            return ops.load(tx, task.id)
+
+    def boost(self, ref: str) -> Task:
+        """Start next: move the task to position 1 without bypassing any limit."""
+        with self._write() as tx:
+            task = ops.resolve(tx, ref)
+            check_transition("boost", task.id, task.status)
+            first = (tx.one("first_queued_rank") or {}).get("rank")
+            rank = between(None, first) if first and first <= task.rank else task.rank
+            tx.run("task_place", id=task.id, rank=rank, boosted=True, priority=int(task.priority))
+            ops.emit(tx, "boosted", task.id, utcnow())
+            return ops.load(tx, task.id)
+
+    def bump(self, ref: str) -> Task:
+        """Start now: the next dispatch starts this task whatever the limits say; its
+        attempt is marked over-limit and nothing else starts until back under."""
+        with self._write() as tx:
+            task = ops.resolve(tx, ref)
+            to = check_transition("bump", task.id, task.status)
+            first = (tx.one("first_queued_rank") or {}).get("rank")
+            if first and first <= task.rank:
+                tx.run(
+                    "task_place",
+                    id=task.id,
+                    rank=between(None, first),
+                    boosted=True,
+                    priority=int(task.priority),
+                )
+            tx.run("task_start_now", id=task.id)
+            ops.change(tx, task, "bumped", to, utcnow())
+            return ops.load(tx, task.id)
+
+    def move(
+        self,
+        ref: str,
+        *,
+        to: int | None = None,
+        before: str | None = None,
+        after: str | None = None,
+    ) -> Task:
+        """Move a queued task to position `to`, or just before/after another queued task.
+
+        The task takes the band (boost and priority) of its new neighbours and a rank
+        between theirs; no other task's row changes.
+        """
+        if sum(x is not None for x in (to, before, after)) != 1:
+            raise InvalidInput("move needs exactly one of --to N, --before ID, --after ID")
+        now = utcnow()
+        with self._write() as tx:
+            task = ops.resolve(tx, ref)
+            check_transition("move", task.id, task.status)
+            if task.status is not Status.QUEUED:
+                raise InvalidTransition(
+                    f"cannot move task {task.id[:8]}: it is {task.status}; release it first",
+                    task_id=task.id,
+                    status=task.status,
+                )
+            aging = ops.read_settings(tx)["aging_interval"]
+            line = [t for t in ops.ordered_queue(tx, now, aging) if t.id != task.id]
+            index = self._target_index(tx, task, line, to, before, after)
+            prev = line[index - 1] if index > 0 else None
+            nxt = line[index] if index < len(line) else None
+            band_of = nxt or prev
+            if band_of is None:
+                return ops.load(tx, task.id)
+            boosted, priority = band_of.boosted, band_of.priority
+            if nxt is None:
+                rank = ops.next_rank(tx)
+            else:
+                same = prev is not None and (prev.boosted, prev.priority) == (boosted, priority)
+                rank = between(prev.rank if same and prev else None, nxt.rank)
+            tx.run("task_place", id=task.id, rank=rank, boosted=boosted, priority=int(priority))
+            ops.emit(
+                tx,
+                "moved",
+                task.id,
+                now,
+                position=index + 1,
+                priority=priority.label,
+                boosted=boosted,
+            )
+            return ops.load(tx, task.id)
+
+    def _target_index(
+        self,
+        tx: Tx,
+        task: Task,
+        line: list[Task],
+        to: int | None,
+        before: str | None,
+        after: str | None,
+    ) -> int:
+        if to is not None:
+            if to < 1:
+                raise InvalidInput(f"position must be 1 or more, got {to}")
+            return min(to, len(line) + 1) - 1
+        other = ops.resolve(tx, before or after or "")
+        if other.id == task.id:
+            raise InvalidInput("cannot move a task relative to itself")
+        ids = [t.id for t in line]
+        if other.id not in ids:
+            raise InvalidInput(
+                f"task {other.id[:8]} is {other.status}, not queued; move relative to a queued task"
+            )
+        index = ids.index(other.id)
+        return index if before is not None else index + 1
+
+    def set_priority(self, ref: str, level: str | int | Priority) -> Task:
+        """Change a not-yet-started task's priority; it keeps its rank within the new band."""
+        priority = Priority.parse(level)
+        with self._write() as tx:
+            task = ops.resolve(tx, ref)
+            check_transition("priority", task.id, task.status)
+            tx.run(
+                "task_place",
+                id=task.id,
+                rank=task.rank,
+                boosted=task.boosted,
+                priority=int(priority),
+            )
+            ops.emit(
+                tx,
+                "priority",
+                task.id,
+                utcnow(),
+                **{"from": task.priority.label, "to_priority": priority.label},
+            )
+            return ops.load(tx, task.id)
+
+    def restart(self, ref: str, force: bool = False) -> Task:
+        """Put an ended or blocked task back in line (new attempt, history kept), at the tail
+        of its band. A running task needs `force`: it is stopped first, and queued again
+        once its process is gone, so two attempts never run at once.
+
+        Raises:
+            InvalidTransition: the task is queued/waiting/held, or running without force.
+        """
+        now = utcnow()
+        with self._write() as tx:
+            task = ops.resolve(tx, ref)
+            if task.status is Status.RUNNING and force:
+                tx.run(
+                    "task_kill_request", id=task.id, kill_request="restart", restart_requested=True
+                )
+                ops.emit(tx, "restart_requested", task.id, now, attempt=task.current_attempt)
+            else:
+                check_transition("restart", task.id, task.status)
+                self._reset(tx, task, now)
+            return ops.load(tx, task.id)
+
+    def _reset(self, tx: Tx, task: Task, now: float) -> None:
+        """Put a task back in line for a new attempt, at the tail of its band."""
+        status, reason = deps.reset_status(tx, task)
+        tx.run(
+            "task_reset",
+            id=task.id,
+            status=status.value,
+            status_reason=reason,
+            rank=ops.next_rank(tx),
+            queued_at=now if status is Status.QUEUED else None,
+        )
+        ops.change(tx, task, "restarted", status, now)
+        deps.unblock_dependents(tx, task.id, now)
+
+    def hold(self, ref: str) -> Task:
+        """Keep a queued task out of dispatch until released."""
+        return self._simple(ref, "hold", "held")
+
+    def release(self, ref: str) -> Task:
+        """Put a held task back in line at its old place."""
+        return self._simple(ref, "release", "released")
+
+    def _simple(self, ref: str, verb: str, kind: str) -> Task:
+        with self._write() as tx:
+            task = ops.resolve(tx, ref)
+            to = check_transition(verb, task.id, task.status)
+            tx.run("task_set_status", id=task.id, status=to.value, status_reason=None)
+            ops.change(tx, task, kind, to, utcnow())
+            return ops.load(tx, task.id)
+
+    def add_dependency(self, ref: str, dep_ref: str) -> Task:
+        """Make a waiting or queued task also wait for `dep_ref`; a cycle is refused."""
+        now = utcnow()
+        with self._write() as tx:
+            task = ops.resolve(tx, ref)
+            if task.status not in (Status.WAITING, Status.QUEUED):
+                raise InvalidTransition(
+                    f"cannot add a dependency to task {task.id[:8]}: it is {task.status}",
+                    task_id=task.id,
+                    status=task.status,
+                )
+            (dep,) = deps.resolve_dependencies(tx, [dep_ref])
+            deps.check_no_cycle(tx, task.id, dep.id)
+            if dep.id in task.depends_on:
+                return task
+            tx.run("dep_insert", task_id=task.id, dep_id=dep.id)
+            tx.run("task_set_depends_on", id=task.id, depends_on=dumps([*task.depends_on, dep.id]))
+            ops.emit(tx, "dependency_added", task.id, now, dependency=dep.id)
+            if task.status is Status.QUEUED and dep.status is not Status.SUCCEEDED:
+                status, reason = deps.initial_status([dep], hold=False)
+                tx.run("task_set_status", id=task.id, status=status.value, status_reason=reason)
+                ops.change(tx, task, "waiting", status, now, dependency=dep.id)
+            return ops.load(tx, task.id)
+
+    # -- queue-wide verbs ---------------------------------------------------------------
+
+    def pause(self) -> None:
+        """Stop starting tasks (running ones go on)."""
+        self._set(paused=True)
+
+    def resume(self) -> None:
+        self._set(paused=False)
+
+    def clear(self) -> int:
+        """Cancel every task that has not started; returns how many."""
+        now = utcnow()
+        cancelled = 0
+        with self._write() as tx:
+            for status in PENDING:
+                for row in tx.rows("tasks_by_status", status=status.value, limit=1_000_000):
+                    task = ops.load(tx, row["id"])
+                    if task.status in PENDING:
+                        self._cancel(tx, task, now)
+                        cancelled += 1
+            ops.emit(tx, "cleared", None, now, count=cancelled)
+        return cancelled
+
+    def set_setting(self, name: str, value: Any) -> None:
+        """Change a store-wide setting (max_concurrent, aging_interval, bounds…)."""
+        self._set(**{name: value})
+
+    def _set(self, **values: Any) -> None:
+        checked = {name: _check_setting(name, value) for name, value in values.items()}
+        with self._write() as tx:
+            for name, value in checked.items():
+                ops.write_setting(tx, name, value)
+            ops.emit(tx, "settings", None, utcnow(), **checked)
+
+    def set_exempt_agents(self, agents: list[str]) -> None:
+        """Agent types that run outside the global pool (e.g. a supervising PM agent)."""
+        with self._write() as tx:
+            ops.write_setting(tx, "exempt_agents", sorted(set(agents)))
+            ops.emit(tx, "settings", None, utcnow(), exempt_agents=sorted(set(agents)))
+
+    def set_limit(self, key: str, value: str | None, max_running: int | None) -> None:
+        """Cap running tasks per `key` (agent, workspace, user, label:NAME), for every
+        value (value None) or one named value; `max_running` None removes the cap."""
+        check_limit_key(key)
+        if value is not None and not value:
+            raise InvalidInput("a limit value must not be empty")
+        if max_running is not None and max_running < 0:
+            raise InvalidInput(f"a limit must be 0 or more, got {max_running}")
+        with self._write() as tx:
+            tx.run("limit_delete", key=key, value=value or "")
+            if max_running is not None:
+                tx.run("limit_insert", key=key, value=value or "", max_running=max_running)
+            ops.emit(tx, "limit", None, utcnow(), key=key, value=value, max=max_running)
+
+
+def _check_setting(name: str, value: Any) -> Any:
+    if name == "paused":
+        return bool(value)
+    if name not in SETTING_RULES:
+        known = ", ".join(sorted(SETTING_RULES))
+        raise InvalidInput(f"unknown setting {name!r}; known: {known}")
+    if value is None and name == "aging_interval":
+        return None
+    kind, minimum = SETTING_RULES[name]
+    try:
+        number = kind(value)
+    except (TypeError, ValueError):
+        raise InvalidInput(f"{name} must be a number, got {value!r}") from None
+    if isinstance(value, bool) or (kind is int and float(value) != number):
+        raise InvalidInput(f"{name} must be a whole number, got {value!r}")
+    if minimum is not None and number < minimum:
+        raise InvalidInput(f"{name} must be at least {minimum:g}, got {value!r}")
+    return number
