@@ -1,0 +1,236 @@
+"""The public async Python API: open a queue on a store URL, submit, steer, watch.
+
+Example:
+    import asyncio
+    import slotline
+
+    async def main() -> None:
+        async with slotline.open_queue("slotline.db") as queue:
+            task = await queue.submit(["pytest", "-x"], priority="high", title="tests")
+            print(task.id, task.status, task.position)
+            async with queue.node(max_concurrent=2) as node:
+                done = await queue.wait(task.id)
+            print(done.status, done.exit_code)
+
+    asyncio.run(main())
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+from slotline.errors import InvalidInput
+from slotline.models import Event, Priority, Status, Task
+from slotline.node import Node
+from slotline.runner.callable import TaskFunction
+from slotline.spec import TaskSpec
+from slotline.store import QueueStatus, Store, open_store
+from slotline.store.ops import Settings
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class Queue:
+    """An async handle on a slotline store. Every method is one store transaction run in
+    a worker thread, so it never blocks the event loop."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def _call(self, function: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        return await asyncio.to_thread(function, *args, **kwargs)
+
+    async def __aenter__(self) -> Queue:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._call(self.store.close)
+
+    # -- submit and read --------------------------------------------------------------
+
+    async def submit(
+        self,
+        command: Sequence[str] | None = None,
+        *,
+        callable: str | None = None,
+        **fields: Any,
+    ) -> Task:
+        """Submit a command (an argv list, never a shell string) or a registered callable.
+
+        Args:
+            command: the argv list, e.g. ["claude", "-p", "fix the flaky test"].
+            callable: name of a function registered on the node (instead of a command).
+            **fields: any TaskSpec field: priority ("urgent"|"high"|"normal"|"low", P0..P3),
+                title, agent, workspace, user, labels, env, depends_on, parent_id,
+                max_attempts, backoff, timeout, queue_ttl, hold, args.
+
+        Returns:
+            The task as stored, with its status (queued, waiting, held or blocked).
+
+        Raises:
+            InvalidInput: a field is malformed (the message names it).
+            UnknownDependency: a depends_on id does not exist; nothing is created.
+            BoundExceeded: the queue, depth or children bound is reached; nothing is created.
+        """
+        if isinstance(command, str):
+            raise InvalidInput("command must be an argv list, not a string")
+        spec: dict[str, Any] = {**fields, "command": builtins.list(command or []), "callable": callable}
+        return await self._call(self.store.submit, spec)
+
+    async def submit_many(self, specs: Sequence[TaskSpec | dict[str, Any]]) -> builtins.list[Task]:
+        """Submit several tasks atomically: all are created, or none."""
+        return await self._call(self.store.submit_many, builtins.list(specs))
+
+    async def get(self, ref: str) -> Task:
+        """A task by id or unique id prefix, with its attempts and position."""
+        return await self._call(self.store.get, ref)
+
+    async def list(self, status: Status | str | None = None) -> builtins.list[Task]:
+        """Tasks in submission order, optionally only those of one status."""
+        return await self._call(self.store.list_tasks, Status(status) if status else None)
+
+    async def status(self) -> QueueStatus:
+        """Active/max, slots available, paused, and the queued tasks with positions."""
+        return await self._call(self.store.status)
+
+    async def events(self, since: int = 0, limit: int = 1000) -> builtins.list[Event]:
+        """Events after `since` (a seq), oldest first."""
+        return await self._call(self.store.events, since, limit)
+
+    async def follow(self, since: int = 0) -> AsyncIterator[Event]:
+        """Every event after `since`, then live ones as they happen; never misses one."""
+        watcher = self.store.watcher()
+        try:
+            while True:
+                batch = await self._call(self.store.events, since, 1000)
+                for event in batch:
+                    since = event.seq
+                    yield event
+                if len(batch) < 1000:
+                    await watcher.wait(5.0)
+        finally:
+            watcher.close()
+
+    async def wait(self, ref: str, timeout: float | None = None) -> Task:
+        """Wait until the task has ended (succeeded, failed, cancelled, expired)."""
+
+        async def until_done() -> Task:
+            watcher = self.store.watcher()
+            try:
+                while True:
+                    task = await self.get(ref)
+                    if task.status.terminal:
+                        return task
+                    await watcher.wait(5.0)
+            finally:
+                watcher.close()
+
+        return await asyncio.wait_for(until_done(), timeout)
+
+    async def settings(self) -> Settings:
+        """Limits and settings as stored."""
+        return await self._call(self.store.settings)
+
+    # -- steering ---------------------------------------------------------------------
+
+    async def cancel(self, ref: str, cascade: bool = False) -> Task:
+        """Cancel a task (a running one is stopped: TERM, then KILL after a grace period)."""
+        return await self._call(self.store.cancel, ref, cascade)
+
+    async def terminate(self, ref: str, reason: str = "by request") -> Task:
+        """Stop a running task; it fails with "terminated: REASON"."""
+        return await self._call(self.store.terminate, ref, reason)
+
+    async def boost(self, ref: str) -> Task:
+        """Start next: position 1, limits still apply."""
+        return await self._call(self.store.boost, ref)
+
+    async def bump(self, ref: str) -> Task:
+        """Start now, even over the limit (the attempt is marked over-limit)."""
+        return await self._call(self.store.bump, ref)
+
+    async def move(
+        self,
+        ref: str,
+        *,
+        to: int | None = None,
+        before: str | None = None,
+        after: str | None = None,
+    ) -> Task:
+        """Move a queued task to position `to`, or before/after another queued task."""
+        return await self._call(self.store.move, ref, to=to, before=before, after=after)
+
+    async def set_priority(self, ref: str, level: str | int | Priority) -> Task:
+        """Change a waiting task's priority."""
+        return await self._call(self.store.set_priority, ref, level)
+
+    async def restart(self, ref: str, force: bool = False) -> Task:
+        """Queue an ended or blocked task again; `force` stops a running one first."""
+        return await self._call(self.store.restart, ref, force)
+
+    async def hold(self, ref: str) -> Task:
+        """Keep a queued task out of dispatch."""
+        return await self._call(self.store.hold, ref)
+
+    async def release(self, ref: str) -> Task:
+        """Return a held task to its place in line."""
+        return await self._call(self.store.release, ref)
+
+    async def pause(self) -> None:
+        """Start nothing new until resumed."""
+        await self._call(self.store.pause)
+
+    async def resume(self) -> None:
+        await self._call(self.store.resume)
+
+    async def clear(self) -> int:
+        """Cancel every task that has not started; returns how many."""
+        return await self._call(self.store.clear)
+
+    async def set_max_concurrent(self, value: int) -> None:
+        """Change the global limit at runtime."""
+        await self._call(self.store.set_setting, "max_concurrent", value)
+
+    async def set_limit(self, key: str, value: str | None, max_running: int | None) -> None:
+        """Cap running tasks per agent/workspace/user/label:NAME (None removes the cap)."""
+        await self._call(self.store.set_limit, key, value, max_running)
+
+    # -- running ----------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def node(
+        self,
+        *,
+        max_concurrent: int | None = None,
+        log_dir: Path | None = None,
+        callables: dict[str, TaskFunction] | None = None,
+        **options: Any,
+    ) -> AsyncIterator[Node]:
+        """Run a node on this queue for the duration of the block."""
+        if max_concurrent is not None:
+            await self.set_max_concurrent(max_concurrent)
+        node = Node(self.store, log_dir=log_dir, callables=callables, **options)
+        stop = asyncio.Event()
+        runner = asyncio.create_task(node.run(stop))
+        try:
+            yield node
+        finally:
+            stop.set()
+            await runner
+
+
+def open_queue(url: str | Path | None = None) -> Queue:
+    """Open the queue stored at `url` (a file path, sqlite:///path, postgresql://…).
+
+    None opens the default SQLite file under the XDG data directory.
+    """
+    return Queue(open_store(url))

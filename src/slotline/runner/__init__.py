@@ -1,0 +1,1 @@
+"""Running attempts: processes (through a small wrapper) and registered Python callables."""

@@ -1,0 +1,57 @@
+"""The callable runner: registered Python functions, sync (in a thread) or async."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import traceback
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from slotline.errors import InvalidInput
+from slotline.runner.process import Outcome
+
+TaskFunction = Callable[..., Any]
+
+
+class Registry:
+    """Names a node can run as callable tasks."""
+
+    def __init__(self, functions: Mapping[str, TaskFunction] | None = None) -> None:
+        self._functions: dict[str, TaskFunction] = dict(functions or {})
+
+    def register(self, name: str, function: TaskFunction) -> None:
+        if not name:
+            raise InvalidInput("a callable needs a name")
+        self._functions[name] = function
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._functions
+
+    def names(self) -> frozenset[str]:
+        return frozenset(self._functions)
+
+    def get(self, name: str) -> TaskFunction | None:
+        return self._functions.get(name)
+
+
+async def run_callable(
+    function: TaskFunction, args: dict[str, Any], timeout: float | None, log_path: Path
+) -> Outcome:
+    """Call `function(**args)`; an exception fails the attempt, its traceback goes to the log."""
+    try:
+        if inspect.iscoroutinefunction(function):
+            await asyncio.wait_for(function(**args), timeout)
+        else:
+            await asyncio.wait_for(asyncio.to_thread(function, **args), timeout)
+    except TimeoutError:
+        return Outcome(None, f"timed out after {timeout:g}s")
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "a") as log:
+            log.write(traceback.format_exc())
+        return Outcome(1, f"{type(exc).__name__}: {exc}")
+    return Outcome(0)

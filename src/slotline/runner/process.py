@@ -1,0 +1,205 @@
+"""The process runner: argv, no shell, own session, cwd = workspace, output to a log file.
+
+Each command runs under `wrap.py`, which writes the exit status to a file, so that the
+outcome survives a restart of the node. A handle can also re-adopt a process started by an
+earlier incarnation of the node, as long as the pid and its start time still match.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+WRAP = str(Path(__file__).with_name("wrap.py"))
+
+
+class SpawnError(Exception):
+    """The command could not be started; the attempt fails with this reason."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How a process ended: its exit code (negative: killed by that signal) and why."""
+
+    exit_code: int | None
+    reason: str | None = None
+
+
+def describe_exit(code: int | None) -> str | None:
+    """A failure reason for an exit code, or None for success."""
+    if code is None:
+        return "the process ended without an exit status"
+    if code == 0:
+        return None
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"killed by {name}"
+    return f"exit code {code}"
+
+
+def process_start_time(pid: int) -> float | None:
+    """The start time of `pid` (to tell it apart from a later process with the same pid)."""
+    try:
+        return psutil.Process(pid).create_time()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+
+
+def read_exit_file(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+class ProcessHandle:
+    """A running (or adopted) command: wait for it, signal its process group, stop it."""
+
+    def __init__(
+        self,
+        pid: int,
+        pid_started: float | None,
+        log_path: Path,
+        exit_path: Path,
+        proc: asyncio.subprocess.Process | None = None,
+    ) -> None:
+        self.pid = pid
+        self.pid_started = pid_started
+        self.log_path = log_path
+        self.exit_path = exit_path
+        self._proc = proc
+        self.stop_reason: str | None = None
+
+    @classmethod
+    def adopt(cls, pid: int, pid_started: float, log_path: Path, exit_path: Path) -> ProcessHandle:
+        """Take over a process started by an earlier node (it is not our child)."""
+        return cls(pid, pid_started, log_path, exit_path)
+
+    def alive(self) -> bool:
+        if self._proc is not None:
+            return self._proc.returncode is None
+        started = process_start_time(self.pid)
+        if started is None or self.pid_started is None:
+            return False
+        if abs(started - self.pid_started) >= 1.0:
+            return False
+        with contextlib.suppress(psutil.NoSuchProcess):
+            return psutil.Process(self.pid).status() != psutil.STATUS_ZOMBIE
+        return False
+
+    async def wait(self) -> Outcome:
+        """Wait until the keeper exits, then report the command's exit status."""
+        if self._proc is not None:
+            keeper_code = await self._proc.wait()
+        else:
+            await self._wait_foreign()
+            keeper_code = None
+        code = read_exit_file(self.exit_path)
+        if code is None and keeper_code is not None and keeper_code < 0:
+            code = keeper_code  # the keeper itself was killed (SIGKILL to the group)
+        self._reap_group()
+        reason = self.stop_reason or describe_exit(code)
+        return Outcome(code, reason)
+
+    async def _wait_foreign(self) -> None:
+        try:
+            fd = os.pidfd_open(self.pid)
+        except OSError:
+            fd = None
+        if fd is not None:
+            loop = asyncio.get_running_loop()
+            done: asyncio.Future[None] = loop.create_future()
+
+            def exited() -> None:
+                if not done.done():
+                    done.set_result(None)
+
+            loop.add_reader(fd, exited)
+            try:
+                if self.alive():
+                    await done
+            finally:
+                loop.remove_reader(fd)
+                os.close(fd)
+            return
+        while self.alive():  # no pidfd (old kernel): fall back to polling
+            await asyncio.sleep(0.5)
+
+    def signal_group(self, sig: signal.Signals) -> bool:
+        """Send `sig` to the whole process group; False if it is already gone."""
+        try:
+            os.killpg(self.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+
+    def _reap_group(self) -> None:
+        # Children the command left behind in its group go with it: the slot frees only
+        # when nothing of the attempt is left running.
+        self.signal_group(signal.SIGKILL)
+
+    async def stop(self, reason: str, grace: float) -> None:
+        """TERM to the process group, KILL after `grace` seconds if it is still there."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+        if not self.signal_group(signal.SIGTERM):
+            return
+        deadline = asyncio.get_running_loop().time() + grace
+        while asyncio.get_running_loop().time() < deadline:
+            if not self.alive():
+                return
+            await asyncio.sleep(0.05)
+        self.signal_group(signal.SIGKILL)
+
+
+async def spawn(
+    argv: list[str],
+    cwd: str | None,
+    env: dict[str, str],
+    log_path: Path,
+    memory_mb: int | None = None,
+) -> ProcessHandle:
+    """Start `argv` under the exit-code keeper in a new session, output to `log_path`.
+
+    Raises:
+        SpawnError: the workspace does not exist or the program cannot be found.
+    """
+    if cwd is not None and not os.path.isdir(cwd):
+        raise SpawnError(f"workspace {cwd} does not exist")
+    program = argv[0]
+    search = env.get("PATH", os.defpath)
+    if os.sep in program:
+        resolved = program if os.path.isabs(program) else os.path.join(cwd or ".", program)
+        if not (os.path.isfile(resolved) and os.access(resolved, os.X_OK)):
+            raise SpawnError(f"command not found or not executable: {program}")
+    elif shutil.which(program, path=search) is None:
+        raise SpawnError(f"command not found: {program}")
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    exit_path = log_path.with_suffix(".exit")
+    exit_path.unlink(missing_ok=True)
+    keeper = [sys.executable, "-I", "-S", WRAP, str(exit_path), str(memory_mb or 0), "--", *argv]
+    with open(log_path, "ab") as log:
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *keeper,
+                cwd=cwd,
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=log,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise SpawnError(f"cannot start {program}: {exc.strerror or exc}") from exc
+    return ProcessHandle(proc.pid, process_start_time(proc.pid), log_path, exit_path, proc)

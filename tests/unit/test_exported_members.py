@@ -1,0 +1,17 @@
+import types
+
+import slotline
+
+
+def test_all_is_sorted_and_names_every_public_member() -> None:
+    assert slotline.__all__ == sorted(slotline.__all__)
+    public = {
+        name
+        for name, value in vars(slotline).items()
+        if not name.startswith("_")
+        and not isinstance(value, types.ModuleType)
+        and name != "annotations"
+    }
+    assert public == set(slotline.__all__) - {"__version__"}
+    for name in slotline.__all__:
+        assert hasattr(slotline, name)
