@@ -83,7 +83,11 @@ class Queue:
         """
         if isinstance(command, str):
             raise InvalidInput("command must be an argv list, not a string")
-        spec: dict[str, Any] = {**fields, "command": builtins.list(command or []), "callable": callable}
+        spec: dict[str, Any] = {
+            **fields,
+            "command": builtins.list(command or []),
+            "callable": callable,
+        }
         return await self._call(self.store.submit, spec)
 
     async def submit_many(self, specs: Sequence[TaskSpec | dict[str, Any]]) -> builtins.list[Task]:

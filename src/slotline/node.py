@@ -117,9 +117,11 @@ class Node:
         try:
             await self._reconcile()
             while not stop.is_set():
+                self._changed.clear()
                 next_wake = await self._dispatch()
                 await self._handle_kills()
-                if until_idle and not self._runs and next_wake is None:
+                idle = not self._runs and next_wake is None and not self._changed.is_set()
+                if until_idle and idle:
                     return
                 delay = self.heartbeat_interval
                 if next_wake is not None:
@@ -136,7 +138,6 @@ class Node:
             log.info("node stopped", extra={"node": self.node_id})
 
     async def _sleep(self, watcher: Any, stop: asyncio.Event, delay: float) -> None:
-        self._changed.clear()
         waiters = [
             asyncio.create_task(watcher.wait(delay)),
             asyncio.create_task(self._changed.wait()),

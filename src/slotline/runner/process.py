@@ -64,7 +64,7 @@ def read_exit_file(path: Path) -> int | None:
 
 
 class ProcessHandle:
-    """A running (or adopted) command: wait for it, signal its process group, stop it."""
+    """A running command (started here or by an earlier node): wait, signal, stop."""
 
     def __init__(
         self,
@@ -72,13 +72,13 @@ class ProcessHandle:
         pid_started: float | None,
         log_path: Path,
         exit_path: Path,
-        proc: asyncio.subprocess.Process | None = None,
+        child: bool = False,
     ) -> None:
         self.pid = pid
         self.pid_started = pid_started
         self.log_path = log_path
         self.exit_path = exit_path
-        self._proc = proc
+        self.child = child
         self.stop_reason: str | None = None
 
     @classmethod
@@ -87,24 +87,25 @@ class ProcessHandle:
         return cls(pid, pid_started, log_path, exit_path)
 
     def alive(self) -> bool:
-        if self._proc is not None:
-            return self._proc.returncode is None
+        """True while the keeper runs (same pid and start time, not a zombie)."""
         started = process_start_time(self.pid)
         if started is None or self.pid_started is None:
             return False
         if abs(started - self.pid_started) >= 1.0:
             return False
-        with contextlib.suppress(psutil.NoSuchProcess):
+        try:
             return psutil.Process(self.pid).status() != psutil.STATUS_ZOMBIE
-        return False
+        except psutil.NoSuchProcess:
+            return False
 
     async def wait(self) -> Outcome:
         """Wait until the keeper exits, then report the command's exit status."""
-        if self._proc is not None:
-            keeper_code = await self._proc.wait()
-        else:
-            await self._wait_foreign()
-            keeper_code = None
+        await self._exited()
+        keeper_code = None
+        if self.child:
+            with contextlib.suppress(ChildProcessError):
+                _, status = os.waitpid(self.pid, 0)
+                keeper_code = os.waitstatus_to_exitcode(status)
         code = read_exit_file(self.exit_path)
         if code is None and keeper_code is not None and keeper_code < 0:
             code = keeper_code  # the keeper itself was killed (SIGKILL to the group)
@@ -112,29 +113,29 @@ class ProcessHandle:
         reason = self.stop_reason or describe_exit(code)
         return Outcome(code, reason)
 
-    async def _wait_foreign(self) -> None:
+    async def _exited(self) -> None:
         try:
             fd = os.pidfd_open(self.pid)
         except OSError:
             fd = None
-        if fd is not None:
-            loop = asyncio.get_running_loop()
-            done: asyncio.Future[None] = loop.create_future()
-
-            def exited() -> None:
-                if not done.done():
-                    done.set_result(None)
-
-            loop.add_reader(fd, exited)
-            try:
-                if self.alive():
-                    await done
-            finally:
-                loop.remove_reader(fd)
-                os.close(fd)
+        if fd is None:  # no pidfd (old kernel, or already gone): poll
+            while self.alive():
+                await asyncio.sleep(0.2)
             return
-        while self.alive():  # no pidfd (old kernel): fall back to polling
-            await asyncio.sleep(0.5)
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+
+        def exited() -> None:
+            if not done.done():
+                done.set_result(None)
+
+        loop.add_reader(fd, exited)
+        try:
+            if self.child or self.alive():
+                await done
+        finally:
+            loop.remove_reader(fd)
+            os.close(fd)
 
     def signal_group(self, sig: signal.Signals) -> bool:
         """Send `sig` to the whole process group; False if it is already gone."""
@@ -188,18 +189,26 @@ async def spawn(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     exit_path = log_path.with_suffix(".exit")
     exit_path.unlink(missing_ok=True)
-    keeper = [sys.executable, "-I", "-S", WRAP, str(exit_path), str(memory_mb or 0), "--", *argv]
-    with open(log_path, "ab") as log:
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                *keeper,
-                cwd=cwd,
-                env=env,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=log,
-                stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            raise SpawnError(f"cannot start {program}: {exc.strerror or exc}") from exc
-    return ProcessHandle(proc.pid, process_start_time(proc.pid), log_path, exit_path, proc)
+    keeper = [
+        sys.executable,
+        "-I",
+        "-S",
+        WRAP,
+        str(exit_path),
+        str(memory_mb or 0),
+        cwd or "",
+        "--",
+        *argv,
+    ]
+    # posix_spawn, not asyncio's subprocess: the node must be able to stop watching and
+    # exit while the command runs on, to be re-adopted by the next node.
+    actions = [
+        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 1, str(log_path), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600),
+        (os.POSIX_SPAWN_DUP2, 1, 2),
+    ]
+    try:
+        pid = os.posix_spawn(sys.executable, keeper, env, file_actions=actions, setsid=True)
+    except OSError as exc:
+        raise SpawnError(f"cannot start {program}: {exc.strerror or exc}") from exc
+    return ProcessHandle(pid, process_start_time(pid), log_path, exit_path, child=True)

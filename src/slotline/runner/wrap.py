@@ -1,6 +1,6 @@
 """The exit-code keeper: runs one command and writes its exit status to a file.
 
-Started by the process runner as `python -I -S wrap.py EXIT_FILE MEMORY_MB -- ARGV...` in
+Started by the process runner as `python -I -S wrap.py EXIT_FILE MEMORY_MB CWD -- ARGV...` in
 its own session. It survives the node that started it (so a restarted node can collect
 the exit code of an agent it re-adopted), ignores SIGTERM/SIGINT itself (they reach the
 command through the process group) and imports nothing but the standard library core.
@@ -21,10 +21,17 @@ def _write(path: str, text: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    exit_file, memory_mb, sep, *command = argv
+    exit_file, memory_mb, cwd, sep, *command = argv
     if sep != "--" or not command:
-        sys.stderr.write("usage: wrap.py EXIT_FILE MEMORY_MB -- ARGV...\n")
+        sys.stderr.write("usage: wrap.py EXIT_FILE MEMORY_MB CWD -- ARGV...\n")
         return 2
+    if cwd:
+        try:
+            os.chdir(cwd)
+        except OSError as exc:
+            sys.stderr.write(f"slotline: cannot enter workspace {cwd}: {exc.strerror}\n")
+            _write(exit_file, "127\n")
+            return 0
     # Ignore stop signals before forking so no window leaves the keeper killable; the
     # command gets the default dispositions back before exec.
     stops = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)

@@ -1,0 +1,275 @@
+"""A real node running real processes against a real SQLite store."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+from slotline.models import Attempt, Status, Task
+from slotline.node import Node
+from slotline.store import Store, open_store
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    s = open_store(tmp_path / "store.db")
+    yield s
+    s.close()
+
+
+@asynccontextmanager
+async def running_node(store: Store, tmp_path: Path, **options: object) -> AsyncIterator[Node]:
+    options.setdefault("kill_grace", 2.0)
+    node = Node(store, log_dir=tmp_path / "logs", **options)  # type: ignore[arg-type]
+    stop = asyncio.Event()
+    task = asyncio.create_task(node.run(stop))
+    try:
+        yield node
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+
+
+async def until(predicate: Callable[[], bool], timeout: float = 20.0) -> None:
+    """Wait for a condition, checking often; fail if it does not hold in time."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.02)
+
+
+def has_pid(store: Store, task_id: str) -> bool:
+    attempts = store.get(task_id).attempts
+    return bool(attempts) and attempts[-1].pid is not None
+
+
+def max_overlap(attempts: list[Attempt]) -> int:
+    """The most attempts that were running at one instant (from start/end times)."""
+    edges = []
+    for a in attempts:
+        assert a.finished_at is not None
+        edges += [(a.started_at, 1), (a.finished_at, -1)]
+    edges.sort(key=lambda e: (e[0], e[1]))
+    running = peak = 0
+    for _, step in edges:
+        running += step
+        peak = max(peak, running)
+    return peak
+
+
+def submit(store: Store, *argv: str, **fields: object) -> Task:
+    return store.submit({"command": list(argv), **fields})
+
+
+def test_limit_is_respected_and_every_task_runs(store: Store, tmp_path: Path) -> None:
+    store.set_setting("max_concurrent", 2)
+    tasks = [submit(store, "sleep", "0.2") for _ in range(6)]
+
+    async def scenario() -> None:
+        node = Node(store, log_dir=tmp_path / "logs")
+        await node.run_until_idle(timeout=30)
+
+    asyncio.run(scenario())
+    assert all(store.get(t.id).status is Status.SUCCEEDED for t in tasks)
+    assert max_overlap(store.attempts()) == 2
+
+
+def test_priority_order_decides_who_starts_first(store: Store, tmp_path: Path) -> None:
+    store.set_setting("max_concurrent", 1)
+    low = submit(store, "true", priority="low")
+    normal = submit(store, "true")
+    urgent = submit(store, "true", priority="P0")
+
+    asyncio.run(Node(store, log_dir=tmp_path / "logs").run_until_idle(timeout=30))
+    starts = {a.task_id: a.started_at for a in store.attempts()}
+    assert starts[urgent.id] < starts[normal.id] < starts[low.id]
+
+
+def test_failure_records_exit_code_and_reason(store: Store, tmp_path: Path) -> None:
+    failing = submit(store, "sh", "-c", "echo boom; exit 3")
+    asyncio.run(Node(store, log_dir=tmp_path / "logs").run_until_idle(timeout=30))
+
+    task = store.get(failing.id)
+    assert task.status is Status.FAILED
+    assert task.exit_code == 3
+    assert task.failure_reason == "exit code 3"
+    log_path = task.attempts[0].log_path
+    assert log_path is not None
+    assert Path(log_path).read_text() == "boom\n"
+
+
+def test_missing_command_and_workspace_fail_with_the_reason(store: Store, tmp_path: Path) -> None:
+    missing = submit(store, "no-such-program-xyz")
+    nowhere = submit(store, "true", workspace=str(tmp_path / "gone"))
+    asyncio.run(Node(store, log_dir=tmp_path / "logs").run_until_idle(timeout=30))
+
+    assert store.get(missing.id).failure_reason == "command not found: no-such-program-xyz"
+    assert store.get(nowhere.id).failure_reason == f"workspace {tmp_path / 'gone'} does not exist"
+
+
+def test_workspace_is_the_working_directory_and_env_is_set(store: Store, tmp_path: Path) -> None:
+    work = tmp_path / "ws"
+    work.mkdir()
+    task = submit(
+        store,
+        "sh",
+        "-c",
+        'pwd > out.txt; echo "$SLOTLINE_TASK_ID $GREETING" >> out.txt',
+        workspace=str(work),
+        env={"GREETING": "hi"},
+    )
+    asyncio.run(Node(store, log_dir=tmp_path / "logs").run_until_idle(timeout=30))
+
+    assert (work / "out.txt").read_text() == f"{work}\n{task.id} hi\n"
+
+
+def test_timeout_terminates_the_process_group(store: Store, tmp_path: Path) -> None:
+    slow = submit(store, "sh", "-c", "sleep 30 & sleep 30", timeout=0.5)
+    asyncio.run(Node(store, log_dir=tmp_path / "logs", kill_grace=1).run_until_idle(timeout=30))
+
+    task = store.get(slow.id)
+    assert task.status is Status.FAILED
+    assert task.failure_reason == "timed out after 0.5s"
+
+
+def test_retry_runs_again_after_backoff(store: Store, tmp_path: Path) -> None:
+    marker = tmp_path / "tried"
+    flaky = submit(
+        store,
+        "sh",
+        "-c",
+        f"if [ -e {marker} ]; then exit 0; fi; touch {marker}; exit 1",
+        max_attempts=2,
+        backoff=0.1,
+    )
+    asyncio.run(Node(store, log_dir=tmp_path / "logs").run_until_idle(timeout=30))
+
+    task = store.get(flaky.id)
+    assert task.status is Status.SUCCEEDED
+    assert [a.outcome for a in task.attempts] == ["failed", "succeeded"]
+
+
+def test_cancel_of_a_running_process_frees_its_slot(store: Store, tmp_path: Path) -> None:
+    store.set_setting("max_concurrent", 1)
+    long = submit(store, "sleep", "30")
+    nxt = submit(store, "true")
+
+    async def scenario() -> None:
+        async with running_node(store, tmp_path):
+            await until(lambda: has_pid(store, long.id))
+            assert store.get(nxt.id).status is Status.QUEUED
+            store.cancel(long.id)
+            await until(lambda: store.get(nxt.id).status is Status.SUCCEEDED)
+
+    asyncio.run(scenario())
+    cancelled = store.get(long.id)
+    assert cancelled.status is Status.CANCELLED
+    # The next task started only after the cancelled process was gone.
+    assert cancelled.attempts[0].finished_at is not None
+    assert store.get(nxt.id).attempts[0].started_at >= cancelled.attempts[0].finished_at
+
+
+def test_terminate_fails_the_task_and_starts_the_next(store: Store, tmp_path: Path) -> None:
+    store.set_setting("max_concurrent", 1)
+    agent = submit(store, "sleep", "30")
+    nxt = submit(store, "true")
+
+    async def scenario() -> None:
+        async with running_node(store, tmp_path):
+            await until(lambda: has_pid(store, agent.id))
+            store.terminate(agent.id, "stuck")
+            await until(lambda: store.get(nxt.id).status is Status.SUCCEEDED)
+
+    asyncio.run(scenario())
+    assert store.get(agent.id).status is Status.FAILED
+    assert store.get(agent.id).failure_reason == "terminated: stuck"
+
+
+def test_bump_starts_over_the_limit_and_nothing_else_starts(store: Store, tmp_path: Path) -> None:
+    store.set_setting("max_concurrent", 1)
+    first = submit(store, "sleep", "30")
+    waiting = submit(store, "true")
+    urgent = submit(store, "sleep", "30")
+
+    async def scenario() -> None:
+        async with running_node(store, tmp_path):
+            await until(lambda: store.get(first.id).status is Status.RUNNING)
+            store.bump(urgent.id)
+            await until(lambda: store.get(urgent.id).status is Status.RUNNING)
+            assert store.get(urgent.id).attempts[0].over_limit
+            assert store.status().over_limit
+            store.cancel(urgent.id)
+            await until(lambda: store.get(urgent.id).status is Status.CANCELLED)
+            # Back at the limit: the queued task still waits for the first one.
+            assert store.get(waiting.id).status is Status.QUEUED
+            store.cancel(first.id)
+            await until(lambda: store.get(waiting.id).status is Status.SUCCEEDED)
+
+    asyncio.run(scenario())
+
+
+def test_submit_from_another_process_wakes_the_node(store: Store, tmp_path: Path) -> None:
+    # Given a node whose heartbeat (its only timer) is far away,
+    # when another process submits a task,
+    # then the node starts it: it was woken by the store, not by a poll.
+    async def scenario() -> None:
+        async with running_node(store, tmp_path, heartbeat=300.0):
+            await asyncio.sleep(0.2)  # let the node reach its wait
+            code = (
+                "from slotline.store import open_store;"
+                f"open_store({str(store.url.removeprefix('sqlite://'))!r})"
+                ".submit({'command': ['true'], 'title': 'from afar'})"
+            )
+            subprocess.run([sys.executable, "-c", code], check=True)
+            await until(
+                lambda: any(t.status is Status.SUCCEEDED for t in store.list_tasks()),
+                timeout=15,
+            )
+
+    asyncio.run(scenario())
+
+
+def test_callable_tasks_run_sync_and_async_functions(store: Store, tmp_path: Path) -> None:
+    seen: list[str] = []
+
+    def greet(name: str) -> None:
+        seen.append(f"sync {name}")
+
+    async def boom() -> None:
+        raise RuntimeError("nope")
+
+    ok = store.submit({"callable": "greet", "args": {"name": "ada"}})
+    bad = store.submit({"callable": "boom"})
+    node = Node(store, log_dir=tmp_path / "logs", callables={"greet": greet, "boom": boom})
+    asyncio.run(node.run_until_idle(timeout=30))
+
+    assert seen == ["sync ada"]
+    assert store.get(ok.id).status is Status.SUCCEEDED
+    assert store.get(bad.id).failure_reason == "RuntimeError: nope"
+
+
+def test_an_agent_started_before_a_restart_is_readopted(store: Store, tmp_path: Path) -> None:
+    agent = submit(store, "sh", "-c", "sleep 1; echo done; exit 4")
+
+    async def first_life() -> None:
+        async with running_node(store, tmp_path):
+            await until(lambda: has_pid(store, agent.id))
+
+    asyncio.run(first_life())
+    assert store.get(agent.id).status is Status.RUNNING  # the process outlived the node
+
+    asyncio.run(Node(store, log_dir=tmp_path / "logs").run_until_idle(timeout=30))
+    task = store.get(agent.id)
+    assert task.status is Status.FAILED
+    assert task.exit_code == 4
+    assert len(task.attempts) == 1
+    log_path = task.attempts[0].log_path
+    assert log_path is not None
+    assert Path(log_path).read_text() == "done\n"
