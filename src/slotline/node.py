@@ -27,6 +27,7 @@ from slotline.runner.process import (
     ProcessHandle,
     SpawnError,
     describe_exit,
+    process_start_time,
     read_exit_file,
     spawn,
 )
@@ -284,12 +285,15 @@ class Node:
             run = _Run(task, attempt)
             log_path = Path(attempt.log_path) if attempt.log_path else self._paths(task, attempt)
             exit_path = log_path.with_suffix(".exit")
-            if attempt.pid is not None and attempt.pid_started is not None:
-                handle = ProcessHandle.adopt(attempt.pid, attempt.pid_started, log_path, exit_path)
+            pid, pid_started = attempt.pid, attempt.pid_started
+            if pid is None:  # the node died between spawning and recording the pid
+                pid, pid_started = _pid_from_file(log_path.with_suffix(".pid"))
+            if pid is not None and pid_started is not None:
+                handle = ProcessHandle.adopt(pid, pid_started, log_path, exit_path)
                 if handle.alive():
                     log.info(
                         "re-adopted a running attempt",
-                        extra={"task_id": task.id, "pid": attempt.pid},
+                        extra={"task_id": task.id, "pid": pid},
                     )
                     run.handle = handle
                     self._runs[attempt.id] = run
@@ -338,6 +342,18 @@ class Node:
                 pending.append(run.watcher)
         await asyncio.gather(*pending, return_exceptions=True)
         self._runs.clear()
+
+
+def _pid_from_file(path: Path) -> tuple[int | None, float | None]:
+    """The keeper's pid from its pid file, if that process is the one that wrote it."""
+    pid = read_exit_file(path)
+    if pid is None:
+        return None, None
+    started = process_start_time(pid)
+    with contextlib.suppress(OSError):
+        if started is not None and abs(path.stat().st_mtime - started) < 5.0:
+            return pid, started
+    return None, None
 
 
 def install_signal_handlers(stop: asyncio.Event) -> None:

@@ -25,6 +25,9 @@ def main(argv: list[str]) -> int:
     if sep != "--" or not command:
         sys.stderr.write("usage: wrap.py EXIT_FILE MEMORY_MB CWD -- ARGV...\n")
         return 2
+    # The pid file lets a node that crashed between spawning and recording the pid
+    # still find (and re-adopt) this run.
+    _write(exit_file.removesuffix(".exit") + ".pid", f"{os.getpid()}\n")
     if cwd:
         try:
             os.chdir(cwd)
