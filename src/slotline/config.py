@@ -1,0 +1,222 @@
+"""Settings from slotline.yaml, overridden by SLOTLINE_* environment variables and flags.
+
+The file is found at `--config FILE`, else `$SLOTLINE_CONFIG`, else `./slotline.yaml`;
+without one, the defaults apply. Errors name the key and the line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pydantic
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from slotline.errors import InvalidInput
+from slotline.models import check_limit_key
+
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+PLACEHOLDERS = frozenset({"prompt", "workspace", "title", "user", "agent"})
+
+
+class LimitConfig(BaseModel):
+    """At most `max` running tasks per value of `key` (or for the one named `value`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str
+    value: str | None = None
+    max: int = Field(ge=0)
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, key: str) -> str:
+        try:
+            return check_limit_key(key)
+        except InvalidInput as exc:
+            raise ValueError(str(exc)) from None
+
+
+class AgentType(BaseModel):
+    """An agent others may submit by name: the config owns the command, they give a prompt."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    command: list[str] = Field(min_length=1)
+    max_concurrent: int | None = Field(default=None, ge=0)
+    global_pool: bool = True
+    timeout: float | None = Field(default=None, gt=0)
+    max_attempts: int = Field(default=1, ge=1, le=100)
+    memory_mb: int | None = Field(default=None, gt=0)
+    expected_duration: float | None = Field(default=None, gt=0)
+
+    @field_validator("command")
+    @classmethod
+    def _placeholders(cls, command: list[str]) -> list[str]:
+        for element in command:
+            for name in _PLACEHOLDER.findall(element):
+                if name not in PLACEHOLDERS:
+                    known = ", ".join(sorted(PLACEHOLDERS))
+                    raise ValueError(f"unknown placeholder {{{name}}}; known: {known}")
+        return command
+
+    def argv(self, values: Mapping[str, str]) -> list[str]:
+        """The command with each placeholder replaced inside its own argv element: a
+        prompt with spaces or quotes stays one element and is never shell-parsed."""
+
+        def fill(match: re.Match[str]) -> str:
+            return values.get(match.group(1), "")
+
+        return [_PLACEHOLDER.sub(fill, element) for element in self.command]
+
+
+class Admission(BaseModel):
+    """No new start while the machine is past these thresholds."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_cpu_percent: float | None = Field(default=None, gt=0, le=100)
+    min_available_mb: int | None = Field(default=None, ge=0)
+    # Shrink the effective limit under pressure and grow it back afterwards.
+    adaptive: bool = False
+
+
+class Config(BaseModel):
+    """The whole configuration; every key is optional."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    store: str | None = None
+    max_concurrent: int = Field(default=3, ge=0)
+    limits: list[LimitConfig] = Field(default_factory=list)
+    agents: dict[str, AgentType] = Field(default_factory=dict)
+    admission: Admission = Field(default_factory=Admission)
+    aging_interval: float | None = Field(default=None, gt=0)
+    max_depth: int = Field(default=5, ge=0)
+    max_children: int = Field(default=100, ge=0)
+    max_queue_size: int = Field(default=10_000, ge=0)
+    kill_grace: float = Field(default=10.0, ge=0)
+    log_max_bytes: int = Field(default=50 * 1024 * 1024, ge=1024)
+    env_allow: list[str] = Field(default_factory=list)
+
+    def agent(self, name: str) -> AgentType:
+        try:
+            return self.agents[name]
+        except KeyError:
+            known = ", ".join(sorted(self.agents)) or "none are configured"
+            raise InvalidInput(f"unknown agent type {name!r} (known: {known})") from None
+
+
+# SLOTLINE_<NAME> environment variables that override top-level keys.
+ENV_KEYS = (
+    "store",
+    "max_concurrent",
+    "aging_interval",
+    "max_depth",
+    "max_children",
+    "max_queue_size",
+    "kill_grace",
+    "log_max_bytes",
+)
+
+
+def find_config_file(explicit: str | Path | None) -> Path | None:
+    """`--config FILE`, else `$SLOTLINE_CONFIG`, else `./slotline.yaml` if it exists."""
+    if explicit:
+        path = Path(explicit)
+        if not path.is_file():
+            raise InvalidInput(f"config file {path} does not exist")
+        return path
+    env = os.environ.get("SLOTLINE_CONFIG")
+    if env:
+        path = Path(env)
+        if not path.is_file():
+            raise InvalidInput(f"SLOTLINE_CONFIG names {path}, which does not exist")
+        return path
+    local = Path("slotline.yaml")
+    return local if local.is_file() else None
+
+
+def load_config(
+    path: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Config:
+    """The effective configuration: file, then SLOTLINE_* variables, then `overrides`
+    (flags; None values are ignored).
+
+    Raises:
+        InvalidInput: the file is not valid YAML or a key is wrong (the message names the
+            key and its line).
+    """
+    found = find_config_file(path)
+    data: dict[str, Any] = {}
+    lines: dict[tuple[str | int, ...], int] = {}
+    if found is not None:
+        text = found.read_text()
+        try:
+            node = yaml.compose(text, Loader=yaml.SafeLoader)
+            loaded = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise InvalidInput(f"{found}: not valid YAML: {exc}") from exc
+        if loaded is not None and not isinstance(loaded, dict):
+            raise InvalidInput(f"{found}: the top level must be a mapping of keys")
+        data = loaded or {}
+        if node is not None:
+            _record_lines(node, (), lines)
+    source = os.environ if env is None else env
+    for key in ENV_KEYS:
+        value = source.get(f"SLOTLINE_{key.upper()}")
+        if value is not None and value != "":
+            data[key] = value
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            data[key] = value
+    try:
+        return Config.model_validate(data)
+    except pydantic.ValidationError as exc:
+        raise InvalidInput(_describe(exc, found, lines)) from exc
+
+
+def _record_lines(
+    node: yaml.Node, path: tuple[str | int, ...], lines: dict[tuple[str | int, ...], int]
+) -> None:
+    lines[path] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = key_node.value
+            lines[(*path, key)] = key_node.start_mark.line + 1
+            _record_lines(value_node, (*path, key), lines)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _record_lines(item, (*path, index), lines)
+
+
+def _describe(
+    exc: pydantic.ValidationError, found: Path | None, lines: dict[tuple[str | int, ...], int]
+) -> str:
+    parts = []
+    for error in exc.errors():
+        loc = tuple(error["loc"])
+        where = ".".join(str(p) for p in loc) or "config"
+        line = None
+        for cut in range(len(loc), -1, -1):
+            line = lines.get(loc[:cut])
+            if line is not None:
+                break
+        prefix = f"{found}:{line}: " if found is not None and line else ""
+        message = error["msg"].removeprefix("Value error, ")
+        parts.append(f"{prefix}{where}: {message}")
+    return "invalid configuration: " + "; ".join(parts)
+
+
+def redacted(config: Config) -> dict[str, Any]:
+    """The effective configuration as JSON, with any password in the store URL hidden."""
+    data = config.model_dump(mode="json")
+    if data.get("store"):
+        data["store"] = re.sub(r"://([^:/@]+):[^@/]+@", r"://\1:***@", data["store"])
+    return data
