@@ -23,6 +23,7 @@ from slotline.models import Attempt, Kind, Task, utcnow
 from slotline.runner.callable import Registry, TaskFunction, run_callable
 from slotline.runner.env import BASE_ALLOW, build_env
 from slotline.runner.process import (
+    DEFAULT_LOG_MAX,
     Outcome,
     ProcessHandle,
     SpawnError,
@@ -75,6 +76,7 @@ class Node:
         heartbeat: float = 5.0,
         lease: float = 30.0,
         env_allow: Sequence[str] = BASE_ALLOW,
+        log_max_bytes: int = DEFAULT_LOG_MAX,
     ) -> None:
         self.store = store
         self.node_id = node_id or default_node_id()
@@ -84,6 +86,7 @@ class Node:
         self.heartbeat_interval = heartbeat
         self.lease = lease
         self.env_allow = tuple(env_allow)
+        self.log_max_bytes = log_max_bytes
         self._runs: dict[str, _Run] = {}
         self._changed = asyncio.Event()
         self._stopping = False
@@ -216,7 +219,13 @@ class Node:
                 return Outcome(None, "stopped by request")
         env = build_env(task, attempt, self.store.url, allow=self.env_allow)
         try:
-            handle = await spawn(list(task.command), task.workspace, env, log_path)
+            handle = await spawn(
+                list(task.command),
+                task.workspace,
+                env,
+                log_path,
+                log_max_bytes=self.log_max_bytes,
+            )
         except SpawnError as exc:
             return Outcome(None, str(exc))
         run.handle = handle

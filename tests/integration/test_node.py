@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -273,3 +274,29 @@ def test_an_agent_started_before_a_restart_is_readopted(store: Store, tmp_path: 
     log_path = task.attempts[0].log_path
     assert log_path is not None
     assert Path(log_path).read_text() == "done\n"
+
+
+def test_log_is_cut_at_its_cap_with_a_visible_marker(store: Store, tmp_path: Path) -> None:
+    noisy = submit(store, "sh", "-c", "yes 0123456789 | head -c 100000; echo; exit 0")
+    node = Node(store, log_dir=tmp_path / "logs", log_max_bytes=2000)
+    asyncio.run(node.run_until_idle(timeout=30))
+
+    task = store.get(noisy.id)
+    assert task.status is Status.SUCCEEDED
+    assert task.attempts[0].log_path is not None
+    text = Path(task.attempts[0].log_path).read_text()
+    assert text.startswith("0123456789\n")
+    assert "[slotline: log cap of 2000 bytes reached; the rest is dropped]" in text
+    assert re.search(r"\[slotline: 9\d{4} bytes of output dropped\]\n$", text)
+    assert len(text) < 2200
+
+
+def test_background_children_do_not_keep_an_attempt_running(store: Store, tmp_path: Path) -> None:
+    # A command that exits but leaves a child holding its output open is done; the child
+    # is killed with the rest of the process group.
+    leaver = submit(store, "sh", "-c", "sleep 30 & echo started")
+    asyncio.run(Node(store, log_dir=tmp_path / "logs").run_until_idle(timeout=20))
+
+    task = store.get(leaver.id)
+    assert task.status is Status.SUCCEEDED
+    assert task.attempts[0].finished_at is not None

@@ -19,6 +19,7 @@ from pathlib import Path
 import psutil
 
 WRAP = str(Path(__file__).with_name("wrap.py"))
+DEFAULT_LOG_MAX = 50 * 1024 * 1024
 
 
 class SpawnError(Exception):
@@ -170,6 +171,7 @@ async def spawn(
     env: dict[str, str],
     log_path: Path,
     memory_mb: int | None = None,
+    log_max_bytes: int = DEFAULT_LOG_MAX,
 ) -> ProcessHandle:
     """Start `argv` under the exit-code keeper in a new session, output to `log_path`.
 
@@ -197,6 +199,7 @@ async def spawn(
         str(exit_path),
         str(memory_mb or 0),
         cwd or "",
+        str(log_max_bytes),
         "--",
         *argv,
     ]
