@@ -85,14 +85,14 @@ class TaskSpec(BaseModel):
 
     @model_validator(mode="after")
     def _kind(self) -> TaskSpec:
+        if self.command and self.callable:
+            raise ValueError("give either a command or a callable, not both")
         kind = self.kind
         if kind is None:
             kind = Kind.CALLABLE if self.callable else Kind.COMMAND
             object.__setattr__(self, "kind", kind)
         if kind is Kind.COMMAND and not self.command:
             raise ValueError("a command task needs a command (an argv list)")
-        if kind is Kind.COMMAND and self.callable:
-            raise ValueError("give either a command or a callable, not both")
         if kind is Kind.CALLABLE and not self.callable:
             raise ValueError("a callable task needs the name of a registered callable")
         return self

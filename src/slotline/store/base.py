@@ -277,8 +277,10 @@ class Store(SteeringVerbs, StoreCore):
         The limit check and the queued→running change happen under the store's write
         lock, so concurrent nodes can never over-fill a limit.
         """
-        now = utcnow() if now is None else now
         with self._write() as tx:
+            # The clock is read under the write lock, so that recorded starts and ends
+            # follow commit order: a slot is never seen taken before it was freed.
+            now = utcnow() if now is None else now
             for row in tx.rows("tasks_ttl_due", now=now):
                 self._expire(tx, task_from_row(row), now)
             settings = ops.read_settings(tx)
@@ -381,8 +383,8 @@ class Store(SteeringVerbs, StoreCore):
         Raises:
             StaleAttempt: the attempt is not the task's current one, or the token is wrong.
         """
-        now = utcnow() if now is None else now
         with self._write() as tx:
+            now = utcnow() if now is None else now  # under the lock, as in `claim`
             task, attempt = self._live_attempt(tx, attempt_id, token)
             request = task.kill_request or ""
             if request == "cancel":
@@ -448,7 +450,7 @@ class Store(SteeringVerbs, StoreCore):
     ) -> None:
         check_transition("retry", task.id, task.status)
         cap = float(ops.read_settings(tx)["retry_backoff_max"])
-        delay = min(task.backoff * 2 ** (used - 1), cap) * random.uniform(0.5, 1.5)
+        delay = min(task.backoff * 2 ** (used - 1) * random.uniform(0.5, 1.5), cap)
         tx.run(
             "task_retry",
             id=task.id,
@@ -526,3 +528,33 @@ class Store(SteeringVerbs, StoreCore):
             else:
                 rows = tx.rows("attempts_live_of_node", node_id=node_id)
             return [attempt_from_row(r) for r in rows]
+
+    # -- external runners -----------------------------------------------------------------
+
+    def attempt(self, attempt_id: str) -> Attempt:
+        """One attempt by its full id.
+
+        Raises:
+            NotFound: no attempt has that id.
+        """
+        with self._transaction(write=False) as tx:
+            row = tx.one("attempt_get", id=attempt_id)
+            if row is None:
+                raise NotFound(f"no attempt {attempt_id}", attempt_id=attempt_id)
+            return attempt_from_row(row)
+
+    def renew_attempt(
+        self, attempt_id: str, token: str, lease: float = LEASE_SECONDS, now: float | None = None
+    ) -> Task:
+        """Extend the lease of one live attempt (an external runner's heartbeat).
+
+        Returns the task, whose `kill_request` tells the runner whether to stop.
+
+        Raises:
+            StaleAttempt: the attempt is not the task's current one, or the token is wrong.
+        """
+        with self._transaction(write=True) as tx:
+            now = utcnow() if now is None else now
+            task, attempt = self._live_attempt(tx, attempt_id, token)
+            tx.run("attempt_renew_one", id=attempt.id, lease_expires_at=now + lease)
+            return task

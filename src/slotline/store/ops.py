@@ -9,7 +9,7 @@ from typing import Any
 from slotline.errors import AmbiguousId, InvalidInput, NotFound
 from slotline.models import Limit, Status, Task
 from slotline.scheduler import policy
-from slotline.scheduler.ranks import seq_rank
+from slotline.scheduler.ranks import between, seq_rank
 from slotline.store.queries import Tx
 from slotline.store.rows import attempt_from_row, dumps, task_from_row
 
@@ -69,6 +69,18 @@ def next_rank(tx: Tx) -> str:
     row = tx.one("counter_next", name="rank")
     assert row is not None
     return seq_rank(int(row["value"]))
+
+
+def free_rank(tx: Tx, lo: str | None, hi: str) -> str:
+    """A rank strictly between `lo` and `hi` that no queued, held or running task has.
+
+    Held and running tasks come back to the line with their rank (release, retry), so a
+    new rank must differ from theirs too, or two tasks would tie.
+    """
+    rank = between(lo, hi)
+    while tx.one("rank_taken", rank=rank) is not None:
+        rank = between(rank, hi)
+    return rank
 
 
 def read_settings(tx: Tx) -> Settings:

@@ -16,6 +16,7 @@ import socket
 import sqlite3
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -55,12 +56,16 @@ class SQLiteStore(Store):
         self._lock = threading.RLock()
         self._queries = load_queries("sqlite")
         self._wake_dir = _wake_dir(self.path)
-        with self._lock:
-            self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            self._conn.execute("PRAGMA journal_mode = WAL")
-            self._conn.execute("PRAGMA synchronous = NORMAL")
-            self._conn.execute("PRAGMA foreign_keys = ON")
-        self._migrate()
+        try:
+            with self._lock:
+                self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+                _enable_wal(self._conn, self.path)
+                self._conn.execute("PRAGMA synchronous = NORMAL")
+                self._conn.execute("PRAGMA foreign_keys = ON")
+            self._migrate()
+        except BaseException:
+            self._conn.close()  # e.g. SchemaTooNew: no store, so no open connection either
+            raise
 
     def _migrate(self) -> None:
         with self._transaction(write=True) as tx:
@@ -128,6 +133,21 @@ class SQLiteStore(Store):
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+
+def _enable_wal(conn: sqlite3.Connection, path: Path) -> None:
+    # Switching a new file to WAL needs it to itself, and SQLite answers "database is
+    # locked" at once instead of calling the busy handler: retry while another process
+    # opening the same new file does the same.
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise StoreError(f"cannot open the store at {path}: {exc}") from exc
+            time.sleep(0.01)
 
 
 def _wake_dir(path: Path) -> str:

@@ -6,7 +6,6 @@ from typing import Any
 
 from slotline.errors import InvalidInput, InvalidTransition
 from slotline.models import (
-    PENDING,
     Priority,
     Status,
     Task,
@@ -14,11 +13,14 @@ from slotline.models import (
     check_transition,
     utcnow,
 )
-from slotline.scheduler.ranks import between
 from slotline.store import deps, ops
 from slotline.store.core import StoreCore
 from slotline.store.queries import Tx
 from slotline.store.rows import dumps
+
+# What `clear` cancels, in the order it does: waiting and blocked tasks before the
+# tasks they depend on.
+_NOT_STARTED = (Status.WAITING, Status.BLOCKED, Status.HELD, Status.QUEUED)
 
 # Settings a caller may change with `set_setting`, and how each is checked.
 SETTING_RULES: dict[str, tuple[type, float | None]] = {
@@ -106,7 +108,7 @@ class SteeringVerbs(StoreCore):
             task = ops.resolve(tx, ref)
             check_transition("boost", task.id, task.status)
             first = (tx.one("first_queued_rank") or {}).get("rank")
-            rank = between(None, first) if first and first <= task.rank else task.rank
+            rank = ops.free_rank(tx, None, first) if first and first <= task.rank else task.rank
             tx.run("task_place", id=task.id, rank=rank, boosted=True, priority=int(task.priority))
             ops.emit(tx, "boosted", task.id, utcnow())
             return ops.load(tx, task.id)
@@ -122,7 +124,7 @@ class SteeringVerbs(StoreCore):
                 tx.run(
                     "task_place",
                     id=task.id,
-                    rank=between(None, first),
+                    rank=ops.free_rank(tx, None, first),
                     boosted=True,
                     priority=int(task.priority),
                 )
@@ -168,7 +170,7 @@ class SteeringVerbs(StoreCore):
                 rank = ops.next_rank(tx)
             else:
                 same = prev is not None and (prev.boosted, prev.priority) == (boosted, priority)
-                rank = between(prev.rank if same and prev else None, nxt.rank)
+                rank = ops.free_rank(tx, prev.rank if same and prev else None, nxt.rank)
             tx.run("task_place", id=task.id, rank=rank, boosted=boosted, priority=int(priority))
             ops.emit(
                 tx,
@@ -258,6 +260,7 @@ class SteeringVerbs(StoreCore):
             status_reason=reason,
             rank=ops.next_rank(tx),
             queued_at=now if status is Status.QUEUED else None,
+            now=now,
         )
         ops.change(tx, task, "restarted", status, now)
         deps.unblock_dependents(tx, task.id, now)
@@ -296,10 +299,12 @@ class SteeringVerbs(StoreCore):
             tx.run("dep_insert", task_id=task.id, dep_id=dep.id)
             tx.run("task_set_depends_on", id=task.id, depends_on=dumps([*task.depends_on, dep.id]))
             ops.emit(tx, "dependency_added", task.id, now, dependency=dep.id)
-            if task.status is Status.QUEUED and dep.status is not Status.SUCCEEDED:
-                status, reason = deps.initial_status([dep], hold=False)
+            status, reason = deps.initial_status([dep], hold=False)
+            # A queued task now waits (or is blocked); a waiting one is blocked by a
+            # dependency that ended badly, or it would wait forever.
+            if status is not Status.QUEUED and status is not task.status:
                 tx.run("task_set_status", id=task.id, status=status.value, status_reason=reason)
-                ops.change(tx, task, "waiting", status, now, dependency=dep.id)
+                ops.change(tx, task, status.value, status, now, dependency=dep.id)
             return ops.load(tx, task.id)
 
     # -- queue-wide verbs ---------------------------------------------------------------
@@ -312,14 +317,16 @@ class SteeringVerbs(StoreCore):
         self._set(paused=False)
 
     def clear(self) -> int:
-        """Cancel every task that has not started; returns how many."""
+        """Cancel every task that has not started (blocked ones too); returns how many."""
         now = utcnow()
         cancelled = 0
         with self._write() as tx:
-            for status in PENDING:
+            # Dependents first: cancelling a task blocks the tasks waiting on it, and
+            # those are cancelled when their (already fetched) row comes up.
+            for status in _NOT_STARTED:
                 for row in tx.rows("tasks_by_status", status=status.value, limit=1_000_000):
                     task = ops.load(tx, row["id"])
-                    if task.status in PENDING:
+                    if task.status in _NOT_STARTED:
                         self._cancel(tx, task, now)
                         cancelled += 1
             ops.emit(tx, "cleared", None, now, count=cancelled)

@@ -61,11 +61,15 @@ SELECT * FROM tasks WHERE status = 'queued' AND start_now ORDER BY rank;
 -- name: tasks_ttl_due
 SELECT * FROM tasks
 WHERE status IN ('waiting', 'queued', 'held') AND queue_ttl IS NOT NULL
-  AND created_at + queue_ttl <= :now;
+  AND COALESCE(restarted_at, created_at) + queue_ttl <= :now;
 
 -- name: next_ttl_deadline
-SELECT MIN(created_at + queue_ttl) AS at FROM tasks
+SELECT MIN(COALESCE(restarted_at, created_at) + queue_ttl) AS at FROM tasks
 WHERE status IN ('waiting', 'queued', 'held') AND queue_ttl IS NOT NULL;
+
+-- name: rank_taken
+SELECT 1 AS taken FROM tasks
+WHERE rank = :rank AND status IN ('queued', 'held', 'running') LIMIT 1;
 
 -- name: first_queued_rank
 SELECT MIN(rank) AS rank FROM tasks WHERE status IN ('queued', 'held');
@@ -113,7 +117,7 @@ WHERE id = :id;
 -- name: task_reset
 UPDATE tasks
 SET status = :status, status_reason = :status_reason, rank = :rank, queued_at = :queued_at,
-    boosted = FALSE, start_now = FALSE, started_at = NULL, finished_at = NULL,
+    restarted_at = :now, boosted = FALSE, start_now = FALSE, started_at = NULL, finished_at = NULL,
     exit_code = NULL, failure_reason = NULL, not_before = NULL, kill_request = NULL,
     restart_requested = FALSE, attempt_base = attempt_count
 WHERE id = :id;
@@ -200,3 +204,6 @@ SELECT * FROM nodes ORDER BY id;
 
 -- name: task_set_depends_on
 UPDATE tasks SET depends_on = :depends_on WHERE id = :id;
+
+-- name: attempt_renew_one
+UPDATE attempts SET lease_expires_at = :lease_expires_at WHERE id = :id AND finished_at IS NULL;

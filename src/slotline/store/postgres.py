@@ -1,0 +1,378 @@
+"""The PostgreSQL backend: several nodes on several machines sharing one queue.
+
+Every write transaction first takes a transaction-scoped advisory lock derived from the
+schema, so claims (and every other write) are serialized across nodes, and sends a
+NOTIFY that PostgreSQL delivers only if the transaction commits. Watchers LISTEN on a
+connection of their own. `?schema=NAME` in the URL puts the queue in its own schema,
+so several queues can share one database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import re
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.rows import DictRow, dict_row
+
+from slotline.errors import InvalidInput, SchemaTooNew, StoreError
+from slotline.store.base import Store
+from slotline.store.core import Watcher
+from slotline.store.queries import Tx, load_queries, migrations, split_statements
+
+DEFAULT_SCHEMA = "public"
+CONNECT_TIMEOUT_S = 10
+# Like SQLite's busy timeout: how long a writer waits for another node's transaction.
+LOCK_TIMEOUT = "60s"
+# How often a watcher whose connection dropped tries to open a new one.
+RECONNECT_DELAY_S = 1.0
+
+_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+_BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+_BEGIN_WRITE = "BEGIN"
+_WRITE_LOCK = "SELECT pg_advisory_xact_lock(CAST(%(key)s AS BIGINT))"
+_SCHEMA_EXISTS = "SELECT 1 FROM pg_namespace WHERE nspname = %(schema)s"
+_VERSION_TABLE = "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"
+_VERSION_GET = "SELECT MAX(version) AS version FROM schema_version"
+_VERSION_ADD = "INSERT INTO schema_version (version) VALUES (%(version)s)"
+
+
+def split_url(url: str) -> tuple[str, str]:
+    """The libpq conninfo of `url` without slotline's `schema` parameter, and the schema.
+
+    Raises:
+        InvalidInput: the schema name is not a plain lower-case identifier.
+    """
+    parts = urlsplit(url)
+    params = parse_qsl(parts.query, keep_blank_values=True)
+    schemas = [value for key, value in params if key == "schema"]
+    if len(schemas) > 1:
+        raise InvalidInput(f"give ?schema= once in the store URL, not {len(schemas)} times")
+    schema = schemas[0] if schemas else DEFAULT_SCHEMA
+    if not _SCHEMA_NAME.match(schema) or schema.startswith("pg_"):
+        raise InvalidInput(
+            f"schema {schema!r} in the store URL must be 1-63 lower-case letters, digits or _, "
+            "start with a letter or _, and not start with pg_"
+        )
+    rest = urlencode([(k, v) for k, v in params if k != "schema"], quote_via=quote)
+    return urlunsplit(parts._replace(query=rest)), schema
+
+
+def redact(url: str) -> str:
+    """The URL with its password hidden, for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def lock_key(schema: str) -> int:
+    """The advisory lock key of a schema's queue: a signed 64-bit hash of its name."""
+    digest = hashlib.sha256(f"slotline:{schema}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def channel_name(schema: str) -> str:
+    """The LISTEN/NOTIFY channel of a schema's queue (at most 63 characters)."""
+    name = f"slotline_{schema}"
+    if len(name) <= 63:
+        return name
+    return "slotline_" + hashlib.sha256(schema.encode()).hexdigest()[:16]
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+class PostgresStore(Store):
+    """A store in one schema of a PostgreSQL database.
+
+    The URL is `postgresql://user[:password]@host[:port]/db`, with libpq parameters and
+    `schema=NAME` (default `public`; created if missing) in its query string. `url` keeps
+    the URL as given, so that a task can open the same store.
+
+    One connection, used by one thread at a time; a connection found dead is replaced
+    on the next transaction.
+    """
+
+    dialect = "postgres"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._conninfo, self.schema = split_url(url)
+        self._where = f"{redact(self._conninfo)} (schema {self.schema})"
+        try:
+            given = conninfo_to_dict(self._conninfo)
+        except psycopg.Error as exc:
+            raise InvalidInput(
+                f"{redact(url)} is not a valid PostgreSQL URL: {_first_line(exc)}"
+            ) from exc
+        self._connect_args: dict[str, Any] = {}
+        if "connect_timeout" not in given:
+            self._connect_args["connect_timeout"] = CONNECT_TIMEOUT_S
+        self._key = lock_key(self.schema)
+        self._listen = sql.SQL("LISTEN {}").format(sql.Identifier(channel_name(self.schema)))
+        self._notify_sql = sql.SQL("NOTIFY {}").format(sql.Identifier(channel_name(self.schema)))
+        self._search_path = sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema))
+        self._queries = load_queries("postgres")
+        self._lock = threading.RLock()
+        self._conn: psycopg.Connection[DictRow] | None = None
+        try:
+            self._migrate()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- connection -----------------------------------------------------------------------
+
+    def _connect(self) -> psycopg.Connection[DictRow]:
+        try:
+            conn = psycopg.connect(
+                self._conninfo, autocommit=True, row_factory=dict_row, **self._connect_args
+            )
+        except psycopg.Error as exc:
+            raise StoreError(
+                f"cannot connect to the PostgreSQL store at {self._where}: {_first_line(exc)}. "
+                "Check that the server is running and accepts this URL (host, port, user, "
+                "database, password)."
+            ) from exc
+        try:
+            conn.execute(self._search_path)
+            conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(LOCK_TIMEOUT)))
+        except psycopg.Error as exc:
+            conn.close()
+            raise StoreError(
+                f"cannot set up the connection to {self._where}: {_first_line(exc)}"
+            ) from exc
+        return conn
+
+    def _connection(self) -> psycopg.Connection[DictRow]:
+        if self._conn is None or self._conn.closed:
+            self._conn = self._connect()
+        return self._conn
+
+    def _drop_connection(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                self._conn.close()
+            self._conn = None
+
+    def _error(self, exc: psycopg.Error, doing: str) -> StoreError:
+        """A StoreError saying what failed and what to do; forgets a broken connection."""
+        if isinstance(exc, pg_errors.LockNotAvailable):
+            return StoreError(
+                f"{doing} on {self._where} waited {LOCK_TIMEOUT} for the write lock another "
+                "node holds; is a node stuck in a transaction?"
+            )
+        if self._conn is not None and self._conn.broken:
+            self._drop_connection()
+            return StoreError(
+                f"lost the connection to the PostgreSQL store at {self._where} ({doing}): "
+                f"{_first_line(exc)}. It reconnects on the next call; check the server."
+            )
+        return StoreError(f"{doing} failed on {self._where}: {_first_line(exc)}")
+
+    def _begin(self, write: bool) -> psycopg.Cursor[DictRow]:
+        """A cursor inside a new transaction, holding the write lock if `write`."""
+        for retry in (False, True):
+            conn = self._connection()
+            cur = conn.cursor()
+            try:
+                cur.execute(_BEGIN_WRITE if write else _BEGIN_READ)
+            except psycopg.OperationalError as exc:
+                cur.close()
+                if conn.broken and not retry:
+                    # The idle connection died (server restart, network); nothing ran yet.
+                    self._drop_connection()
+                    continue
+                raise self._error(exc, "starting a transaction") from exc
+            break
+        if write:
+            try:
+                cur.execute(_WRITE_LOCK, {"key": self._key})
+            except psycopg.Error as exc:
+                self._rollback()
+                cur.close()
+                raise self._error(exc, "taking the write lock") from exc
+        return cur
+
+    def _rollback(self) -> None:
+        conn = self._conn
+        if conn is None or conn.closed:
+            return
+        try:
+            conn.rollback()
+        except psycopg.Error:
+            self._drop_connection()
+
+    @contextlib.contextmanager
+    def _transaction(self, write: bool) -> Iterator[Tx]:
+        with self._lock:
+            cur = self._begin(write)
+            try:
+                try:
+                    yield Tx(cur, self._queries)
+                except psycopg.Error as exc:
+                    self._rollback()
+                    raise self._error(exc, "a store query") from exc
+                except BaseException:
+                    self._rollback()
+                    raise
+                try:
+                    cur.execute("COMMIT")
+                except psycopg.Error as exc:
+                    self._rollback()
+                    raise self._error(exc, "commit") from exc
+            finally:
+                cur.close()
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[Tx]:
+        # NOTIFY inside the transaction: PostgreSQL delivers it only if the change commits.
+        with self._transaction(write=True) as tx:
+            yield tx
+            tx.cursor.execute(self._notify_sql)
+
+    def _notify(self) -> None:
+        """Nothing to do: `_write` sends NOTIFY inside the committed transaction."""
+
+    def _migrate(self) -> None:
+        # Under the write lock, so two nodes starting at once migrate one after the other.
+        with self._transaction(write=True) as tx:
+            cur = tx.cursor
+            cur.execute(_SCHEMA_EXISTS, {"schema": self.schema})
+            if not cur.fetchall():
+                cur.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self.schema)))
+            cur.execute(_VERSION_TABLE)
+            cur.execute(_VERSION_GET)
+            current = cur.fetchall()[0]["version"] or 0
+            scripts = migrations("postgres")
+            known = scripts[-1][0] if scripts else 0
+            if current > known:
+                raise SchemaTooNew(
+                    f"the store at {self._where} has schema version {current}; this slotline "
+                    f"knows up to {known}. Upgrade slotline."
+                )
+            for version, script in scripts:
+                if version > current:
+                    for statement in split_statements(script):
+                        cur.execute(statement)
+                    cur.execute(_VERSION_ADD, {"version": version})
+
+    def watcher(self) -> Watcher:
+        return _ListenWatcher(self._conninfo, self._connect_args, self._listen, self._where)
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop_connection()
+
+
+class _ListenWatcher(Watcher):
+    """LISTENs on a connection of its own, opened when the watcher is made, so a change
+    committed between `watcher()` and the first `wait()` is not missed."""
+
+    def __init__(
+        self,
+        conninfo: str,
+        connect_args: dict[str, Any],
+        listen: sql.Composed,
+        where: str,
+    ) -> None:
+        self._conninfo = conninfo
+        self._connect_args = connect_args
+        self._listen = listen
+        self._where = where
+        self._closed = False
+        self._conn: psycopg.Connection[Any] | None = self._open()
+
+    def _open(self) -> psycopg.Connection[Any]:
+        try:
+            conn = psycopg.connect(self._conninfo, autocommit=True, **self._connect_args)
+        except psycopg.Error as exc:
+            raise StoreError(
+                f"cannot connect to the PostgreSQL store at {self._where} to watch it: "
+                f"{_first_line(exc)}"
+            ) from exc
+        try:
+            conn.execute(self._listen)
+        except psycopg.Error as exc:
+            conn.close()
+            raise StoreError(f"cannot LISTEN on {self._where}: {_first_line(exc)}") from exc
+        return conn
+
+    async def _reopen(self) -> bool:
+        try:
+            self._conn = await asyncio.to_thread(self._open)
+        except StoreError:
+            return False
+        return True
+
+    def _drop(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                self._conn.close()
+            self._conn = None
+
+    @staticmethod
+    def _drain(conn: psycopg.Connection[Any]) -> bool:
+        """Whether notifications arrived; reads all that did without blocking."""
+        got = False
+        for _ in conn.notifies(timeout=0):
+            got = True
+        return got
+
+    async def wait(self, timeout: float | None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        loop = asyncio.get_running_loop()
+        while True:
+            if self._closed:
+                raise StoreError(f"this watcher of {self._where} is closed")
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            conn = self._conn
+            if conn is None:
+                if await self._reopen():
+                    return True  # changes may have gone unnoticed while disconnected
+                if remaining is not None and remaining <= RECONNECT_DELAY_S:
+                    await asyncio.sleep(remaining)
+                    return False
+                await asyncio.sleep(RECONNECT_DELAY_S)
+                continue
+            try:
+                if self._drain(conn):
+                    return True
+            except psycopg.Error:
+                self._drop()
+                continue
+            if remaining == 0.0:
+                return False
+            readable = loop.create_future()
+            fd = conn.fileno()
+            loop.add_reader(fd, _resolve, readable)
+            try:
+                await asyncio.wait_for(readable, remaining)
+            except TimeoutError:
+                return False
+            finally:
+                loop.remove_reader(fd)
+
+    def close(self) -> None:
+        self._closed = True
+        self._drop()
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)

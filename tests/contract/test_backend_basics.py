@@ -1,0 +1,225 @@
+"""Backend mechanics every store must get right: ids, slots, event numbering, wake-ups."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import secrets
+import sqlite3
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from itertools import pairwise
+
+import psycopg
+import pytest
+
+from slotline.errors import InvalidInput, StoreError, UnknownDependency
+from slotline.models import Status
+from slotline.store import Store, open_store
+from slotline.store.postgres import split_url
+from slotline.store.queries import load_queries
+
+COMMAND = {"command": ["true"]}
+
+
+@contextmanager
+def opened(url: str) -> Iterator[Store]:
+    store = open_store(url)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def positional(query: str) -> str:
+    """A psycopg query with its %(name)s parameters numbered $1, $2… as PREPARE wants."""
+    names: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        if match.group(1) not in names:
+            names.append(match.group(1))
+        return f"${names.index(match.group(1)) + 1}"
+
+    return re.sub(r"%\((\w+)\)s", number, query)
+
+
+def test_a_task_is_found_by_a_prefix_of_its_id(store: Store) -> None:
+    task = store.submit({"command": ["echo", "hi"], "title": "hello", "agent": "claude"})
+
+    found = store.get(task.id[:6])
+
+    assert found.id == task.id
+    assert (found.title, found.agent, found.command) == ("hello", "claude", ("echo", "hi"))
+    assert found.status is Status.QUEUED
+    assert found.position == 1
+
+
+def test_claim_fills_free_slots_up_to_max_concurrent_and_finish_frees_one(store: Store) -> None:
+    store.set_setting("max_concurrent", 2)
+    first, second, third = (store.submit({**COMMAND, "title": t}) for t in "abc")
+
+    claimed = store.claim("node-a").claims
+
+    assert [c.task.id for c in claimed] == [first.id, second.id]
+    assert store.claim("node-b").claims == []
+    # When one attempt finishes, its slot goes to the next in line.
+    done = store.finish(claimed[0].attempt.id, claimed[0].attempt.token, 0)
+    assert done.status is Status.SUCCEEDED
+    assert [c.task.id for c in store.claim("node-b").claims] == [third.id]
+    assert store.status().active == 2
+
+
+def test_event_seq_strictly_increases_and_readers_resume_after_a_seq(store: Store) -> None:
+    tasks = store.submit_many([COMMAND, COMMAND, COMMAND])
+    for claim in store.claim("node-a").claims:
+        store.finish(claim.attempt.id, claim.attempt.token, 0)
+    store.cancel(store.submit(COMMAND).id)
+
+    events = store.events()
+
+    seqs = [e.seq for e in events]
+    assert len(seqs) >= 2 * len(tasks) + 2
+    assert all(a < b for a, b in pairwise(seqs))
+    assert store.last_seq() == seqs[-1]
+    assert [e.seq for e in store.events(since=seqs[3])] == seqs[4:]
+
+
+def test_every_named_query_compiles_on_the_backend(store_url: str) -> None:
+    # Given a migrated store, every query of sql/queries.sql is parsed and planned by the
+    # database itself (nothing runs), so a dialect slip fails here, not in production.
+    with opened(store_url):
+        pass
+    if store_url.startswith("postgresql://"):
+        conninfo, schema = split_url(store_url)
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute(f'SET search_path TO "{schema}"')
+            for name, query in load_queries("postgres").items():
+                conn.execute(f"PREPARE q_{name} AS {positional(query)}")
+                conn.execute(f"DEALLOCATE q_{name}")
+    else:
+        with closing(sqlite3.connect(store_url)) as conn:
+            for query in load_queries("sqlite").values():
+                names = re.findall(r"(?<![:\w]):([a-z_][a-z0-9_]*)", query)
+                conn.execute("EXPLAIN " + query, dict.fromkeys(names))
+
+
+def test_watcher_wakes_on_a_change_made_through_another_store_object(store_url: str) -> None:
+    with opened(store_url) as first, opened(store_url) as second:
+        watcher = first.watcher()
+
+        async def scenario() -> None:
+            # Nothing changed yet: the wait times out.
+            assert await watcher.wait(0.05) is False
+            # A change committed between two waits is not lost.
+            await asyncio.to_thread(second.submit, COMMAND)
+            assert await watcher.wait(10) is True
+            # A change committed while waiting wakes the waiter.
+            waiting = asyncio.create_task(watcher.wait(10))
+            await asyncio.sleep(0)
+            await asyncio.to_thread(second.submit, COMMAND)
+            assert await asyncio.wait_for(waiting, 15) is True
+
+        try:
+            asyncio.run(scenario())
+        finally:
+            watcher.close()
+
+
+def test_a_rolled_back_write_wakes_no_watcher(store_url: str) -> None:
+    with opened(store_url) as first, opened(store_url) as second:
+        watcher = first.watcher()
+
+        async def scenario() -> None:
+            with pytest.raises(UnknownDependency):
+                await asyncio.to_thread(second.submit, {**COMMAND, "depends_on": ["abcdef"]})
+            assert await watcher.wait(0.3) is False
+
+        try:
+            asyncio.run(scenario())
+        finally:
+            watcher.close()
+        assert second.list_tasks() == []
+
+
+# -- PostgreSQL connection handling -----------------------------------------------------------
+
+
+def test_an_unreachable_postgres_names_the_url_and_hides_the_password() -> None:
+    with pytest.raises(StoreError, match=r"127\.0\.0\.1:1") as raised:
+        open_store("postgresql://someone:hunter2@127.0.0.1:1/queue?schema=jobs")
+
+    assert "hunter2" not in str(raised.value)
+    assert "schema jobs" in str(raised.value)
+
+
+def test_the_schema_parameter_is_slotlines_and_the_rest_goes_to_libpq() -> None:
+    conninfo, schema = split_url(
+        "postgresql://u@db.example:5433/queue?sslmode=require&schema=team_a&options=-c%20x%3Dy"
+    )
+
+    assert schema == "team_a"
+    assert conninfo == "postgresql://u@db.example:5433/queue?sslmode=require&options=-c%20x%3Dy"
+    assert split_url("postgresql://u@h/queue")[1] == "public"
+
+
+def test_a_malformed_postgres_url_is_refused_before_connecting() -> None:
+    with pytest.raises(InvalidInput, match="not a valid PostgreSQL URL"):
+        open_store("postgresql://postgres@127.0.0.1:1/test?no_such_option=1")
+
+
+@pytest.mark.parametrize("schema", ["Jobs", "1jobs", "pg_jobs", "jobs;drop", "a" * 64])
+def test_a_schema_name_that_is_not_a_plain_identifier_is_refused(schema: str) -> None:
+    with pytest.raises(InvalidInput, match="schema"):
+        open_store(f"postgresql://postgres@127.0.0.1:1/test?schema={schema}")
+
+
+@pytest.mark.postgres
+def test_queues_in_different_schemas_of_one_database_are_independent(pg_url: str) -> None:
+    other = f"t_{secrets.token_hex(6)}"
+    other_url = re.sub(r"schema=\w+", f"schema={other}", pg_url)
+    try:
+        with opened(pg_url) as one, opened(other_url) as two:
+            one.set_setting("max_concurrent", 1)
+            task = one.submit(COMMAND)
+
+            assert two.list_tasks() == []
+            assert two.settings()["max_concurrent"] == 3
+            assert one.get(task.id).status is Status.QUEUED
+    finally:
+        with psycopg.connect(split_url(pg_url)[0], autocommit=True) as admin:
+            admin.execute(f'DROP SCHEMA IF EXISTS "{other}" CASCADE')
+
+
+@pytest.mark.postgres
+def test_postgres_store_and_watcher_reconnect_after_losing_their_connections(
+    pg_url: str,
+) -> None:
+    app = f"slotline_test_{secrets.token_hex(4)}"
+    url = f"{pg_url}&application_name={app}"
+    with opened(url) as store, opened(pg_url) as writer:
+        task = store.submit(COMMAND)
+        watcher = store.watcher()
+
+        # When the server drops every connection of this store (restart, failover)…
+        with psycopg.connect(split_url(pg_url)[0], autocommit=True) as admin:
+            killed = admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = %s",
+                [app],
+            ).fetchall()
+        assert len(killed) == 2
+
+        # …then the next call opens a new connection,
+        assert store.get(task.id).status is Status.QUEUED
+
+        async def scenario() -> None:
+            # and the watcher reconnects (reporting a possible missed change), then wakes
+            # on the next change again.
+            assert await watcher.wait(10) is True
+            await asyncio.to_thread(writer.submit, COMMAND)
+            assert await watcher.wait(10) is True
+
+        try:
+            asyncio.run(scenario())
+        finally:
+            watcher.close()

@@ -1,0 +1,302 @@
+"""Dispatch: queue order and positions, filling free slots, global and per-key limits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from slotline.errors import InvalidInput
+from slotline.models import Status
+from slotline.store import Store
+
+from .conftest import ClaimFn, FinishFn, SubmitFn, titles
+
+
+def test_queue_order_is_priority_then_submission(
+    store: Store, submit: SubmitFn, line: Any
+) -> None:
+    submit("low", priority="low")
+    submit("normal-1")
+    submit("urgent", priority="urgent")
+    submit("normal-2", priority="medium")
+    submit("high", priority="P1")
+
+    assert line() == ["urgent", "high", "normal-1", "normal-2", "low"]
+    queued = store.status().queued
+    assert [t.position for t in queued] == [1, 2, 3, 4, 5]
+    assert {t.title: t.position for t in store.list_tasks()} == {
+        t.title: t.position for t in queued
+    }
+    assert store.get(queued[2].id).position == 3
+
+
+def test_positions_close_up_when_the_head_starts(
+    store: Store, submit: SubmitFn, claim: ClaimFn
+) -> None:
+    store.set_setting("max_concurrent", 1)
+    submit("a")
+    b = submit("b")
+
+    (started,) = claim()
+
+    assert started.task.title == "a"
+    assert started.task.status is Status.RUNNING
+    assert store.get(b.id).position == 1
+    assert store.get(started.task.id).position is None
+
+
+def test_claim_fills_every_free_slot_in_one_pass(
+    store: Store, submit: SubmitFn, claim: ClaimFn, line: Any
+) -> None:
+    for name in "abcde":
+        submit(name)
+
+    started = claim()
+
+    assert titles(started) == ["a", "b", "c"]
+    assert all(c.attempt.number == 1 and not c.attempt.over_limit for c in started)
+    assert line() == ["d", "e"]
+    status = store.status()
+    assert (status.active, status.max_concurrent, status.slots_available) == (3, 3, 0)
+    assert status.at_capacity
+    assert claim() == []
+
+
+def test_a_finished_attempt_frees_its_slot(
+    store: Store, submit: SubmitFn, claim: ClaimFn, finish: FinishFn
+) -> None:
+    store.set_setting("max_concurrent", 2)
+    for name in "abcd":
+        submit(name)
+    first, second = claim()
+
+    finish(first, 0)
+    finish(second, 1)
+
+    assert titles(claim()) == ["c", "d"]
+
+
+def test_max_concurrent_can_be_raised_and_lowered(
+    store: Store, submit: SubmitFn, claim: ClaimFn, finish: FinishFn
+) -> None:
+    for name in "abcdef":
+        submit(name)
+    store.set_setting("max_concurrent", 1)
+    (a,) = claim()
+
+    store.set_setting("max_concurrent", 4)
+    assert titles(claim()) == ["b", "c", "d"]
+
+    # Lowering the limit stops nothing that runs; new starts wait until under it.
+    store.set_setting("max_concurrent", 2)
+    finish(a)
+    assert claim() == []
+    assert store.status().active == 3
+    assert store.settings()["max_concurrent"] == 2
+
+
+def test_zero_max_concurrent_starts_nothing(
+    store: Store, submit: SubmitFn, claim: ClaimFn
+) -> None:
+    store.set_setting("max_concurrent", 0)
+    submit("a")
+
+    assert claim() == []
+
+
+@pytest.mark.parametrize(
+    ("key", "field"),
+    [
+        ("agent", lambda v: {"agent": v}),
+        ("workspace", lambda v: {"workspace": f"/src/{v}"}),
+        ("user", lambda v: {"user": v}),
+        ("label:repo", lambda v: {"labels": {"repo": v}}),
+    ],
+    ids=["agent", "workspace", "user", "label"],
+)
+class TestPerKeyLimits:
+    def value(self, key: str, name: str) -> str:
+        return f"/src/{name}" if key == "workspace" else name
+
+    def test_generic_limit_caps_each_value_without_blocking_the_line(
+        self, store: Store, submit: SubmitFn, claim: ClaimFn, key: str, field: Any
+    ) -> None:
+        # Given at most one running task per value, and two tasks of value x in front,
+        store.set_limit(key, None, 1)
+        submit("x1", **field("x"))
+        submit("x2", **field("x"))
+        submit("y1", **field("y"))
+        submit("none")
+
+        # then the second x waits while the tasks behind it start.
+        assert titles(claim()) == ["x1", "y1", "none"]
+        assert titles(store.status().queued) == ["x2"]
+
+    def test_a_named_value_beats_the_generic_limit(
+        self, store: Store, submit: SubmitFn, claim: ClaimFn, key: str, field: Any
+    ) -> None:
+        store.set_setting("max_concurrent", 10)
+        store.set_limit(key, None, 1)
+        store.set_limit(key, self.value(key, "x"), 3)
+        store.set_limit(key, self.value(key, "z"), 0)
+        for name in ("x1", "x2", "x3", "x4", "y1", "y2", "z1"):
+            submit(name, **field(name[0]))
+
+        assert titles(claim()) == ["x1", "x2", "x3", "y1"]
+
+    def test_a_limit_counts_only_running_tasks(
+        self,
+        store: Store,
+        submit: SubmitFn,
+        claim: ClaimFn,
+        finish: FinishFn,
+        key: str,
+        field: Any,
+    ) -> None:
+        store.set_limit(key, self.value(key, "x"), 1)
+        submit("x1", **field("x"))
+        submit("x2", **field("x"))
+        (first,) = claim()
+
+        finish(first, 1)
+
+        assert titles(claim()) == ["x2"]
+
+    def test_removing_a_limit_lets_waiting_tasks_start(
+        self, store: Store, submit: SubmitFn, claim: ClaimFn, key: str, field: Any
+    ) -> None:
+        store.set_limit(key, None, 1)
+        submit("x1", **field("x"))
+        submit("x2", **field("x"))
+        assert titles(claim()) == ["x1"]
+
+        store.set_limit(key, None, None)
+
+        assert titles(claim()) == ["x2"]
+        assert store.settings().per_key == ()
+
+
+def test_per_key_limits_combine_with_the_global_limit(
+    store: Store, submit: SubmitFn, claim: ClaimFn
+) -> None:
+    store.set_setting("max_concurrent", 2)
+    store.set_limit("agent", "claude", 1)
+    store.set_limit("workspace", None, 1)
+    submit("c1", agent="claude", workspace="/a")
+    submit("c2", agent="claude", workspace="/b")
+    submit("o1", agent="aider", workspace="/a")
+    submit("o2", agent="aider", workspace="/b")
+    submit("o3", agent="aider", workspace="/c")
+
+    assert titles(claim()) == ["c1", "o2"]
+
+
+def test_exempt_agents_run_outside_the_global_pool(
+    store: Store, submit: SubmitFn, claim: ClaimFn
+) -> None:
+    # Given a pool of one slot and a PM agent declared outside it,
+    store.set_setting("max_concurrent", 1)
+    store.set_exempt_agents(["pm"])
+    submit("worker-1", agent="claude")
+    submit("worker-2", agent="claude")
+    submit("pm-1", agent="pm")
+    submit("pm-2", agent="pm")
+
+    # then the PM agents start although the pool is full, and do not count against it.
+    assert titles(claim()) == ["worker-1", "pm-1", "pm-2"]
+    status = store.status()
+    assert status.active == 1
+    assert sorted(titles(status.running)) == ["pm-1", "pm-2", "worker-1"]
+    assert titles(status.queued) == ["worker-2"]
+
+
+def test_exempt_agents_still_obey_their_per_key_limit(
+    store: Store, submit: SubmitFn, claim: ClaimFn
+) -> None:
+    store.set_setting("max_concurrent", 0)
+    store.set_exempt_agents(["pm"])
+    store.set_limit("agent", "pm", 1)
+    submit("pm-1", agent="pm")
+    submit("pm-2", agent="pm")
+
+    assert titles(claim()) == ["pm-1"]
+
+
+def test_an_agent_no_longer_exempt_counts_again(
+    store: Store, submit: SubmitFn, claim: ClaimFn
+) -> None:
+    store.set_setting("max_concurrent", 1)
+    store.set_exempt_agents(["pm"])
+    submit("pm-1", agent="pm")
+    claim()
+
+    store.set_exempt_agents([])
+    submit("worker")
+
+    assert claim() == []
+    assert store.status().active == 1
+
+
+def test_pause_stops_starts_and_resume_fills_the_slots(
+    store: Store, submit: SubmitFn, claim: ClaimFn
+) -> None:
+    submit("a")
+    submit("b")
+
+    store.pause()
+    assert claim() == []
+    assert store.status().paused
+
+    store.resume()
+    assert not store.status().paused
+    assert titles(claim()) == ["a", "b"]
+
+
+def test_claim_only_starts_kinds_the_node_runs(store: Store, submit: SubmitFn) -> None:
+    external = store.submit({"kind": "external", "title": "ext"})
+    submit("cmd")
+
+    assert titles(store.claim("n", kinds=frozenset({"external"})).claims) == ["ext"]
+    assert store.get(external.id).status is Status.RUNNING
+    assert titles(store.claim("n").claims) == ["cmd"]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "max_running"),
+    [
+        ("colour", None, 1),
+        ("label:", None, 1),
+        ("agent", "", 1),
+        ("agent", None, -1),
+    ],
+)
+def test_set_limit_validates_its_arguments(
+    store: Store, key: str, value: str | None, max_running: int
+) -> None:
+    with pytest.raises(InvalidInput):
+        store.set_limit(key, value, max_running)
+
+    assert store.settings().per_key == ()
+
+
+@pytest.mark.parametrize("value", [-1, "many", 2.5, True, None, [3]])
+def test_max_concurrent_must_be_a_whole_number_of_zero_or_more(
+    store: Store, value: object
+) -> None:
+    with pytest.raises(InvalidInput, match="max_concurrent"):
+        store.set_setting("max_concurrent", value)
+
+    assert store.settings()["max_concurrent"] == 3
+
+
+def test_unknown_setting_is_refused(store: Store) -> None:
+    with pytest.raises(InvalidInput, match="unknown setting"):
+        store.set_setting("max_concurency", 4)
+
+
+def test_set_setting_accepts_a_numeric_string(store: Store) -> None:
+    store.set_setting("max_concurrent", "5")
+
+    assert store.settings()["max_concurrent"] == 5
+    assert store.status().max_concurrent == 5

@@ -1,0 +1,549 @@
+"""A random walk through the store's verbs, checking its invariants after every step.
+
+Each hypothesis example drives a fresh, empty store (a new SQLite file or PostgreSQL
+schema) through submit, claim, finish, the steering verbs and limit changes, with a fake
+clock that only moves forward. The model kept here is small on purpose: it predicts
+which verbs are refused and where a task goes, from the state the store reports.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from slotline.errors import (
+    DependencyCycle,
+    InvalidInput,
+    InvalidTransition,
+    SlotlineError,
+    StaleAttempt,
+)
+from slotline.models import BAD_ENDS, PENDING, TERMINAL, Priority, Status, Task, utcnow
+from slotline.store import Claim, Store, open_store
+
+NODES = ("node-a", "node-b")
+AGENTS = (None, "claude", "aider")
+PRIORITIES: tuple[str | int, ...] = ("urgent", "high", "normal", "low", "P0", "P3", "medium", 1)
+BACKOFF = 5.0
+picks = st.integers(min_value=0, max_value=10_000)
+
+Fresh = Callable[[], tuple[Store, Callable[[], None]]]
+
+
+def queue_key(task: Task) -> tuple[bool, int, str]:
+    """The specified order of the line: boosted first, then priority, then rank."""
+    return (not task.boosted, int(task.priority), task.rank)
+
+
+class StoreMachine(RuleBasedStateMachine):
+    def __init__(self, fresh: Fresh) -> None:
+        super().__init__()
+        self.store, self._dispose = fresh()
+        self.clock = utcnow()
+        self.ids: list[str] = []
+        self.live: dict[str, Claim] = {}  # task id -> its unfinished attempt
+        self.ended: list[Claim] = []  # attempts whose outcome was committed
+        self.max_concurrent = 3
+        self.caps: dict[str | None, int] = {}  # agent limits: None is the generic one
+        self.paused = False
+        # Set when max_concurrent is lowered below the running count: the pool may stay
+        # over the limit until enough runs end.
+        self.overfull = False
+
+    def teardown(self) -> None:
+        self._dispose()
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def pick(self, index: int) -> Task:
+        return self.store.get(self.ids[index % len(self.ids)])
+
+    def tasks(self) -> dict[str, Task]:
+        return {t.id: t for t in self.store.list_tasks()}
+
+    def cap(self, agent: str | None) -> int | None:
+        if agent is None:
+            return None
+        return self.caps.get(agent, self.caps.get(None))
+
+    def deps_of(self, task: Task) -> list[Task]:
+        return [self.store.get(d) for d in task.depends_on]
+
+    def reset_target(self, task: Task) -> Status | None:
+        """Where a restart puts `task`, or None if a dependency forbids it."""
+        deps = self.deps_of(task)
+        if any(d.status in BAD_ENDS for d in deps):
+            return None
+        if all(d.status is Status.SUCCEEDED for d in deps):
+            return Status.QUEUED
+        return Status.WAITING
+
+    def expect_refusal(
+        self, error: type[SlotlineError], verb: Callable[[], object], task: Task | None
+    ) -> None:
+        """The verb raises `error` and changes nothing."""
+        seq = self.store.last_seq()
+        with pytest.raises(error):
+            verb()
+        assert self.store.last_seq() == seq
+        if task is not None:
+            assert self.store.get(task.id) == task
+
+    def expected_starts(self, before: dict[str, Task]) -> dict[str, bool]:
+        """The model of one dispatch pass: task id -> over_limit, for what must start."""
+        running = [t for t in before.values() if t.status is Status.RUNNING]
+        line = sorted((t for t in before.values() if t.status is Status.QUEUED), key=queue_key)
+        pool = len(running)
+        per_agent = {agent: sum(t.agent == agent for t in running) for agent in AGENTS}
+
+        def fits(task: Task) -> bool:
+            cap = self.cap(task.agent)
+            over_key = cap is not None and per_agent[task.agent] >= cap
+            return pool < self.max_concurrent and not over_key
+
+        starts: dict[str, bool] = {}
+        for task in sorted((t for t in line if t.start_now), key=lambda t: t.rank):
+            starts[task.id] = not fits(task)
+            pool += 1
+            per_agent[task.agent] += 1
+        if self.paused:
+            return starts
+        for task in line:
+            if task.id in starts or (task.not_before or 0) > self.clock:
+                continue
+            if fits(task):
+                starts[task.id] = False
+                pool += 1
+                per_agent[task.agent] += 1
+        return starts
+
+    # -- submit, claim, finish ----------------------------------------------------------
+
+    @rule(
+        priority=st.sampled_from(PRIORITIES),
+        agent=st.sampled_from(AGENTS),
+        dep=st.none() | picks,
+        max_attempts=st.integers(1, 2),
+        hold=st.booleans(),
+    )
+    def submit(
+        self, priority: str | int, agent: str | None, dep: int | None, max_attempts: int, hold: bool
+    ) -> None:
+        deps = [self.pick(dep)] if dep is not None and self.ids else []
+        if any(d.status in BAD_ENDS for d in deps):
+            expected = Status.BLOCKED
+        elif any(d.status is not Status.SUCCEEDED for d in deps):
+            expected = Status.WAITING
+        else:
+            expected = Status.HELD if hold else Status.QUEUED
+
+        task = self.store.submit(
+            {
+                "command": ["true"],
+                "priority": priority,
+                "agent": agent,
+                "depends_on": [d.id for d in deps],
+                "max_attempts": max_attempts,
+                "backoff": BACKOFF,
+                "hold": hold,
+            },
+            now=self.clock,
+        )
+
+        assert task.status is expected
+        assert task.priority is Priority.parse(priority)
+        self.ids.append(task.id)
+
+    @rule(node=st.sampled_from(NODES), advance=st.sampled_from([0.0, 1.0, 4.0, 10.0, 30.0]))
+    def claim(self, node: str, advance: float) -> None:
+        self.clock += advance
+        before = self.tasks()
+        expected = self.expected_starts(before)
+
+        claims = self.store.claim(node, now=self.clock).claims
+
+        after = self.tasks()
+        assert {c.task.id: c.attempt.over_limit for c in claims} == expected
+        for c in claims:
+            was, now = before[c.task.id], after[c.task.id]
+            assert was.status is Status.QUEUED
+            assert now.status is Status.RUNNING
+            assert now.current_attempt == c.attempt.id
+            assert c.attempt.number == was.attempt_count + 1
+            assert c.attempt.node_id == node
+            self.live[c.task.id] = c
+        # Whatever the model says, no claim that is not "start now" may push a count over
+        # its limit, and none may start while the store is paused.
+        normal = [after[c.task.id] for c in claims if not before[c.task.id].start_now]
+        running = [t for t in after.values() if t.status is Status.RUNNING]
+        if normal:
+            assert not self.paused
+            assert len(running) <= self.max_concurrent
+        for task in normal:
+            cap = self.cap(task.agent)
+            assert cap is None or sum(t.agent == task.agent for t in running) <= cap
+            assert task.not_before is None
+
+    @precondition(lambda self: self.live)
+    @rule(pick=picks, exit_code=st.sampled_from([0, 0, 1, 2, None]))
+    def finish(self, pick: int, exit_code: int | None) -> None:
+        task_id = sorted(self.live)[pick % len(self.live)]
+        claimed = self.live[task_id]
+        before = self.store.get(task_id)
+        request = before.kill_request or ""
+        used = before.attempt_count - before.attempt_base
+        retry_at: tuple[float, float] | None = None
+        reset_to = self.reset_target(before)
+        if request == "cancel":
+            expected = Status.CANCELLED
+        elif request.startswith("terminate:"):
+            expected = Status.FAILED
+        elif before.restart_requested:
+            expected = Status.BLOCKED if reset_to is None else reset_to
+        elif exit_code == 0:
+            expected = Status.SUCCEEDED
+        elif used < before.max_attempts:
+            expected = Status.QUEUED
+            delay = BACKOFF * 2 ** (used - 1)
+            retry_at = (self.clock + 1 + 0.5 * delay, self.clock + 1 + 1.5 * delay)
+        else:
+            expected = Status.FAILED
+        self.clock += 1
+
+        after = self.store.finish(
+            claimed.attempt.id, claimed.attempt.token, exit_code, now=self.clock
+        )
+
+        del self.live[task_id]
+        self.ended.append(claimed)
+        assert after.status is expected
+        assert after.kill_request is None
+        if request.startswith("terminate:"):
+            assert (after.failure_reason or "").startswith("terminated: ")
+        if retry_at is not None:
+            assert after.not_before is not None
+            assert retry_at[0] <= after.not_before <= retry_at[1]
+        if expected is Status.BLOCKED:
+            assert after.status_reason
+
+    @precondition(lambda self: self.live or self.ended)
+    @rule(pick=picks)
+    def stale_report(self, pick: int) -> None:
+        """A report of an attempt that ended, or with a wrong token, changes nothing."""
+        if self.ended and (pick % 2 or not self.live):
+            claimed = self.ended[pick % len(self.ended)]
+            token = claimed.attempt.token
+        else:
+            claimed = self.live[sorted(self.live)[pick % len(self.live)]]
+            token = "wrong-" + claimed.attempt.token
+        task = self.store.get(claimed.task.id)
+
+        self.expect_refusal(
+            StaleAttempt,
+            lambda: self.store.finish(claimed.attempt.id, token, 0, now=self.clock),
+            task,
+        )
+
+    # -- steering -----------------------------------------------------------------------
+
+    @precondition(lambda self: self.ids)
+    @rule(pick=picks)
+    def cancel(self, pick: int) -> None:
+        task = self.pick(pick)
+        if task.status.terminal:
+            self.expect_refusal(InvalidTransition, lambda: self.store.cancel(task.id), task)
+            return
+        after = self.store.cancel(task.id)
+        if task.status is Status.RUNNING:
+            assert (after.status, after.kill_request) == (Status.RUNNING, "cancel")
+        else:
+            assert after.status is Status.CANCELLED
+
+    @precondition(lambda self: self.ids)
+    @rule(pick=picks)
+    def terminate(self, pick: int) -> None:
+        task = self.pick(pick)
+        if task.status is not Status.RUNNING:
+            self.expect_refusal(InvalidTransition, lambda: self.store.terminate(task.id), task)
+            return
+        after = self.store.terminate(task.id, "by the machine")
+        assert after.status is Status.RUNNING
+        assert after.kill_request == "terminate:by the machine"
+
+    @precondition(lambda self: self.ids)
+    @rule(pick=picks)
+    def bump(self, pick: int) -> None:
+        task = self.pick(pick)
+        if task.status not in (Status.QUEUED, Status.HELD):
+            self.expect_refusal(InvalidTransition, lambda: self.store.bump(task.id), task)
+            return
+        after = self.store.bump(task.id)
+        assert (after.status, after.start_now, after.boosted) == (Status.QUEUED, True, True)
+
+    @precondition(lambda self: self.ids)
+    @rule(pick=picks)
+    def boost(self, pick: int) -> None:
+        task = self.pick(pick)
+        if task.status not in (Status.QUEUED, Status.HELD):
+            self.expect_refusal(InvalidTransition, lambda: self.store.boost(task.id), task)
+            return
+        after = self.store.boost(task.id)
+        assert (after.status, after.boosted) == (task.status, True)
+        if after.status is Status.QUEUED:
+            # Ahead of every task not boosted, and of every boosted one of its priority.
+            line = self.store.status(now=self.clock).queued
+            ahead = line[: [t.id for t in line].index(task.id)]
+            assert all(t.boosted and t.priority < task.priority for t in ahead)
+
+    @precondition(lambda self: self.ids)
+    @rule(pick=picks, how=st.sampled_from(["to", "before", "after"]), other=picks)
+    def move(self, pick: int, how: str, other: int) -> None:
+        task = self.pick(pick)
+        others = {t.id: (t.rank, t.priority, t.boosted) for t in self.tasks().values()}
+        del others[task.id]
+        line = [t.id for t in self.store.status(now=self.clock).queued if t.id != task.id]
+        where: dict[str, Any]
+        if how == "to":
+            where = {"to": other % (len(line) + 3) + 1}
+            index = min(where["to"], len(line) + 1) - 1
+            ref = None
+        else:
+            ref = self.pick(other)
+            where = {how: ref.id}
+            index = line.index(ref.id) + (how == "after") if ref.id in line else -1
+
+        if task.status is not Status.QUEUED:
+            self.expect_refusal(InvalidTransition, lambda: self.store.move(task.id, **where), task)
+            return
+        if index < 0:
+            self.expect_refusal(InvalidInput, lambda: self.store.move(task.id, **where), task)
+            return
+        self.store.move(task.id, **where)
+
+        line.insert(index, task.id)
+        assert [t.id for t in self.store.status(now=self.clock).queued] == line
+        after = {t.id: (t.rank, t.priority, t.boosted) for t in self.tasks().values()}
+        del after[task.id]
+        assert after == others
+
+    @precondition(lambda self: self.ids)
+    @rule(pick=picks, level=st.sampled_from(PRIORITIES))
+    def set_priority(self, pick: int, level: str | int) -> None:
+        task = self.pick(pick)
+        if task.status not in (*PENDING, Status.BLOCKED):
+            self.expect_refusal(
+                InvalidTransition, lambda: self.store.set_priority(task.id, level), task
+            )
+            return
+        after = self.store.set_priority(task.id, level)
+        assert after.priority is Priority.parse(level)
+        assert (after.status, after.rank, after.boosted) == (task.status, task.rank, task.boosted)
+
+    @precondition(lambda self: self.ids)
+    @rule(pick=picks, force=st.booleans())
+    def restart(self, pick: int, force: bool) -> None:
+        task = self.pick(pick)
+        target = self.reset_target(task)
+        if task.status is Status.RUNNING and force:
+            after = self.store.restart(task.id, force=True)
+            assert (after.status, after.kill_request) == (Status.RUNNING, "restart")
+            assert after.restart_requested
+            return
+        if not (task.status in TERMINAL or task.status is Status.BLOCKED) or target is None:
+            self.expect_refusal(
+                InvalidTransition, lambda: self.store.restart(task.id, force=force), task
+            )
+            return
+        after = self.store.restart(task.id, force=force)
+        assert after.status is target
+        assert not after.boosted
+        assert after.attempt_base == after.attempt_count == task.attempt_count
+        assert len(self.store.get(task.id).attempts) == task.attempt_count
+        if target is Status.QUEUED:
+            # At the tail of its band.
+            band = [
+                t.id
+                for t in self.store.status(now=self.clock).queued
+                if (t.boosted, t.priority) == (False, after.priority)
+            ]
+            assert band[-1] == task.id
+
+    @precondition(lambda self: self.ids)
+    @rule(pick=picks)
+    def hold(self, pick: int) -> None:
+        task = self.pick(pick)
+        if task.status is not Status.QUEUED:
+            self.expect_refusal(InvalidTransition, lambda: self.store.hold(task.id), task)
+            return
+        after = self.store.hold(task.id)
+        assert (after.status, after.rank) == (Status.HELD, task.rank)
+
+    @precondition(lambda self: self.ids)
+    @rule(pick=picks)
+    def release(self, pick: int) -> None:
+        task = self.pick(pick)
+        if task.status is not Status.HELD:
+            self.expect_refusal(InvalidTransition, lambda: self.store.release(task.id), task)
+            return
+        after = self.store.release(task.id)
+        assert (after.status, after.rank) == (Status.QUEUED, task.rank)
+
+    @precondition(lambda self: self.ids)
+    @rule(pick=picks, dep=picks)
+    def add_dependency(self, pick: int, dep: int) -> None:
+        task, needed = self.pick(pick), self.pick(dep)
+        if task.status not in (Status.WAITING, Status.QUEUED):
+            self.expect_refusal(
+                InvalidTransition, lambda: self.store.add_dependency(task.id, needed.id), task
+            )
+            return
+        # A cycle if `needed` is `task` or already depends on it, at any distance.
+        reachable, stack = set(), [needed.id]
+        while stack:
+            current = stack.pop()
+            if current not in reachable:
+                reachable.add(current)
+                stack.extend(self.store.get(current).depends_on)
+        if task.id in reachable:
+            self.expect_refusal(
+                DependencyCycle, lambda: self.store.add_dependency(task.id, needed.id), task
+            )
+            return
+
+        after = self.store.add_dependency(task.id, needed.id)
+
+        assert needed.id in after.depends_on
+        if needed.id in task.depends_on or needed.status is Status.SUCCEEDED:
+            assert after.status is task.status
+        elif needed.status in BAD_ENDS:
+            assert after.status is Status.BLOCKED
+        else:
+            assert after.status is Status.WAITING
+
+    # -- limits -------------------------------------------------------------------------
+
+    @rule(value=st.integers(0, 4))
+    def set_max_concurrent(self, value: int) -> None:
+        self.store.set_setting("max_concurrent", value)
+        self.max_concurrent = value
+        if self.store.status().active > value:
+            self.overfull = True
+
+    @rule(agent=st.sampled_from([None, "claude", "aider"]), cap=st.none() | st.integers(0, 2))
+    def set_limit(self, agent: str | None, cap: int | None) -> None:
+        self.store.set_limit("agent", agent, cap)
+        if cap is None:
+            self.caps.pop(agent, None)
+        else:
+            self.caps[agent] = cap
+
+    @rule(paused=st.booleans())
+    def pause_or_resume(self, paused: bool) -> None:
+        if paused:
+            self.store.pause()
+        else:
+            self.store.resume()
+        self.paused = paused
+
+    # -- invariants ---------------------------------------------------------------------
+
+    @invariant()
+    def every_task_exists_once_and_the_line_is_in_order(self) -> None:
+        listed = self.store.list_tasks()
+        assert sorted(t.id for t in listed) == sorted(self.ids)
+
+        status = self.store.status(now=self.clock)
+        queued = status.queued
+        keys = [queue_key(t) for t in queued]
+        assert all(a < b for a, b in itertools.pairwise(keys)), "the line is not a total order"
+        assert [t.position for t in queued] == list(range(1, len(queued) + 1))
+        assert {t.id for t in queued} == {t.id for t in listed if t.status is Status.QUEUED}
+
+    @invariant()
+    def running_tasks_stay_within_the_limits(self) -> None:
+        status = self.store.status(now=self.clock)
+        assert status.max_concurrent == self.max_concurrent
+        assert status.paused == self.paused
+        if status.active <= self.max_concurrent:
+            self.overfull = False
+        assert status.active <= self.max_concurrent or status.over_limit or self.overfull
+
+    @invariant()
+    def one_live_attempt_per_running_task(self) -> None:
+        unfinished = [a for a in self.store.attempts() if a.finished_at is None]
+        assert len({a.task_id for a in unfinished}) == len(unfinished)
+        assert {a.id for a in unfinished} == {c.attempt.id for c in self.live.values()}
+        running = {t.id: t for t in self.store.list_tasks(Status.RUNNING)}
+        assert {a.task_id: a.id for a in unfinished} == {
+            t.id: t.current_attempt for t in running.values()
+        }
+
+    @invariant()
+    def events_replay_to_the_current_statuses(self) -> None:
+        events = self.store.events(limit=1_000_000)
+        assert all(a.seq < b.seq for a, b in itertools.pairwise(events))
+        replayed: dict[str, str] = {}
+        for event in events:
+            if event.task_id is not None and "to" in event.data:
+                replayed[event.task_id] = event.data["to"]
+        assert replayed == {t.id: t.status.value for t in self.store.list_tasks()}
+
+    @invariant()
+    def dependents_wait_only_on_what_can_still_succeed(self) -> None:
+        tasks = self.tasks()
+        for task in tasks.values():
+            deps = [tasks[d] for d in task.depends_on]
+            if task.status is Status.WAITING:
+                assert not any(d.status in BAD_ENDS for d in deps)
+                assert any(d.status is not Status.SUCCEEDED for d in deps)
+            if task.status is Status.BLOCKED:
+                assert any(d.status in BAD_ENDS for d in deps)
+
+
+@pytest.fixture
+def fresh_stores(store_url: str, tmp_path: Path) -> Iterator[Fresh]:
+    """A factory of fresh, empty stores on the backend of `store_url`."""
+    counter = itertools.count()
+    schemas: list[str] = []
+    base, _, schema = store_url.partition("?schema=")
+
+    def fresh() -> tuple[Store, Callable[[], None]]:
+        n = next(counter)
+        if schema:
+            schemas.append(f"{schema}_{n}")
+            store = open_store(f"{base}?schema={schemas[-1]}")
+        else:
+            store = open_store(tmp_path / f"machine-{n}.db")
+        return store, store.close
+
+    yield fresh
+    if schemas:
+        with psycopg.connect(base, autocommit=True) as conn:
+            for name in schemas:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+def test_store_state_machine(fresh_stores: Fresh) -> None:
+    run_state_machine_as_test(
+        lambda: StoreMachine(fresh_stores),
+        settings=settings(
+            max_examples=40,
+            stateful_step_count=30,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow],
+        ),
+    )

@@ -1,0 +1,198 @@
+"""Submitting: validation, priorities, bounds. A refused submit creates nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from slotline.errors import BoundExceeded, InvalidInput, NotFound, UnknownDependency
+from slotline.models import Priority, Status
+from slotline.store import Store
+
+from .conftest import ClaimFn, SubmitFn
+
+MISSING = "f" * 32
+
+
+def assert_nothing_created(store: Store, tasks_before: int, seq_before: int) -> None:
+    assert len(store.list_tasks()) == tasks_before
+    assert store.last_seq() == seq_before
+
+
+def test_submit_returns_a_queued_task_at_the_tail(store: Store, submit: SubmitFn) -> None:
+    first = submit("first")
+    second = submit("second", agent="claude", workspace="/repo", user="ann")
+
+    assert second.status is Status.QUEUED
+    assert second.priority is Priority.NORMAL
+    assert second.command == ("echo", "second")
+    assert (second.agent, second.workspace, second.user) == ("claude", "/repo", "ann")
+    assert second.attempts == ()
+    assert store.get(first.id).position == 1
+    assert store.get(second.id).position == 2
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"command": []},
+        {"command": [""]},
+        {"command": ["", "arg"]},
+        {},
+        {"command": ["echo"], "callable": "pkg.fn"},
+        {"command": ["echo", "a\x00b"]},
+        {"command": ["echo"], "max_attempts": 0},
+        {"command": ["echo"], "queue_ttl": 0},
+        {"command": ["echo"], "agent": "has space"},
+        {"command": ["echo"], "no_such_field": 1},
+    ],
+    ids=[
+        "empty",
+        "empty-program",
+        "empty-program-with-args",
+        "no-command",
+        "command-and-callable",
+        "nul-byte",
+        "zero-attempts",
+        "zero-ttl",
+        "bad-agent-name",
+        "unknown-field",
+    ],
+)
+def test_invalid_spec_is_refused_and_nothing_is_created(
+    store: Store, submit: SubmitFn, spec: dict[str, Any]
+) -> None:
+    submit("existing")
+    before = (len(store.list_tasks()), store.last_seq())
+
+    with pytest.raises(InvalidInput) as raised:
+        store.submit(spec)
+
+    assert str(raised.value)
+    assert_nothing_created(store, *before)
+
+
+@pytest.mark.parametrize("priority", ["P4", "highest", "", 4, -1, True])
+def test_bad_priority_is_refused_and_nothing_is_created(
+    store: Store, priority: object
+) -> None:
+    with pytest.raises(InvalidInput, match="priority"):
+        store.submit({"command": ["echo"], "priority": priority})
+
+    assert_nothing_created(store, 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("P0", Priority.URGENT),
+        ("p1", Priority.HIGH),
+        ("P2", Priority.NORMAL),
+        ("P3", Priority.LOW),
+        ("medium", Priority.NORMAL),
+        ("Urgent", Priority.URGENT),
+        ("low", Priority.LOW),
+        (1, Priority.HIGH),
+    ],
+)
+def test_priority_aliases(submit: SubmitFn, given: object, expected: Priority) -> None:
+    assert submit(priority=given).priority is expected
+
+
+def test_unknown_dependency_creates_nothing(store: Store, submit: SubmitFn) -> None:
+    known = submit("known")
+    before = (len(store.list_tasks()), store.last_seq())
+
+    with pytest.raises(UnknownDependency, match=MISSING):
+        submit("dependent", depends_on=[known.id, MISSING])
+
+    assert_nothing_created(store, *before)
+
+
+def test_a_batch_with_one_bad_task_creates_none(store: Store, submit: SubmitFn) -> None:
+    known = submit("known")
+    before = (len(store.list_tasks()), store.last_seq())
+
+    with pytest.raises(UnknownDependency):
+        store.submit_many(
+            [{"command": ["echo", "ok"]}, {"command": ["echo"], "depends_on": [MISSING]}]
+        )
+
+    assert_nothing_created(store, *before)
+    assert store.submit_many([{"command": ["a"]}, {"command": ["b"], "depends_on": [known.id]}])
+
+
+def test_dependency_prefix_is_resolved_to_the_full_id(submit: SubmitFn) -> None:
+    dep = submit("dep")
+
+    dependent = submit("dependent", depends_on=[dep.id[:12], dep.id])
+
+    assert dependent.depends_on == (dep.id,)
+    assert dependent.status is Status.WAITING
+
+
+def test_unknown_parent_creates_nothing(store: Store) -> None:
+    with pytest.raises(NotFound):
+        store.submit({"command": ["echo"], "parent_id": MISSING})
+
+    assert_nothing_created(store, 0, 0)
+
+
+def test_max_queue_size_counts_tasks_not_yet_started(
+    store: Store, submit: SubmitFn, claim: ClaimFn
+) -> None:
+    store.set_setting("max_queue_size", 2)
+    store.set_setting("max_concurrent", 1)
+    submit("a")
+    submit("b")
+    before = (len(store.list_tasks()), store.last_seq())
+
+    with pytest.raises(BoundExceeded, match="max_queue_size") as raised:
+        submit("c")
+    assert raised.value.details["limit"] == "max_queue_size"
+    assert_nothing_created(store, *before)
+    with pytest.raises(BoundExceeded):
+        store.submit_many([{"command": ["x"]}])
+
+    # When one starts, it no longer waits, so there is room for one more.
+    assert len(claim()) == 1
+    assert submit("c").status is Status.QUEUED
+
+
+def test_max_depth_bounds_nesting(store: Store, submit: SubmitFn) -> None:
+    store.set_setting("max_depth", 1)
+    root = submit("root")
+    child = submit("child", parent_id=root.id)
+    assert (root.depth, child.depth, child.parent_id) == (0, 1, root.id)
+    before = (len(store.list_tasks()), store.last_seq())
+
+    with pytest.raises(BoundExceeded, match="max_depth"):
+        submit("grandchild", parent_id=child.id)
+
+    assert_nothing_created(store, *before)
+
+
+def test_max_children_counts_active_children(store: Store, submit: SubmitFn) -> None:
+    store.set_setting("max_children", 2)
+    parent = submit("parent")
+    first = submit("one", parent_id=parent.id)
+    submit("two", parent_id=parent.id)
+    before = (len(store.list_tasks()), store.last_seq())
+
+    with pytest.raises(BoundExceeded, match="max_children"):
+        submit("three", parent_id=parent.id)
+    assert_nothing_created(store, *before)
+
+    store.cancel(first.id)
+    assert submit("three", parent_id=parent.id).parent_id == parent.id
+
+
+def test_submit_held_keeps_the_task_out_of_the_line(
+    store: Store, submit: SubmitFn, claim: ClaimFn
+) -> None:
+    held = submit("held", hold=True)
+
+    assert held.status is Status.HELD
+    assert store.get(held.id).position is None
+    assert claim() == []

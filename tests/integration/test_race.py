@@ -1,0 +1,184 @@
+"""Several OS processes submit, claim and finish on one store; no limit is ever exceeded.
+
+Each process plays a node: it opens its own store on the shared URL, submits its share
+of the tasks a few at a time, claims whatever fits, holds the slots for a moment and
+finishes them. Afterwards the attempts and events are audited.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import random
+import time
+from collections import Counter
+from collections.abc import Iterable
+from contextlib import closing
+from itertools import pairwise
+from multiprocessing.synchronize import Barrier
+from pathlib import Path
+
+import pytest
+
+from slotline.models import Attempt, Event, Status, Task
+from slotline.store import Claim, open_store
+
+MAX_CONCURRENT = 3
+AGENT_LIMITS = {"claude": 2, "codex": 1, "aider": 1}  # codex and aider get the generic 1
+AGENTS = tuple(AGENT_LIMITS)
+WORK_DEADLINE_S = 25.0
+
+
+def run_node(url: str, node_id: str, n_tasks: int, total: int, seed: int, start: Barrier) -> None:
+    """One node's loop (runs in a child process): submit, claim, hold, finish, repeat."""
+    rng = random.Random(seed)
+    with closing(open_store(url)) as store:
+        start.wait(timeout=30)  # every node has opened its store: go
+        held: list[Claim] = []
+        submitted = 0
+        deadline = time.monotonic() + WORK_DEADLINE_S
+        while True:
+            if submitted < n_tasks:
+                batch = min(rng.randint(1, 3), n_tasks - submitted)
+                store.submit_many(
+                    [
+                        {"command": ["true"], "agent": rng.choice(AGENTS), "title": node_id}
+                        for _ in range(batch)
+                    ]
+                )
+                submitted += batch
+            held.extend(store.claim(node_id).claims)
+            if held:
+                time.sleep(rng.uniform(0.0005, 0.003))  # the "run": hold the slots a moment
+                keep = []
+                for claim in held:
+                    if rng.random() < 0.6:
+                        store.finish(claim.attempt.id, claim.attempt.token, 0)
+                    else:
+                        keep.append(claim)
+                held = keep
+            elif submitted == n_tasks:
+                if store.counts().get(Status.SUCCEEDED.value, 0) == total:
+                    return
+                time.sleep(0.002)  # poll: other nodes still run the last tasks
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{node_id}: tasks still unfinished after {WORK_DEADLINE_S}s")
+
+
+def peaks(intervals: Iterable[tuple[float, float, str | None]]) -> tuple[int, Counter[str]]:
+    """The most intervals open at once, overall and per label; an interval that ends
+    at the instant another starts does not overlap it."""
+    points = []
+    for start, end, label in intervals:
+        points += [(start, 1, label), (end, -1, label)]
+    points.sort(key=lambda p: (p[0], p[1]))
+    now, most = 0, 0
+    per: Counter[str] = Counter()
+    per_most: Counter[str] = Counter()
+    for _, delta, label in points:
+        now += delta
+        most = max(most, now)
+        if label is not None:
+            per[label] += delta
+            per_most[label] = max(per_most[label], per[label])
+    return most, per_most
+
+
+def audit(tasks: list[Task], attempts: list[Attempt], events: list[Event], total: int) -> None:
+    agent_of = {t.id: t.agent for t in tasks}
+
+    # Every task ran once and ended once, successfully.
+    assert len(tasks) == total
+    assert Counter(t.status for t in tasks) == {Status.SUCCEEDED: total}
+    assert Counter(a.task_id for a in attempts) == dict.fromkeys(agent_of, 1)
+    assert all(a.outcome == "succeeded" and not a.over_limit for a in attempts)
+    ended = Counter(e.task_id for e in events if e.kind in ("succeeded", "failed", "cancelled"))
+    assert ended == dict.fromkeys(agent_of, 1)
+
+    # No task ever had two attempts open at once.
+    by_task: dict[str, list[Attempt]] = {}
+    for attempt in attempts:
+        by_task.setdefault(attempt.task_id, []).append(attempt)
+    for runs in by_task.values():
+        runs.sort(key=lambda a: a.started_at)
+        for before, after in pairwise(runs):
+            assert before.finished_at is not None
+            assert before.finished_at <= after.started_at
+
+    # Event numbers strictly increase.
+    seqs = [e.seq for e in events]
+    assert all(a < b for a, b in pairwise(seqs))
+
+    # Sweep the recorded start and end times: running attempts never exceeded a limit…
+    assert all(a.finished_at is not None for a in attempts)
+    most, per_agent = peaks(
+        (a.started_at, a.finished_at or a.started_at, agent_of[a.task_id]) for a in attempts
+    )
+    assert most <= MAX_CONCURRENT
+    assert all(per_agent[agent] <= cap for agent, cap in AGENT_LIMITS.items())
+    # …and sweep the commit order (claimed/succeeded events by seq), which no clock skews.
+    order = {e.seq: e for e in events if e.kind in ("claimed", "succeeded")}
+    at_seq: dict[str, list[int]] = {}
+    for seq, event in order.items():
+        assert event.task_id is not None
+        at_seq.setdefault(event.task_id, []).append(seq)
+    most_by_seq, per_agent_by_seq = peaks(
+        (float(start), float(end), agent_of[task_id])
+        for task_id, (start, end) in ((t, sorted(s)) for t, s in at_seq.items())
+    )
+    assert most_by_seq <= MAX_CONCURRENT
+    assert all(per_agent_by_seq[agent] <= cap for agent, cap in AGENT_LIMITS.items())
+    # The limit was reached, so the processes really did compete for slots.
+    assert most_by_seq == MAX_CONCURRENT
+
+
+def race(url: str, nodes: int, tasks_per_node: int) -> float:
+    """Run `nodes` processes against `url`, audit the result, return the seconds taken."""
+    total = nodes * tasks_per_node
+    with closing(open_store(url)) as store:
+        store.set_setting("max_concurrent", MAX_CONCURRENT)
+        store.set_limit("agent", None, 1)
+        store.set_limit("agent", "claude", AGENT_LIMITS["claude"])
+
+    ctx = multiprocessing.get_context("spawn")
+    start = ctx.Barrier(nodes)
+    procs = [
+        ctx.Process(
+            target=run_node,
+            args=(url, f"node-{i}", tasks_per_node, total, 1000 + i, start),
+            name=f"node-{i}",
+        )
+        for i in range(nodes)
+    ]
+    began = time.monotonic()
+    for proc in procs:
+        proc.start()
+    try:
+        for proc in procs:
+            proc.join(timeout=60)
+    finally:
+        for proc in procs:
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+    took = time.monotonic() - began
+    assert [p.exitcode for p in procs] == [0] * nodes
+
+    with closing(open_store(url)) as store:
+        tasks = store.list_tasks()
+        attempts = store.attempts()
+        events = store.events(limit=100_000)
+    audit(tasks, attempts, events, total)
+    claimed_by = Counter(a.node_id for a in attempts)
+    assert len(claimed_by) > 1, f"one node did all the work: {claimed_by}"
+    return took
+
+
+def test_four_processes_on_one_sqlite_file_never_exceed_a_limit(tmp_path: Path) -> None:
+    took = race(str(tmp_path / "store.db"), nodes=4, tasks_per_node=40)
+    print(f"sqlite race: {took:.1f}s")
+
+
+@pytest.mark.postgres
+def test_three_nodes_on_one_postgres_never_exceed_a_limit(pg_url: str) -> None:
+    took = race(pg_url, nodes=3, tasks_per_node=50)
+    print(f"postgres race: {took:.1f}s")
