@@ -1,0 +1,142 @@
+"""The `slotline` command line: the group, its commands, and one-line errors with exit codes.
+
+Exit codes: 0 done, 1 slotline refused (a SlotlineError: unknown id, illegal state…),
+2 bad usage (unknown option, malformed value), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+import click
+
+from slotline import __version__
+from slotline.cli.context import CliState, report_error
+from slotline.cli.limits import limits
+from slotline.cli.serve import serve
+from slotline.cli.steering import (
+    boost,
+    bump,
+    cancel,
+    clear,
+    hold,
+    move,
+    pause,
+    priority,
+    release,
+    restart,
+    resume,
+    terminate,
+)
+from slotline.cli.submit import submit
+from slotline.cli.views import events, list_tasks, queue_status_command, show_task
+from slotline.errors import SlotlineError
+
+EXIT_REFUSED = 1
+EXIT_INTERRUPTED = 130
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--store",
+    "store_url",
+    metavar="URL",
+    envvar="SLOTLINE_STORE",
+    help="A file path, sqlite:///PATH or postgresql://… "
+    "(default: $SLOTLINE_STORE, else the SQLite file under the XDG data dir).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON; errors as JSON on stderr.")
+@click.version_option(__version__, "--version", "-V", prog_name="slotline")
+@click.pass_context
+def cli(ctx: click.Context, store_url: str | None, as_json: bool) -> None:
+    """slotline: run many agents or long commands, at most N at once, and steer the line."""
+    state = ctx.ensure_object(CliState)
+    state.store_url = store_url or None
+    state.json = state.json or as_json
+    ctx.call_on_close(state.close)
+
+
+for command in (
+    serve,
+    submit,
+    show_task,
+    list_tasks,
+    queue_status_command,
+    events,
+    cancel,
+    terminate,
+    boost,
+    bump,
+    move,
+    priority,
+    restart,
+    hold,
+    release,
+    pause,
+    resume,
+    clear,
+    limits,
+):
+    cli.add_command(command)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of `slotline`: run the command, turn every error into one line and an
+    exit code (never a traceback unless SLOTLINE_DEBUG is set)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    state = CliState()
+    code = 0
+    try:
+        result = cli.main(args=args, prog_name="slotline", standalone_mode=False, obj=state)
+        code = result if isinstance(result, int) else 0
+    except click.UsageError as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError" and exc.ctx is not None:
+            # `slotline` alone: the help, as click shows it (click >= 8.2 raises this).
+            click.echo(exc.ctx.get_help(), err=True)
+        else:
+            report_error(_usage_message(exc), type(exc).__name__, _json_mode(state, args))
+        code = exc.exit_code
+    except click.ClickException as exc:
+        report_error(exc.format_message(), type(exc).__name__, _json_mode(state, args))
+        code = exc.exit_code
+    except SlotlineError as exc:
+        report_error(str(exc), type(exc).__name__, _json_mode(state, args))
+        code = EXIT_REFUSED
+    except click.Abort:
+        code = EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`slotline ls | head`): nothing left to say to it.
+        _silence_stdout()
+        code = EXIT_REFUSED
+    except Exception as exc:
+        if os.environ.get("SLOTLINE_DEBUG"):
+            raise
+        message = f"unexpected {type(exc).__name__}: {exc} (set SLOTLINE_DEBUG=1 for a traceback)"
+        report_error(message, type(exc).__name__, _json_mode(state, args))
+        code = EXIT_REFUSED
+    sys.exit(code)
+
+
+def _usage_message(exc: click.UsageError) -> str:
+    message = exc.format_message()
+    if exc.ctx is not None:
+        message += f" (see '{exc.ctx.command_path} --help')"
+    return message
+
+
+def _json_mode(state: CliState, args: list[str]) -> bool:
+    """JSON errors when --json was given, even if parsing stopped before it was read."""
+    if state.json:
+        return True
+    before_command = args[: args.index("--")] if "--" in args else args
+    return "--json" in before_command
+
+
+def _silence_stdout() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+__all__ = ["cli", "main"]

@@ -1,0 +1,64 @@
+"""What one CLI invocation shares between the group and its command: store and output mode."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import click
+
+from slotline.store import Store, open_store
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass
+class CliState:
+    """Options of the `slotline` group; the store is opened on first use and closed at exit."""
+
+    store_url: str | None = None
+    json: bool = False
+    _store: Store | None = field(default=None, repr=False)
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            self._store = open_store(self.store_url or None)
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+
+pass_state = click.make_pass_decorator(CliState, ensure=True)
+
+
+def _set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.ensure_object(CliState).json = True
+
+
+def json_option(function: F) -> F:
+    """`--json` after the command name too (`slotline ls --json`), same as `slotline --json ls`."""
+    option = click.option(
+        "--json",
+        is_flag=True,
+        expose_value=False,
+        is_eager=True,
+        callback=_set_json,
+        help="Print JSON (same as `slotline --json COMMAND`).",
+    )
+    return option(function)
+
+
+def report_error(message: str, kind: str, as_json: bool) -> None:
+    """One line on stderr: `error: …`, or `{"error": …, "type": …}` in JSON mode."""
+    text = "; ".join(line.strip() for line in message.splitlines() if line.strip()) or kind
+    if as_json:
+        click.echo(json.dumps({"error": text, "type": kind}), err=True)
+    else:
+        click.echo(f"error: {text}", err=True)

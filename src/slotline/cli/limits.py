@@ -1,0 +1,104 @@
+"""`slotline limits`: read the caps on running tasks, or change them with `--set KEY=N`."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+
+from slotline.cli.context import CliState, json_option, pass_state
+from slotline.cli.render import limits_table, print_json, show
+from slotline.models import LIMIT_KEYS
+from slotline.store import Store
+from slotline.store.steering import SETTING_RULES
+
+# KEY[VALUE]=N: the value in brackets runs to the last `]=`, so it may hold `=` or `]`.
+_ASSIGNMENT = re.compile(r"^(?P<key>[^\[=]+?)(?:\[(?P<value>.*)\])?=(?P<n>[^=]*)$")
+_KEYS_HELP = (
+    "max_concurrent, agent, workspace, user or label:NAME (optionally with a value in "
+    "brackets: agent[claude]), or a setting: "
+    + ", ".join(sorted(set(SETTING_RULES) - {"max_concurrent"}))
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """One `--set`: a per-key limit (key, value, max) or a store setting (key, max)."""
+
+    key: str
+    value: str | None
+    max: int | float | None
+    per_key: bool
+
+    def apply(self, store: Store) -> None:
+        if self.per_key:
+            store.set_limit(self.key, self.value, None if self.max is None else int(self.max))
+        else:
+            store.set_setting(self.key, self.max)
+
+
+def parse_assignment(text: str) -> Assignment:
+    """`agent[claude]=2`, `workspace=1`, `label:team[infra]=none`, `max_concurrent=4`.
+
+    Raises:
+        click.BadParameter: the text is not KEY=N with a known key.
+    """
+    match = _ASSIGNMENT.match(text.strip())
+    if match is None:
+        raise click.BadParameter(f"{text!r} is not KEY=N or KEY[VALUE]=N", param_hint="--set")
+    key, value, number = match["key"].strip(), match["value"], match["n"].strip().lower()
+    per_key = key in LIMIT_KEYS or (key.startswith("label:") and len(key) > len("label:"))
+    if not per_key and key not in SETTING_RULES:
+        raise click.BadParameter(f"unknown limit {key!r}; use {_KEYS_HELP}", param_hint="--set")
+    if value is not None and not per_key:
+        raise click.BadParameter(f"{key} takes no [VALUE]", param_hint="--set")
+    if value is not None and not value.strip():
+        raise click.BadParameter(f"empty value in brackets in {text!r}", param_hint="--set")
+    if key == "workspace" and value is not None:
+        # Tasks store their workspace as an absolute path; name it the same way.
+        value = str(Path(value).expanduser().resolve())
+    if number == "none":
+        if not per_key and key != "aging_interval":
+            raise click.BadParameter(f"{key} cannot be none; give a number", param_hint="--set")
+        return Assignment(key, value, None, per_key)
+    kind = int if per_key else SETTING_RULES[key][0]
+    try:
+        parsed: int | float = int(number) if kind is int else float(number)
+    except ValueError:
+        what = "a whole number" if kind is int else "a number"
+        extra = " or none" if per_key or key == "aging_interval" else ""
+        raise click.BadParameter(
+            f"{key} must be {what}{extra}, got {number!r}", param_hint="--set"
+        ) from None
+    if parsed < 0:
+        raise click.BadParameter(f"{key} must be 0 or more, got {parsed:g}", param_hint="--set")
+    return Assignment(key, value, parsed, per_key)
+
+
+@click.command()
+@click.option(
+    "--set",
+    "assignments",
+    metavar="KEY=N",
+    multiple=True,
+    help="Change a limit (repeatable): max_concurrent=4, agent[claude]=2, "
+    "workspace=1, 'label:team[infra]=1'; N=none removes a per-key limit.",
+)
+@json_option
+@pass_state
+def limits(state: CliState, assignments: tuple[str, ...]) -> None:
+    """Show or change the limits.
+
+    With --set, change them first; a running node applies them at once.
+    """
+    parsed = [parse_assignment(a) for a in assignments]
+    store = state.store
+    for assignment in parsed:
+        assignment.apply(store)
+    settings = store.settings()
+    if state.json:
+        print_json(settings.to_dict())
+    else:
+        show(limits_table(settings))

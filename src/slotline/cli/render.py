@@ -1,0 +1,296 @@
+"""How the CLI shows things: rich tables for people, JSON for scripts, relative times."""
+
+from __future__ import annotations
+
+import functools
+import json
+import shlex
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from slotline.models import Event, Limit, Status, Task, iso
+from slotline.store import QueueStatus
+from slotline.store.ops import Settings
+
+STATUS_STYLES: dict[Status, str] = {
+    Status.WAITING: "cyan",
+    Status.QUEUED: "blue",
+    Status.HELD: "magenta",
+    Status.RUNNING: "bold yellow",
+    Status.SUCCEEDED: "green",
+    Status.FAILED: "bold red",
+    Status.CANCELLED: "dim",
+    Status.EXPIRED: "dim",
+    Status.BLOCKED: "red",
+}
+NEXT_UP = "NEXT UP"
+
+
+@functools.cache
+def console() -> Console:
+    return Console(highlight=False, emoji=False)
+
+
+def show(*renderables: RenderableType) -> None:
+    console().print(*renderables)
+
+
+def print_json(data: Any) -> None:
+    """JSON on stdout, exactly as documented in docs/cli.md."""
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def short_id(task_id: str | None) -> str:
+    return task_id[:8] if task_id else "-"
+
+
+def ago(ts: float | None, now: float) -> str:
+    """A time relative to now: `12s ago`, `3m ago`, `in 40s`, or `-`."""
+    if ts is None:
+        return "-"
+    delta = now - ts
+    text = _span(abs(delta))
+    return f"{text} ago" if delta >= 0 else f"in {text}"
+
+
+def _span(seconds: float) -> str:
+    if seconds < 60:
+        return f"{int(seconds)}s"
+    if seconds < 3600:
+        return f"{int(seconds // 60)}m"
+    if seconds < 86400:
+        hours, rest = divmod(int(seconds), 3600)
+        return f"{hours}h{rest // 60:02d}m" if hours < 10 else f"{hours}h"
+    return f"{int(seconds // 86400)}d"
+
+
+def duration(seconds: float | None) -> str:
+    return "-" if seconds is None else _span(seconds)
+
+
+def timestamp(ts: float | None, now: float) -> str:
+    """Absolute and relative: `2026-01-02 10:11:12Z (12s ago)`."""
+    if ts is None:
+        return "-"
+    text = datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    return f"{text} ({ago(ts, now)})"
+
+
+def status_text(status: Status) -> Text:
+    return Text(status.value, style=STATUS_STYLES.get(status, ""))
+
+
+def _table(*columns: str, title: str | None = None) -> Table:
+    table = Table(
+        box=box.SIMPLE_HEAD, title=title, title_justify="left", pad_edge=False, show_edge=False
+    )
+    for name in columns:
+        table.add_column(name, no_wrap=True)
+    return table
+
+
+def _title_column(table: Table, name: str = "TITLE") -> None:
+    table.add_column(name, no_wrap=True, overflow="ellipsis", ratio=1, min_width=12)
+
+
+def task_table(tasks: Iterable[Task], now: float) -> Table:
+    """`slotline ls`: short id, status, priority, position, title, agent, age."""
+    table = _table("ID", "STATUS", "PRI", "POS")
+    _title_column(table)
+    table.add_column("AGENT", no_wrap=True, overflow="ellipsis", max_width=16)
+    table.add_column("AGE", no_wrap=True, justify="right")
+    for task in tasks:
+        table.add_row(
+            short_id(task.id),
+            status_text(task.status),
+            _priority(task),
+            "-" if task.position is None else str(task.position),
+            Text(task.title),
+            Text(task.agent or "-"),
+            ago(task.created_at, now),
+        )
+    return table
+
+
+def _priority(task: Task) -> Text:
+    text = Text(task.priority.label)
+    if task.boosted:
+        text.append("+", style="bold")
+    return text
+
+
+def queue_status(
+    status: QueueStatus, counts: Mapping[str, int], now: float, show_queued: int | None
+) -> RenderableType:
+    """`slotline status`: capacity, running tasks, and the line with NEXT UP."""
+    parts: list[RenderableType] = [_capacity_line(status)]
+    others = [
+        f"{counts[s]} {s}"
+        for s in (Status.WAITING, Status.HELD, Status.BLOCKED)
+        if counts.get(s.value)
+    ]
+    if others:
+        parts.append(Text("not in line: " + ", ".join(others), style="dim"))
+    running = _table("ID", title=f"RUNNING ({len(status.running)})")
+    _title_column(running)
+    for name in ("AGENT", "PID", "STARTED"):
+        running.add_column(name, no_wrap=True)
+    for task in status.running:
+        attempt = task.attempts[-1] if task.attempts else None
+        pid = attempt.pid if attempt is not None else None
+        marker = " (over limit)" if attempt is not None and attempt.over_limit else ""
+        running.add_row(
+            short_id(task.id),
+            Text(task.title + marker),
+            Text(task.agent or "-"),
+            "-" if pid is None else str(pid),
+            ago(task.started_at, now),
+        )
+    parts.append(running if status.running else Text("nothing running", style="dim"))
+    queued = _table("POS", "", "ID", "PRI", title=f"QUEUED ({len(status.queued)})")
+    _title_column(queued)
+    queued.add_column("AGENT", no_wrap=True, overflow="ellipsis", max_width=16)
+    queued.add_column("WAITING", no_wrap=True, justify="right")
+    shown = status.queued if show_queued is None else status.queued[:show_queued]
+    for task in shown:
+        queued.add_row(
+            str(task.position),
+            Text(NEXT_UP, style="bold green") if task.position == 1 else "",
+            short_id(task.id),
+            _priority(task),
+            Text(task.title),
+            Text(task.agent or "-"),
+            duration(now - (task.queued_at or task.created_at)),
+        )
+    parts.append(queued if status.queued else Text("nothing queued", style="dim"))
+    if len(shown) < len(status.queued):
+        more = len(status.queued) - len(shown)
+        parts.append(Text(f"… and {more} more (slotline status --all)", style="dim"))
+    return Group(*parts)
+
+
+def _capacity_line(status: QueueStatus) -> Text:
+    line = Text()
+    line.append(f"{status.active}/{status.max_concurrent} running", style="bold")
+    slots = status.slots_available
+    line.append(f" · {slots} slot{'' if slots == 1 else 's'} available")
+    if status.at_capacity:
+        line.append(" · AT CAPACITY", style="bold red")
+    if status.over_limit:
+        line.append(" · OVER LIMIT (a bumped task runs past the limit)", style="bold red")
+    if status.paused:
+        line.append(" · PAUSED (nothing new starts; slotline resume)", style="bold magenta")
+    return line
+
+
+def task_detail(task: Task, now: float) -> RenderableType:
+    """`slotline show`: every field a person needs, then the attempts."""
+    fields = Table.grid(padding=(0, 2))
+    fields.add_column(style="bold", no_wrap=True)
+    fields.add_column()
+    state = status_text(task.status)
+    if task.position is not None:
+        state.append(f" (position {task.position}{', NEXT UP' if task.position == 1 else ''})")
+    if task.status_reason:
+        state.append(f" — {task.status_reason}")
+    rows: list[tuple[str, str | Text | None]] = [
+        ("id", task.id),
+        ("status", state),
+        ("title", Text(task.title)),
+        ("command", Text(shlex.join(task.command)) if task.command else None),
+        ("callable", task.callable),
+        ("priority", task.priority.label + (" (boosted)" if task.boosted else "")),
+        ("agent", task.agent),
+        ("workspace", task.workspace),
+        ("user", task.user),
+        ("labels", ", ".join(f"{k}={v}" for k, v in sorted(task.labels.items())) or None),
+        ("depends on", ", ".join(short_id(d) for d in task.depends_on) or None),
+        ("parent", short_id(task.parent_id) if task.parent_id else None),
+        ("attempts", f"{len(task.attempts)} (max {task.max_attempts})"),
+        ("timeout", duration(task.timeout) if task.timeout else None),
+        ("queue ttl", duration(task.queue_ttl) if task.queue_ttl else None),
+        ("created", timestamp(task.created_at, now)),
+        ("not before", timestamp(task.not_before, now) if task.not_before else None),
+        ("started", timestamp(task.started_at, now) if task.started_at else None),
+        ("finished", timestamp(task.finished_at, now) if task.finished_at else None),
+        ("exit code", None if task.exit_code is None else str(task.exit_code)),
+        ("failure", task.failure_reason),
+        ("log", task.attempts[-1].log_path if task.attempts else None),
+    ]
+    for name, value in rows:
+        if value is not None:
+            fields.add_row(name, value if isinstance(value, Text) else Text(value))
+    if not task.attempts:
+        return fields
+    attempts = _table("#", "PID", "STARTED", "TOOK", "EXIT", title="ATTEMPTS")
+    attempts.add_column("OUTCOME", overflow="fold")
+    for attempt in task.attempts:
+        took = None if attempt.finished_at is None else attempt.finished_at - attempt.started_at
+        outcome = attempt.outcome or "running"
+        if attempt.over_limit:
+            outcome += " (over limit)"
+        if attempt.reason and attempt.reason != outcome:
+            outcome += f": {attempt.reason}"
+        attempts.add_row(
+            str(attempt.number),
+            "-" if attempt.pid is None else str(attempt.pid),
+            ago(attempt.started_at, now),
+            duration(took),
+            "-" if attempt.exit_code is None else str(attempt.exit_code),
+            Text(outcome),
+        )
+    return Group(fields, Text(), attempts)
+
+
+def event_line(event: Event) -> str:
+    """`slotline events`: `SEQ  TIME  KIND  TASK  key=value…` on one line."""
+    at = iso(event.at) or "-"
+    data = " ".join(f"{k}={_value(v)}" for k, v in event.data.items() if v is not None)
+    return f"{event.seq:>6}  {at[:19]}Z  {event.kind:<18} {short_id(event.task_id):<8}  {data}"
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, str) and value and not any(c.isspace() or c in "\"'" for c in value):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def limits_table(settings: Settings) -> RenderableType:
+    """`slotline limits`: the global cap, per-key caps, exempt agents and spawn bounds."""
+    table = _table("LIMIT", "MAX", "MEANING")
+    table.add_row("max_concurrent", str(settings["max_concurrent"]), "running tasks in all")
+    for limit in sorted(settings.per_key, key=lambda lim: (lim.key, lim.value or "")):
+        table.add_row(Text(limit.name), str(limit.max), Text(_limit_meaning(limit)))
+    for name, meaning in (
+        ("max_queue_size", "tasks waiting to start"),
+        ("max_depth", "levels of subtasks"),
+        ("max_children", "active subtasks of one task"),
+    ):
+        table.add_row(name, str(settings[name]), meaning)
+    lines: list[RenderableType] = [table]
+    exempt = settings["exempt_agents"]
+    if exempt:
+        lines.append(Text("outside the global pool: " + ", ".join(exempt)))
+    if settings["aging_interval"]:
+        lines.append(Text(f"aging: one priority level per {settings['aging_interval']:g}s waited"))
+    if settings["paused"]:
+        lines.append(Text("dispatch is PAUSED (slotline resume)", style="bold magenta"))
+    return Group(*lines)
+
+
+def _limit_meaning(limit: Limit) -> str:
+    if limit.key.startswith("label:"):
+        label = limit.key.removeprefix("label:")
+        if limit.value is None:
+            return f"running tasks per value of label {label}"
+        return f"running tasks labelled {label}={limit.value}"
+    if limit.value is None:
+        return f"running tasks per {limit.key}"
+    return f"running tasks with {limit.key} {limit.value}"

@@ -1,0 +1,194 @@
+"""`slotline submit`: put a command in line, as an argv list taken exactly as given."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import click
+
+from slotline.cli.context import CliState, json_option, pass_state
+from slotline.cli.render import print_json, short_id
+from slotline.errors import InvalidInput
+from slotline.models import Priority, Status, Task
+
+DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(_ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
+    """A click callback: seconds, with an optional unit (`90`, `90s`, `10m`, `1.5h`, `1d`)."""
+    if value is None:
+        return None
+    text = value.strip().lower()
+    scale = DURATION_UNITS.get(text[-1:])
+    try:
+        seconds = float(text[:-1] if scale is not None else text) * (scale or 1.0)
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r} is not a duration (seconds, or e.g. 90s, 10m, 2h)", param=param
+        ) from None
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise click.BadParameter(f"{value!r} must be more than zero", param=param)
+    return seconds
+
+
+def parse_pairs(
+    _ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+) -> dict[str, str]:
+    """A click callback: repeated `KEY=VALUE`, split at the first `=`, into a dict."""
+    result: dict[str, str] = {}
+    for text in values:
+        key, sep, item = text.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise click.BadParameter(f"{text!r} is not KEY=VALUE", param=param)
+        if key in result and result[key] != item:
+            raise click.BadParameter(f"{key} is given twice", param=param)
+        result[key] = item
+    return result
+
+
+def parse_priority(
+    _ctx: click.Context, param: click.Parameter, value: str | None
+) -> Priority | None:
+    """A click callback: a priority name or alias, or a usage error naming the choices."""
+    if value is None:
+        return None
+    try:
+        return Priority.parse(value)
+    except InvalidInput as exc:
+        raise click.BadParameter(str(exc), param=param) from None
+
+
+@click.command(context_settings={"allow_interspersed_args": False})
+@click.option(
+    "--priority",
+    "-p",
+    metavar="P",
+    callback=parse_priority,
+    help="urgent, high, normal (default) or low; P0..P3 and medium also work.",
+)
+@click.option("--title", "-t", metavar="T", help="A short name (default: the command line).")
+@click.option(
+    "--agent", "-a", metavar="A", help="Agent type, for per-agent limits (claude, aider…)."
+)
+@click.option(
+    "--workspace",
+    "-w",
+    metavar="DIR",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Working directory of the run (default: the current directory).",
+)
+@click.option("--user", "-u", metavar="U", help="Who the task is for, for per-user limits.")
+@click.option(
+    "--label",
+    "-l",
+    "labels",
+    metavar="K=V",
+    callback=parse_pairs,
+    multiple=True,
+    help="A label, for per-label limits (repeatable).",
+)
+@click.option(
+    "--env",
+    "-e",
+    "env",
+    metavar="K=V",
+    callback=parse_pairs,
+    multiple=True,
+    help="An environment variable for the run (repeatable).",
+)
+@click.option(
+    "--after",
+    "depends_on",
+    metavar="ID",
+    multiple=True,
+    help="Start only after this task succeeded (repeatable).",
+)
+@click.option(
+    "--parent",
+    metavar="ID",
+    envvar="SLOTLINE_TASK_ID",
+    help="The task this one is a subtask of (default: $SLOTLINE_TASK_ID).",
+)
+@click.option(
+    "--timeout",
+    metavar="S",
+    callback=parse_duration,
+    help="Terminate a run that lasts longer (seconds, or 10m, 2h…).",
+)
+@click.option(
+    "--ttl",
+    metavar="S",
+    callback=parse_duration,
+    help="Expire the task if it has not started within this time.",
+)
+@click.option(
+    "--max-attempts",
+    metavar="N",
+    type=click.IntRange(1, 100),
+    default=1,
+    show_default=True,
+    help="Runs allowed in all; failures are retried with backoff.",
+)
+@click.option("--hold", is_flag=True, help="Submit held: it does not start until released.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@json_option
+@pass_state
+def submit(
+    state: CliState,
+    priority: Priority | None,
+    title: str | None,
+    agent: str | None,
+    workspace: Path | None,
+    user: str | None,
+    labels: dict[str, str],
+    env: dict[str, str],
+    depends_on: tuple[str, ...],
+    parent: str | None,
+    timeout: float | None,
+    ttl: float | None,
+    max_attempts: int,
+    hold: bool,
+    command: tuple[str, ...],
+) -> None:
+    """Queue a command: submit [OPTIONS] -- CMD ARGS…
+
+    The command is an argv list, run without a shell. Prints the new task's id, status
+    and position.
+    """
+    spec: dict[str, Any] = {
+        "command": list(command),
+        "title": title,
+        "agent": agent,
+        "workspace": str((workspace or Path.cwd()).expanduser().resolve()),
+        "user": user,
+        "labels": labels,
+        "env": env,
+        "priority": Priority.NORMAL if priority is None else priority,
+        "depends_on": list(depends_on),
+        "parent_id": parent or None,
+        "max_attempts": max_attempts,
+        "timeout": timeout,
+        "queue_ttl": ttl,
+        "hold": hold,
+    }
+    store = state.store
+    task = store.get(store.submit(spec).id)
+    if state.json:
+        print_json(task.to_dict())
+    else:
+        click.echo(f"submitted {short_id(task.id)}: {describe_place(task)}")
+
+
+def describe_place(task: Task) -> str:
+    """`queued, position 2`, `waiting for 3f2a1b2c`, `held`, `blocked: …`."""
+    if task.status is Status.QUEUED and task.position is not None:
+        where = f"queued, position {task.position}"
+        return where + " (NEXT UP)" if task.position == 1 else where
+    if task.status is Status.WAITING:
+        return "waiting for " + ", ".join(short_id(d) for d in task.depends_on)
+    if task.status_reason:
+        return f"{task.status}: {task.status_reason}"
+    return str(task.status)

@@ -1,0 +1,165 @@
+"""The read commands: `show`, `ls`, `status` and `events`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Callable
+
+import click
+
+from slotline.cli.context import CliState, json_option, pass_state
+from slotline.cli.render import (
+    event_line,
+    print_json,
+    queue_status,
+    show,
+    task_detail,
+    task_table,
+)
+from slotline.models import Event, Status, utcnow
+from slotline.store import Store
+
+STATUS_QUEUED_SHOWN = 20
+EVENT_PAGE = 1000
+
+
+@click.command("show")
+@click.argument("task_id", metavar="ID")
+@json_option
+@pass_state
+def show_task(state: CliState, task_id: str) -> None:
+    """Show one task in full, with its attempts."""
+    task = state.store.get(task_id)
+    if state.json:
+        print_json(task.to_dict())
+    else:
+        show(task_detail(task, utcnow()))
+
+
+@click.command("ls")
+@click.option(
+    "--status",
+    "-s",
+    "status",
+    type=click.Choice([s.value for s in Status]),
+    help="Only tasks in this state.",
+)
+@click.option(
+    "--limit",
+    "-n",
+    metavar="N",
+    type=click.IntRange(min=1),
+    default=10_000,
+    show_default=True,
+    help="At most N tasks (the oldest first).",
+)
+@json_option
+@pass_state
+def list_tasks(state: CliState, status: str | None, limit: int) -> None:
+    """List tasks, oldest first.
+
+    Columns: short id, status, priority, position, title, agent, age.
+    """
+    tasks = state.store.list_tasks(Status(status) if status else None, limit=limit)
+    if state.json:
+        print_json([t.to_dict() for t in tasks])
+    elif tasks:
+        show(task_table(tasks, utcnow()))
+    else:
+        click.echo("no tasks" + (f" {status}" if status else ""))
+
+
+@click.command("status")
+@click.option(
+    "--all",
+    "show_all",
+    is_flag=True,
+    help=f"List every queued task (default: the first {STATUS_QUEUED_SHOWN}).",
+)
+@json_option
+@pass_state
+def queue_status_command(state: CliState, show_all: bool) -> None:
+    """Show capacity, running tasks and the line.
+
+    Active of max, slots available, at capacity, paused; the running tasks; the
+    queued tasks in order with their positions, NEXT UP first.
+    """
+    current = state.store.status()
+    if state.json:
+        print_json(current.to_dict())
+        return
+    counts = state.store.counts()
+    show(queue_status(current, counts, utcnow(), None if show_all else STATUS_QUEUED_SHOWN))
+
+
+@click.command("events")
+@click.option(
+    "--since",
+    metavar="SEQ",
+    type=click.IntRange(min=0),
+    help="Events after this sequence number (default: the latest N).",
+)
+@click.option(
+    "--limit",
+    "-n",
+    metavar="N",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    help="At most N events.",
+)
+@click.option(
+    "--follow",
+    "-f",
+    is_flag=True,
+    help="Keep printing new events until interrupted (JSON: one object per line).",
+)
+@json_option
+@pass_state
+def events(state: CliState, since: int | None, limit: int, follow: bool) -> None:
+    """Show the event log.
+
+    Oldest first, one line per event (a JSON list with --json).
+    """
+    store = state.store
+    if since is None:
+        since = max(0, store.last_seq() - limit)
+    if follow:
+        as_json = state.json
+
+        def emit(event: Event) -> None:
+            if as_json:
+                click.echo(json_line(event))
+            else:
+                click.echo(event_line(event))
+
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(_follow(store, since, emit))
+        return
+    found = store.events(since, limit)
+    if state.json:
+        print_json([e.to_dict() for e in found])
+    else:
+        for event in found:
+            click.echo(event_line(event))
+
+
+def json_line(event: Event) -> str:
+    return json.dumps(event.to_dict(), ensure_ascii=False)
+
+
+async def _follow(store: Store, since: int, emit: Callable[[Event], None]) -> None:
+    """Print events as they are committed, by any process, until cancelled."""
+    watcher = store.watcher()
+    try:
+        while True:
+            batch = await asyncio.to_thread(store.events, since, EVENT_PAGE)
+            for event in batch:
+                emit(event)
+                since = event.seq
+            if len(batch) < EVENT_PAGE:
+                await watcher.wait(2.0)
+    finally:
+        watcher.close()
