@@ -1,0 +1,99 @@
+"""The FastAPI application: routes, error handlers, the body cap and the event hub."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, FastAPI
+from starlette.responses import JSONResponse
+
+from slotline import __version__
+from slotline.config import Config
+from slotline.errors import SlotlineError
+from slotline.server import compat, events, external, logs, metrics, queue, routes
+from slotline.server.auth import TokenBook, default_tokens_path
+from slotline.server.context import ServerOptions, ServerState, State
+from slotline.server.errors import BodyLimit, install_error_handlers
+from slotline.server.events import EventHub
+from slotline.server.metrics import StoreCollector
+from slotline.store import Store
+
+log = logging.getLogger("slotline.server")
+
+health = APIRouter(tags=["operations"])
+
+
+@health.get("/healthz")
+async def healthz() -> dict[str, Any]:
+    """The process is up (no auth, for probes)."""
+    return {"status": "ok", "version": __version__}
+
+
+@health.get("/readyz", responses={503: {"description": "The store or event stream is not ready"}})
+async def readyz(state: State) -> JSONResponse:
+    """The store answers and the event stream is following it (no auth, for probes)."""
+    try:
+        seq = await asyncio.wait_for(state.call(state.store.last_seq), 5.0)
+    except (SlotlineError, TimeoutError) as exc:
+        return JSONResponse({"status": "unavailable", "reason": str(exc) or "timeout"}, 503)
+    if not state.hub.ready.is_set():
+        return JSONResponse({"status": "starting", "reason": "event stream not ready"}, 503)
+    return JSONResponse({"status": "ready", "last_seq": seq})
+
+
+def create_app(
+    store: Store, config: Config | None = None, options: ServerOptions | None = None
+) -> FastAPI:
+    """The HTTP API over `store`. The caller owns the store (and closes it).
+
+    Args:
+        store: the store every route reads and steers.
+        config: the effective configuration (agent types for submit, /api/config).
+        options: server knobs: token file, body cap, stream queue size, origins…
+    """
+    options = options or ServerOptions()
+    state = ServerState(
+        store=store,
+        config=config or Config(),
+        options=options,
+        tokens=TokenBook(options.tokens_path or default_tokens_path()),
+        hub=EventHub(store),
+        metrics=StoreCollector(store),
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        hub = asyncio.create_task(state.hub.run(), name="slotline-event-hub")
+        if not state.tokens.has_tokens():
+            log.warning("no API tokens exist: open single-user mode (every caller is admin)")
+        try:
+            yield
+        finally:
+            hub.cancel()
+            await asyncio.gather(hub, return_exceptions=True)
+
+    app = FastAPI(
+        title="slotline",
+        version=__version__,
+        summary="An agent task queue with concurrency control: cap, queue, steer and survive.",
+        lifespan=lifespan,
+    )
+    app.state.slotline = state
+    install_error_handlers(app)
+    app.add_middleware(BodyLimit, max_bytes=options.max_body_bytes)
+    for router in (
+        health,
+        routes.router,
+        queue.router,
+        logs.router,
+        events.router,
+        compat.router,
+        external.router,
+        metrics.router,
+    ):
+        app.include_router(router)
+    return app

@@ -1,0 +1,202 @@
+"""Errors as HTTP answers: one JSON shape, a fixed status per kind, never a 500 for bad input.
+
+    NotFound                         404
+    InvalidTransition, StaleAttempt  409  (the message names the current state)
+    InvalidInput, AmbiguousId        422  (the message names the field)
+    BoundExceeded                    429  (with the limit and its maximum)
+    StoreError                       503
+    malformed JSON                   400
+    body over the size cap           413
+
+The body is always `{"detail": "...", "type": "NotFound", ...}`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import FastAPI, HTTPException
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from slotline.errors import (
+    AmbiguousId,
+    BoundExceeded,
+    InvalidInput,
+    InvalidTransition,
+    NotFound,
+    SlotlineError,
+    StaleAttempt,
+    StoreError,
+)
+from slotline.server.schemas import ErrorOut
+
+log = logging.getLogger("slotline.server")
+
+STATUS_OF: tuple[tuple[type[SlotlineError], int], ...] = (
+    (NotFound, 404),
+    (InvalidTransition, 409),
+    (StaleAttempt, 409),
+    (BoundExceeded, 429),
+    (InvalidInput, 422),
+    (AmbiguousId, 422),
+    (StoreError, 503),
+)
+
+_HTTP_TYPES = {
+    400: "MalformedRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    413: "PayloadTooLarge",
+}
+
+# Documented on every route, so clients and fuzzers know each answer.
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorOut, "description": text}
+    for code, text in (
+        (400, "Malformed JSON"),
+        (401, "No token, or a wrong one"),
+        (403, "The token's role does not allow this"),
+        (404, "No such task"),
+        (409, "The verb does not apply to the task's current state"),
+        (413, "The body is larger than the server accepts"),
+        (422, "A field is invalid (the message names it)"),
+        (429, "A bound (queue size, depth, children) was reached"),
+        (503, "The store cannot be used"),
+    )
+}
+
+
+def status_for(exc: SlotlineError) -> int:
+    for kind, code in STATUS_OF:
+        if isinstance(exc, kind):
+            return code
+    return 500
+
+
+def error_body(detail: str, kind: str, **extra: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"detail": detail, "type": kind}
+    body.update({k: v for k, v in extra.items() if v is not None})
+    return body
+
+
+def slotline_error_response(exc: SlotlineError) -> JSONResponse:
+    details = exc.details
+    extra: dict[str, Any] = {}
+    if "status" in details:
+        extra["status"] = str(details["status"])
+    if isinstance(exc, BoundExceeded):
+        extra["limit"] = details.get("limit")
+        extra["max"] = details.get("max")
+    headers = {"Retry-After": "5"} if isinstance(exc, BoundExceeded) else None
+    return JSONResponse(
+        error_body(str(exc), type(exc).__name__, **extra), status_for(exc), headers=headers
+    )
+
+
+def describe_validation(errors: Sequence[Any]) -> str:
+    """`priority: Input should be …; tasks.0.command: …`, naming each bad field."""
+    parts = []
+    for error in errors:
+        loc = [str(p) for p in error.get("loc", ())]
+        if loc and loc[0] in ("query", "path", "header"):
+            where = f"{loc[0]} parameter {'.'.join(loc[1:])}"
+        else:
+            where = ".".join(loc[1:] if loc and loc[0] == "body" else loc) or "body"
+        message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
+        parts.append(f"{where}: {message}")
+    return "invalid request: " + "; ".join(parts)
+
+
+async def _on_slotline_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, SlotlineError)
+    return slotline_error_response(exc)
+
+
+async def _on_validation_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    errors = list(exc.errors())
+    if any(e.get("type") == "json_invalid" for e in errors):
+        ctx = next(e for e in errors if e.get("type") == "json_invalid").get("ctx") or {}
+        reason = ctx.get("error", "not valid JSON")
+        return JSONResponse(error_body(f"malformed JSON body: {reason}", "MalformedJSON"), 400)
+    return JSONResponse(error_body(describe_validation(errors), "InvalidInput"), 422)
+
+
+async def _on_http_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    kind = _HTTP_TYPES.get(exc.status_code, "HTTPError")
+    return JSONResponse(
+        error_body(str(exc.detail), kind), exc.status_code, headers=getattr(exc, "headers", None)
+    )
+
+
+async def _on_overflow(_request: Request, exc: Exception) -> Response:
+    # A number too large for the store (SQLite holds 64-bit integers): bad input, not a bug.
+    return JSONResponse(error_body(f"a number is out of range: {exc}", "InvalidInput"), 422)
+
+
+async def _on_unexpected(_request: Request, exc: Exception) -> Response:
+    log.error("unexpected error in a request", exc_info=exc)
+    return JSONResponse(
+        error_body(f"internal error: {type(exc).__name__}; see the server log", "InternalError"),
+        500,
+    )
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(SlotlineError, _on_slotline_error)
+    app.add_exception_handler(RequestValidationError, _on_validation_error)
+    app.add_exception_handler(StarletteHTTPException, _on_http_error)
+    app.add_exception_handler(OverflowError, _on_overflow)
+    app.add_exception_handler(Exception, _on_unexpected)
+
+
+class BodyLimit:
+    """Refuse request bodies over `max_bytes` with 413: at once when Content-Length says
+    so, otherwise as soon as the streamed body passes the cap."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        too_large = f"the request body is larger than {self.max_bytes} bytes"
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                try:
+                    length = int(value)
+                except ValueError:
+                    length = -1
+                if length < 0:
+                    response = JSONResponse(
+                        error_body("Content-Length is not a number", "MalformedRequest"), 400
+                    )
+                    await response(scope, receive, send)
+                    return
+                if length > self.max_bytes:
+                    response = JSONResponse(error_body(too_large, "PayloadTooLarge"), 413)
+                    await response(scope, receive, send)
+                    return
+        received = 0
+
+        async def limited() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise HTTPException(413, too_large)
+            return message
+
+        await self.app(scope, limited, send)

@@ -1,0 +1,329 @@
+"""The live event stream: one reader of the store's event log, fanned out to WebSocket and
+Server-Sent-Events clients through a bounded queue each.
+
+A client passes the last `seq` it saw and gets every later event, then live ones. A
+client that falls `client_queue` events behind is dropped with a reason and resumes from
+its last `seq`; it never slows the reader, dispatch or the other clients.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Annotated
+from urllib.parse import urlsplit
+
+from fastapi import APIRouter, Header, HTTPException, Query, WebSocket
+from starlette.requests import HTTPConnection
+from starlette.responses import StreamingResponse
+
+from slotline.errors import NotFound, SlotlineError
+from slotline.models import Event
+from slotline.server.auth import Principal
+from slotline.server.context import ServerState, State, StreamReader, authenticate, server_state
+from slotline.server.errors import ERROR_RESPONSES
+from slotline.server.schemas import MAX_SEQ
+from slotline.store import Store
+
+log = logging.getLogger("slotline.server.events")
+
+PAGE = 500
+WS_DROPPED = 4000  # close code: too slow, resume from the last seq
+WS_REFUSED = 1008  # close code: policy (origin or token)
+WS_GOING_AWAY = 1001  # close code: the server is stopping
+
+
+class Dropped(Exception):
+    """The client was cut off: it fell too far behind, or the server is stopping."""
+
+
+class Subscriber:
+    """One client's bounded queue of live events."""
+
+    def __init__(self, size: int) -> None:
+        self.queue: asyncio.Queue[Event] = asyncio.Queue(maxsize=size)
+        self.reason: str | None = None
+        self.code = WS_DROPPED
+        self.gone = asyncio.Event()
+        # The last seq written to the client: where it should resume from.
+        self.sent = 0
+
+    def offer(self, event: Event) -> bool:
+        """Queue an event without waiting; a full queue drops the subscriber."""
+        if self.reason is not None:
+            return False
+        try:
+            self.queue.put_nowait(event)
+        except asyncio.QueueFull:
+            self.drop(f"too slow: fell {self.queue.maxsize} events behind")
+            return False
+        return True
+
+    def drop(self, reason: str, code: int = WS_DROPPED) -> None:
+        """Cut the client off; its stream ends with `reason` (a WebSocket with `code`)."""
+        if self.reason is None:
+            self.reason, self.code = reason, code
+            self.gone.set()
+
+    async def get(self, timeout: float) -> Event | None:
+        """The next live event, or None after `timeout` seconds of silence.
+
+        Raises:
+            Dropped: the subscriber was cut off.
+        """
+        if self.reason is not None:
+            raise Dropped(self.reason)
+        if not self.queue.empty():
+            return self.queue.get_nowait()
+        getter = asyncio.create_task(self.queue.get())
+        gone = asyncio.create_task(self.gone.wait())
+        try:
+            await asyncio.wait((getter, gone), timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+            if not getter.done():
+                getter.cancel()
+        if getter.done() and not getter.cancelled():
+            return getter.result()
+        if self.reason is not None:
+            raise Dropped(self.reason)
+        return None
+
+
+class EventHub:
+    """Reads new events from the store when it changes and offers them to subscribers."""
+
+    def __init__(self, store: Store, idle_wait: float = 5.0) -> None:
+        self.store = store
+        self.idle_wait = idle_wait
+        self.last_seq = 0
+        self.ready = asyncio.Event()
+        self.closed: str | None = None
+        self._subscribers: set[Subscriber] = set()
+
+    @property
+    def subscribers(self) -> int:
+        return len(self._subscribers)
+
+    def attach(self, subscriber: Subscriber) -> int:
+        """Start offering live events; returns the last seq published before it."""
+        if self.closed is not None:
+            subscriber.drop(self.closed, WS_GOING_AWAY)
+        else:
+            self._subscribers.add(subscriber)
+        return self.last_seq
+
+    def detach(self, subscriber: Subscriber) -> None:
+        self._subscribers.discard(subscriber)
+
+    def close(self, reason: str) -> None:
+        """End every stream (the server is stopping); clients reconnect and resume."""
+        self.closed = reason
+        for subscriber in list(self._subscribers):
+            subscriber.drop(reason, WS_GOING_AWAY)
+        self._subscribers.clear()
+
+    def publish(self, event: Event) -> None:
+        for subscriber in list(self._subscribers):
+            if not subscriber.offer(event):
+                self._subscribers.discard(subscriber)
+                log.info("dropped a slow event-stream client", extra={"seq": event.seq})
+
+    async def run(self) -> None:
+        """Follow the event log until cancelled."""
+        watcher = self.store.watcher()
+        try:
+            self.last_seq = await asyncio.to_thread(self.store.last_seq)
+            self.ready.set()
+            while True:
+                try:
+                    batch = await asyncio.to_thread(self.store.events, self.last_seq, PAGE)
+                except SlotlineError:
+                    log.exception("cannot read events; retrying")
+                    await watcher.wait(self.idle_wait)
+                    continue
+                for event in batch:
+                    self.last_seq = event.seq
+                    self.publish(event)
+                if len(batch) < PAGE:
+                    await watcher.wait(self.idle_wait)
+        finally:
+            watcher.close()
+
+
+class Visibility:
+    """Whether a principal may see an event: users only those of their own tasks."""
+
+    def __init__(self, state: ServerState, who: Principal) -> None:
+        self.state = state
+        self.who = who
+        self.owned: dict[str, bool] = {}
+
+    async def __call__(self, event: Event) -> bool:
+        if self.who.role != "user" or event.task_id is None:
+            return True
+        known = self.owned.get(event.task_id)
+        if known is None:
+            try:
+                task = await self.state.call(self.state.store.get, event.task_id)
+                known = task.user == self.who.name
+            except NotFound:
+                known = False
+            if len(self.owned) > 10_000:
+                self.owned.clear()
+            self.owned[event.task_id] = known
+        return known
+
+
+async def stream(
+    state: ServerState, who: Principal, since: int | None, subscriber: Subscriber
+) -> AsyncIterator[Event | None]:
+    """Every visible event after `since` (None: only new ones), then live events; None
+    marks a heartbeat. Ends by raising Dropped if the subscriber is cut off."""
+    hub, store = state.hub, state.store
+    await hub.ready.wait()
+    visible = Visibility(state, who)
+    sent = subscriber.sent = hub.last_seq if since is None else since
+    # Catch up from the store without holding a queue slot, then attach and fill the gap
+    # between the last page and the attach point; live events at or below `sent` are
+    # duplicates of what the catch-up read and are skipped.
+    while True:
+        batch = await state.call(store.events, sent, PAGE)
+        for event in batch:
+            sent = event.seq
+            if await visible(event):
+                yield event
+        if len(batch) < PAGE:
+            break
+    attached_at = hub.attach(subscriber)
+    try:
+        while sent < attached_at:
+            batch = await state.call(store.events, sent, PAGE)
+            if not batch:
+                break
+            for event in batch:
+                sent = event.seq
+                if await visible(event):
+                    yield event
+        while True:
+            live = await subscriber.get(state.options.heartbeat)
+            if live is None:
+                yield None
+                continue
+            if live.seq <= sent:
+                continue
+            sent = live.seq
+            if await visible(live):
+                yield live
+    finally:
+        hub.detach(subscriber)
+
+
+def origin_allowed(conn: HTTPConnection, allowed: tuple[str, ...]) -> bool:
+    """A browser may connect from the server's own origin or an allowed one; clients
+    that send no Origin (scripts, CLIs) are not browsers and pass."""
+    origin = conn.headers.get("origin")
+    if origin is None or origin in allowed or "*" in allowed:
+        return True
+    return urlsplit(origin).netloc == conn.headers.get("host", "")
+
+
+router = APIRouter(tags=["events"])
+
+
+@router.get(
+    "/api/events/stream",
+    responses={
+        **ERROR_RESPONSES,
+        200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events"},
+    },
+    response_class=StreamingResponse,
+)
+async def events_sse(
+    state: State,
+    who: StreamReader,
+    since: Annotated[
+        int | None, Query(ge=0, le=MAX_SEQ, description="Last seq seen; omit: new only")
+    ] = None,
+    last_event_id: Annotated[str | None, Header()] = None,
+) -> StreamingResponse:
+    """The event log as Server-Sent Events (`id:` is the seq, so EventSource resumes by
+    itself); `: heartbeat` comments keep an idle connection alive; a client that falls
+    behind gets `event: dropped` and must reconnect with its last seq."""
+    if since is None and last_event_id:
+        try:
+            since = min(max(0, int(last_event_id)), MAX_SEQ)
+        except ValueError:
+            raise HTTPException(400, "Last-Event-ID must be an event seq (a number)") from None
+    subscriber = Subscriber(state.options.client_queue)
+
+    async def body() -> AsyncIterator[str]:
+        yield "retry: 2000\n\n"
+        try:
+            async for event in stream(state, who, since, subscriber):
+                if event is None:
+                    yield ": heartbeat\n\n"
+                else:
+                    yield f"id: {event.seq}\ndata: {json.dumps(event.to_dict())}\n\n"
+                    subscriber.sent = event.seq  # written to the client: resume after it
+        except Dropped as exc:
+            dropped = {"reason": str(exc), "since": subscriber.sent}
+            yield f"event: dropped\ndata: {json.dumps(dropped)}\n\n"
+
+    return StreamingResponse(
+        body(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+
+
+@router.websocket("/api/events/ws")
+async def events_ws(websocket: WebSocket, since: int | None = None) -> None:
+    """The event log over a WebSocket: `{"type": "event", "seq": …}` frames, then
+    `{"type": "heartbeat"}` when idle; a slow client is closed with code 4000."""
+    state = server_state(websocket)
+    if not origin_allowed(websocket, state.options.allowed_origins):
+        await websocket.close(WS_REFUSED, "origin not allowed")
+        return
+    try:
+        who = authenticate(websocket, allow_query=True)
+    except HTTPException as exc:
+        await websocket.close(WS_REFUSED, str(exc.detail)[:120])
+        return
+    if since is not None and not 0 <= since <= MAX_SEQ:
+        await websocket.close(WS_REFUSED, "since must be an event seq, 0 or more")
+        return
+    await websocket.accept()
+    subscriber = Subscriber(state.options.client_queue)
+
+    async def pump() -> None:
+        with contextlib.suppress(Dropped):
+            async for event in stream(state, who, since, subscriber):
+                if event is None:
+                    await websocket.send_json({"type": "heartbeat", "seq": subscriber.sent})
+                else:
+                    await websocket.send_json({"type": "event", **event.to_dict()})
+                    subscriber.sent = event.seq
+
+    async def listen() -> None:
+        while (await websocket.receive())["type"] != "websocket.disconnect":
+            pass
+
+    tasks = [
+        asyncio.create_task(pump()),
+        asyncio.create_task(listen()),
+        asyncio.create_task(subscriber.gone.wait()),
+    ]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    if subscriber.reason is not None:
+        reason = f"{subscriber.reason}; resume with since={subscriber.sent}"
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(websocket.close(subscriber.code, reason[:120]), 5.0)

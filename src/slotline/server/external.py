@@ -1,0 +1,139 @@
+"""External tasks: an outside agent system claims them over HTTP and reports back.
+
+A claim gets, for each task that fits the limits now, the attempt id and its secret token.
+The claimant then heartbeats (renewing the attempt's lease) and reports `succeeded` or
+`failed` with that token. A report with a stale or wrong token is refused with 409; an
+attempt whose lease lapses is finished as interrupted by a node, which frees its slot.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, HTTPException
+from pydantic import BaseModel, ConfigDict, Field
+
+from slotline.models import Kind, Task, iso, utcnow
+from slotline.server.auth import Principal
+from slotline.server.context import Admin, ServerState, State, Writer
+from slotline.server.errors import ERROR_RESPONSES
+from slotline.server.schemas import TaskOut, task_json
+
+router = APIRouter(prefix="/api/external", tags=["external runners"], responses=ERROR_RESPONSES)
+
+DEFAULT_LEASE = 60.0
+
+
+class ClaimBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    claimant: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9_.:@/+-]{1,100}$",
+        description="Who runs the tasks (default: the token's name); shown as the node",
+    )
+    lease: float = Field(default=DEFAULT_LEASE, ge=5, le=86400)
+
+
+class ClaimOut(BaseModel):
+    task: TaskOut
+    attempt_id: str
+    token: str
+    lease_expires_at: str | None
+
+
+class ClaimsOut(BaseModel):
+    claims: list[ClaimOut]
+
+
+class HeartbeatBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    token: str = Field(min_length=1, max_length=200)
+    lease: float = Field(default=DEFAULT_LEASE, ge=5, le=86400)
+
+
+class HeartbeatOut(BaseModel):
+    attempt_id: str
+    lease_expires_at: str | None
+    stop_requested: str | None = Field(
+        description="cancel, restart or terminate:REASON when someone asked the run to stop"
+    )
+
+
+class SucceededBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    token: str = Field(min_length=1, max_length=200)
+
+
+class FailedBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    token: str = Field(min_length=1, max_length=200)
+    reason: str = Field(default="failed", min_length=1, max_length=2000)
+    exit_code: int | None = Field(default=None, ge=-(2**31), le=2**31 - 1)
+
+
+@router.post("/claim", response_model=ClaimsOut)
+async def claim(state: State, who: Admin, body: ClaimBody | None = None) -> dict[str, Any]:
+    """Claim every queued external task that fits the limits now (in queue order)."""
+    body = body or ClaimBody()
+    node_id = f"external:{body.claimant or who.name}"
+    result = await state.call(
+        state.store.claim, node_id, kinds=frozenset({Kind.EXTERNAL.value}), lease=body.lease
+    )
+    claims = []
+    for item in result.claims:
+        task = await state.call(state.store.get, item.task.id)
+        claims.append(
+            {
+                "task": task_json(task),
+                "attempt_id": item.attempt.id,
+                "token": item.attempt.token,
+                "lease_expires_at": iso(item.attempt.lease_expires_at),
+            }
+        )
+    return {"claims": claims}
+
+
+async def _owned(state: ServerState, who: Principal, attempt_id: str) -> None:
+    attempt = await state.call(state.store.attempt, attempt_id)
+    task = await state.visible_task(who, attempt.task_id)
+    if not who.steers(task):
+        raise HTTPException(403, f"token {who.name!r} cannot report for task {task.id[:8]}")
+
+
+@router.post("/attempts/{attempt_id}/heartbeat", response_model=HeartbeatOut)
+async def heartbeat(
+    state: State, who: Writer, attempt_id: str, body: HeartbeatBody
+) -> dict[str, Any]:
+    """Renew the attempt's lease. `stop_requested` says whether to stop and report."""
+    await _owned(state, who, attempt_id)
+    now = utcnow()
+    task: Task = await state.call(
+        state.store.renew_attempt, attempt_id, body.token, body.lease, now
+    )
+    return {
+        "attempt_id": attempt_id,
+        "lease_expires_at": iso(now + body.lease),
+        "stop_requested": task.kill_request,
+    }
+
+
+@router.post("/attempts/{attempt_id}/succeeded", response_model=TaskOut)
+async def succeeded(
+    state: State, who: Writer, attempt_id: str, body: SucceededBody
+) -> dict[str, Any]:
+    """The run ended well; the task succeeds (or ends as cancelled if that was asked)."""
+    await _owned(state, who, attempt_id)
+    task = await state.call(state.store.finish, attempt_id, body.token, 0, None)
+    return task_json(await state.call(state.store.get, task.id))
+
+
+@router.post("/attempts/{attempt_id}/failed", response_model=TaskOut)
+async def failed(state: State, who: Writer, attempt_id: str, body: FailedBody) -> dict[str, Any]:
+    """The run failed; the task is retried while attempts are left, else it fails."""
+    await _owned(state, who, attempt_id)
+    task = await state.call(state.store.finish, attempt_id, body.token, body.exit_code, body.reason)
+    return task_json(await state.call(state.store.get, task.id))

@@ -1,0 +1,174 @@
+"""REST routes on the whole queue: status, stats, events, limits, pause/resume, clear,
+export and the (redacted) configuration."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from slotline.config import Config, redacted
+from slotline.errors import InvalidInput
+from slotline.models import check_limit_key, iso, utcnow
+from slotline.server.auth import Principal
+from slotline.server.context import Admin, Reader, State
+from slotline.server.errors import ERROR_RESPONSES
+from slotline.server.events import Visibility
+from slotline.server.schemas import (
+    MAX_SEQ,
+    ClearedOut,
+    EventList,
+    LimitsBody,
+    LimitsOut,
+    OkOut,
+    QueueStatusOut,
+    StatsOut,
+    task_json,
+)
+from slotline.store import QueueStatus, Store
+from slotline.store.steering import SETTING_RULES
+
+router = APIRouter(prefix="/api", tags=["queue"], responses=ERROR_RESPONSES)
+
+
+def status_json(status: QueueStatus, who: Principal) -> dict[str, Any]:
+    """QueueStatus as JSON; a user sees the capacity but only their own tasks."""
+    if who.role == "user":
+        status = replace(
+            status,
+            queued=[t for t in status.queued if who.sees(t)],
+            running=[t for t in status.running if who.sees(t)],
+        )
+    data = status.to_dict()
+    data["running"] = [task_json(t) for t in status.running]
+    data["queued"] = [task_json(t) for t in status.queued]
+    return data
+
+
+@router.get("/status", response_model=QueueStatusOut)
+async def queue_status(state: State, who: Reader) -> dict[str, Any]:
+    """Capacity (active of max, slots available, at capacity, paused) and the line: running
+    tasks, then queued tasks in order with their positions; `next_up` is position 1."""
+    return status_json(await state.call(state.store.status), who)
+
+
+def _stats(store: Store) -> dict[str, Any]:
+    counts = store.counts()
+    status = store.status()
+    by_agent = Counter(t.agent or "" for t in status.running)
+    oldest = min((t.queued_at for t in status.queued if t.queued_at is not None), default=None)
+    return {
+        "counts": counts,
+        "total": sum(counts.values()),
+        "active": status.active,
+        "max_concurrent": status.max_concurrent,
+        "slots_available": status.slots_available,
+        "queue_depth": len(status.queued),
+        "paused": status.paused,
+        "running_by_agent": dict(by_agent),
+        "oldest_queued_at": iso(oldest),
+        "last_seq": store.last_seq(),
+    }
+
+
+@router.get("/stats", response_model=StatsOut)
+async def stats(state: State, _who: Reader) -> dict[str, Any]:
+    """Tasks per status, capacity, queue depth and running tasks per agent type."""
+    return await state.call(_stats, state.store)
+
+
+@router.get("/events", response_model=EventList)
+async def events(
+    state: State,
+    who: Reader,
+    since: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
+    limit: Annotated[int, Query(ge=0, le=1000)] = 1000,
+) -> dict[str, Any]:
+    """Events after `since` (a seq), oldest first, and the last seq of the log. For a live
+    feed use /api/events/ws or /api/events/stream. A user sees queue-wide events and
+    those of their own tasks."""
+    found = await state.call(state.store.events, since, limit) if limit else []
+    if who.role == "user":
+        visible = Visibility(state, who)
+        found = [e for e in found if await visible(e)]
+    last = await state.call(state.store.last_seq)
+    return {"events": [e.to_dict() for e in found], "last_seq": last}
+
+
+@router.post("/pause", response_model=OkOut)
+async def pause(state: State, _who: Admin) -> dict[str, Any]:
+    """Start nothing new until resumed; running tasks go on."""
+    await state.call(state.store.pause)
+    return {"ok": True, "paused": True}
+
+
+@router.post("/resume", response_model=OkOut)
+async def resume(state: State, _who: Admin) -> dict[str, Any]:
+    """Start tasks again."""
+    await state.call(state.store.resume)
+    return {"ok": True, "paused": False}
+
+
+@router.post("/clear", response_model=ClearedOut)
+async def clear(state: State, _who: Admin) -> dict[str, Any]:
+    """Cancel every task that has not started; returns how many."""
+    return {"cancelled": await state.call(state.store.clear)}
+
+
+@router.get("/limits", response_model=LimitsOut)
+async def limits(state: State, _who: Reader) -> dict[str, Any]:
+    """The global limit, bounds, exempt agent types and per-key limits."""
+    return (await state.call(state.store.settings)).to_dict()
+
+
+def _apply_limits(store: Store, body: LimitsBody) -> None:
+    # Check every change before making any, so a bad one leaves the others undone too.
+    for item in body.limits:
+        check_limit_key(item.key)
+        if item.value is not None and not item.value:
+            raise InvalidInput(f"limits: {item.key}: a limit value must not be empty")
+    for name in body.settings:
+        if name not in SETTING_RULES:
+            known = ", ".join(sorted(SETTING_RULES))
+            raise InvalidInput(f"settings: unknown setting {name!r}; known: {known}")
+    for name, value in body.settings.items():
+        store.set_setting(name, value)
+    for item in body.limits:
+        store.set_limit(item.key, item.value, item.max)
+    if body.exempt_agents is not None:
+        store.set_exempt_agents(body.exempt_agents)
+
+
+@router.post("/limits", response_model=LimitsOut)
+async def update_limits(state: State, _who: Admin, body: LimitsBody) -> dict[str, Any]:
+    """Change settings (`{"settings": {"max_concurrent": 4}}`), per-key limits
+    (`{"limits": [{"key": "agent", "value": "claude", "max": 2}]}`, max null removes) and
+    the agent types outside the global pool. A running node applies them at once."""
+    await state.call(_apply_limits, state.store, body)
+    return (await state.call(state.store.settings)).to_dict()
+
+
+def _export(store: Store, config: Config, who: Principal) -> dict[str, Any]:
+    tasks = [t for t in store.list_tasks(None, 1_000_000) if who.sees(t)]
+    url = redacted(config.model_copy(update={"store": store.url}))["store"]
+    return {
+        "exported_at": iso(utcnow()),
+        "store": url if who.is_admin else None,
+        "settings": store.settings().to_dict(),
+        "last_seq": store.last_seq(),
+        "tasks": [task_json(t) for t in tasks],
+    }
+
+
+@router.get("/export")
+async def export(state: State, who: Reader) -> dict[str, Any]:
+    """Every visible task with its attempts, and the settings, as one JSON document."""
+    return await state.call(_export, state.store, state.config, who)
+
+
+@router.get("/config")
+async def config(state: State, _who: Reader) -> dict[str, Any]:
+    """The effective configuration, with any password in the store URL hidden."""
+    return redacted(state.config)

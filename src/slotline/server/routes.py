@@ -1,0 +1,238 @@
+"""REST routes on tasks: submit (one or a batch), list, get, and every steering verb."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query
+
+from slotline.config import Config
+from slotline.errors import InvalidInput
+from slotline.models import Kind, Priority, Status, Task
+from slotline.server.auth import Principal
+from slotline.server.context import Reader, ServerState, State, Writer
+from slotline.server.errors import ERROR_RESPONSES
+from slotline.server.schemas import (
+    MAX_SEQ,
+    BatchBody,
+    CancelBody,
+    MoveBody,
+    PriorityBody,
+    RestartBody,
+    SubmitBody,
+    TaskList,
+    TaskOut,
+    TerminateBody,
+    task_json,
+)
+from slotline.spec import TaskSpec, parse_spec
+
+MAX_PAGE = 1000
+LIST_SCAN = 1_000_000
+
+router = APIRouter(prefix="/api/tasks", tags=["tasks"], responses=ERROR_RESPONSES)
+
+
+def build_spec(body: SubmitBody, config: Config, who: Principal, admin_only_raw: bool) -> TaskSpec:
+    """The TaskSpec a submit body asks for: an agent type's command filled from the
+    config, the caller's name as `user` for a user token, raw commands checked.
+
+    Raises:
+        InvalidInput: a field is wrong (the message names it), or an unknown agent type.
+        HTTPException: 403 when the caller may not submit this.
+    """
+    data: dict[str, Any] = body.model_dump(exclude_none=True)
+    prompt = data.pop("prompt", None)
+    if who.role == "user":
+        if data.get("user", who.name) != who.name:
+            raise HTTPException(403, f"token {who.name!r} may submit only as user {who.name!r}")
+        data["user"] = who.name
+    if admin_only_raw and not who.is_admin and data.get("env"):
+        # An environment (LD_PRELOAD, PATH…) can run code as surely as a command can.
+        raise HTTPException(403, "env is for admins here; agent types set their own")
+    agent: str | None = data.get("agent")
+    by_type = (
+        agent is not None
+        and not data.get("command")
+        and not data.get("callable")
+        and data.get("kind") in (None, Kind.COMMAND)
+    )
+    if by_type and agent is not None:
+        template = config.agent(agent)  # an unknown type is refused, naming the known ones
+        values: dict[str, str] = {
+            "prompt": prompt or "",
+            "workspace": data.get("workspace") or "",
+            "title": data.get("title") or "",
+            "user": data.get("user") or "",
+            "agent": agent,
+        }
+        data["command"] = template.argv(values)
+        if template.timeout is not None:
+            data.setdefault("timeout", template.timeout)
+        data.setdefault("max_attempts", template.max_attempts)
+        data.setdefault("title", (prompt or agent)[:80])
+    elif prompt is not None:
+        raise InvalidInput("prompt: give agent (an agent type of the configuration), no command")
+    elif data.get("command") and admin_only_raw and not who.is_admin:
+        raise HTTPException(
+            403, "raw commands are for admins here; submit an agent type with a prompt"
+        )
+    return parse_spec(data)
+
+
+async def _steerable(state: ServerState, who: Principal, ref: str) -> Task:
+    task = await state.visible_task(who, ref)
+    if not who.steers(task):
+        raise HTTPException(403, f"token {who.name!r} cannot change task {task.id[:8]}")
+    return task
+
+
+async def _fresh(state: ServerState, task_id: str) -> dict[str, Any]:
+    """The task as it is now, with its attempts and position."""
+    return task_json(await state.call(state.store.get, task_id))
+
+
+@router.post("", status_code=201, response_model=TaskOut)
+async def submit(state: State, who: Writer, body: SubmitBody) -> dict[str, Any]:
+    """Submit one task. It is queued, waiting on dependencies, held, or blocked."""
+    spec = build_spec(body, state.config, who, state.options.raw_commands_admin_only)
+    task = await state.call(state.store.submit, spec)
+    return await _fresh(state, task.id)
+
+
+@router.post("/batch", status_code=201, response_model=list[TaskOut])
+async def submit_batch(state: State, who: Writer, body: BatchBody) -> list[dict[str, Any]]:
+    """Submit several tasks in one transaction: all are created, or none."""
+    admin_only = state.options.raw_commands_admin_only
+    specs = [build_spec(item, state.config, who, admin_only) for item in body.tasks]
+    created = await state.call(state.store.submit_many, specs)
+    return [await _fresh(state, t.id) for t in created]
+
+
+def _matches(task: Task, filters: dict[str, str | None], labels: list[str]) -> bool:
+    for name, wanted in filters.items():
+        if wanted is not None and getattr(task, name) != wanted:
+            return False
+    for label in labels:
+        key, sep, value = label.partition("=")
+        if key not in task.labels or (sep and task.labels[key] != value):
+            return False
+    return True
+
+
+@router.get("", response_model=TaskList)
+async def list_tasks(
+    state: State,
+    who: Reader,
+    status: Status | None = None,
+    agent: str | None = None,
+    workspace: str | None = None,
+    user: str | None = None,
+    parent: Annotated[str | None, Query(description="Only subtasks of this task id")] = None,
+    label: Annotated[list[str], Query(description="NAME or NAME=VALUE (repeatable)")] = [],  # noqa: B006 - FastAPI copies it
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+    offset: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
+) -> dict[str, Any]:
+    """Tasks in submission order, filtered, a page at a time (`total` counts all matches).
+    A user token sees only its own tasks."""
+    tasks = await state.call(state.store.list_tasks, status, LIST_SCAN)
+    parent_id = None
+    if parent is not None:
+        parent_id = (await state.visible_task(who, parent)).id
+    filters = {"agent": agent, "workspace": workspace, "user": user, "parent_id": parent_id}
+    found = [t for t in tasks if who.sees(t) and _matches(t, filters, label)]
+    page = found[offset : offset + limit]
+    return {
+        "tasks": [task_json(t) for t in page],
+        "total": len(found),
+        "limit": limit,
+        "offset": offset,
+    }
+
+
+@router.get("/{ref}", response_model=TaskOut)
+async def get_task(state: State, who: Reader, ref: str) -> dict[str, Any]:
+    """One task by id or unique id prefix, with its attempts and (if queued) position."""
+    return task_json(await state.visible_task(who, ref))
+
+
+@router.post("/{ref}/cancel", response_model=TaskOut)
+async def cancel(
+    state: State, who: Writer, ref: str, body: CancelBody | None = None
+) -> dict[str, Any]:
+    """Cancel a task; a running one is stopped and ends when its process is gone.
+    `cascade` cancels its subtasks too."""
+    task = await _steerable(state, who, ref)
+    cascade = body.cascade if body else False
+    await state.call(state.store.cancel, task.id, cascade)
+    return await _fresh(state, task.id)
+
+
+@router.post("/{ref}/terminate", response_model=TaskOut)
+async def terminate(
+    state: State, who: Writer, ref: str, body: TerminateBody | None = None
+) -> dict[str, Any]:
+    """Stop a running task; it fails with "terminated: REASON" and its slot frees."""
+    task = await _steerable(state, who, ref)
+    await state.call(state.store.terminate, task.id, body.reason if body else "by request")
+    return await _fresh(state, task.id)
+
+
+@router.post("/{ref}/boost", response_model=TaskOut)
+async def boost(state: State, who: Writer, ref: str) -> dict[str, Any]:
+    """Start next: position 1, limits still apply."""
+    task = await _steerable(state, who, ref)
+    await state.call(state.store.boost, task.id)
+    return await _fresh(state, task.id)
+
+
+@router.post("/{ref}/bump", response_model=TaskOut)
+async def bump(state: State, who: Writer, ref: str) -> dict[str, Any]:
+    """Start now, even over the limit (the attempt is marked over-limit)."""
+    task = await _steerable(state, who, ref)
+    await state.call(state.store.bump, task.id)
+    return await _fresh(state, task.id)
+
+
+@router.post("/{ref}/move", response_model=TaskOut)
+async def move(state: State, who: Writer, ref: str, body: MoveBody) -> dict[str, Any]:
+    """Move a queued task to position `to`, or just before/after another queued task."""
+    task = await _steerable(state, who, ref)
+    await state.call(state.store.move, task.id, to=body.to, before=body.before, after=body.after)
+    return await _fresh(state, task.id)
+
+
+@router.post("/{ref}/priority", response_model=TaskOut)
+async def set_priority(state: State, who: Writer, ref: str, body: PriorityBody) -> dict[str, Any]:
+    """Change the priority of a task that has not started."""
+    priority = Priority.parse(body.priority)
+    task = await _steerable(state, who, ref)
+    await state.call(state.store.set_priority, task.id, priority)
+    return await _fresh(state, task.id)
+
+
+@router.post("/{ref}/restart", response_model=TaskOut)
+async def restart(
+    state: State, who: Writer, ref: str, body: RestartBody | None = None
+) -> dict[str, Any]:
+    """Queue an ended or blocked task again (a new attempt; history kept). A running
+    task needs `force`: it is stopped first, then queued."""
+    task = await _steerable(state, who, ref)
+    await state.call(state.store.restart, task.id, body.force if body else False)
+    return await _fresh(state, task.id)
+
+
+@router.post("/{ref}/hold", response_model=TaskOut)
+async def hold(state: State, who: Writer, ref: str) -> dict[str, Any]:
+    """Keep a queued task out of dispatch until released."""
+    task = await _steerable(state, who, ref)
+    await state.call(state.store.hold, task.id)
+    return await _fresh(state, task.id)
+
+
+@router.post("/{ref}/release", response_model=TaskOut)
+async def release(state: State, who: Writer, ref: str) -> dict[str, Any]:
+    """Return a held task to its place in line."""
+    task = await _steerable(state, who, ref)
+    await state.call(state.store.release, task.id)
+    return await _fresh(state, task.id)

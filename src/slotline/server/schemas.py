@@ -1,0 +1,250 @@
+"""Request and response bodies of the HTTP API, as they appear in the OpenAPI document."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from slotline.models import Kind, Status, Task
+
+PriorityName = Literal["urgent", "high", "normal", "low"]
+# The largest integer any API number may hold: SQLite stores 64-bit integers.
+MAX_SEQ = 2**62
+PRIORITY_HELP = "urgent, high, normal or low; P0..P3 and medium also work; or 0..3"
+
+
+class ErrorOut(BaseModel):
+    """Every error: what happened and what to do, and the kind of error."""
+
+    detail: str
+    type: str
+    status: str | None = None
+    limit: str | None = None
+    max: int | None = None
+
+
+class AttemptOut(BaseModel):
+    id: str
+    number: int
+    node_id: str | None
+    pid: int | None
+    started_at: str | None
+    finished_at: str | None
+    exit_code: int | None
+    outcome: str | None
+    reason: str | None
+    over_limit: bool
+    log_path: str | None
+
+
+class TaskOut(BaseModel):
+    """`Task.to_dict()` plus a few fields a remote client needs to act on the task."""
+
+    id: str
+    kind: Kind
+    title: str
+    command: list[str]
+    callable: str | None
+    agent: str | None
+    workspace: str | None
+    user: str | None
+    labels: dict[str, str]
+    status: Status
+    status_reason: str | None
+    priority: PriorityName
+    boosted: bool
+    position: int | None
+    depends_on: list[str]
+    parent_id: str | None
+    max_attempts: int
+    timeout: float | None
+    queue_ttl: float | None
+    not_before: str | None
+    created_at: str | None
+    queued_at: str | None
+    started_at: str | None
+    finished_at: str | None
+    exit_code: int | None
+    failure_reason: str | None
+    attempts: list[AttemptOut]
+    current_attempt: str | None
+    start_now: bool
+    stop_requested: str | None
+    depth: int
+    backoff: float
+
+
+def task_json(task: Task) -> dict[str, Any]:
+    """The JSON of a task as the API returns it."""
+    return {
+        **task.to_dict(),
+        "current_attempt": task.current_attempt,
+        "start_now": task.start_now,
+        "stop_requested": task.kill_request,
+        "depth": task.depth,
+        "backoff": task.backoff,
+    }
+
+
+class SubmitBody(BaseModel):
+    """A task to submit: the fields of `TaskSpec`, plus `prompt` for a configured agent type.
+
+    With `agent` naming an agent type of slotline.yaml and no `command`, the config's
+    command template is filled with `prompt` (and workspace, title, user, agent).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    command: list[str] | None = None
+    callable: str | None = None
+    args: dict[str, Any] | None = None
+    kind: Kind | None = None
+    title: str | None = None
+    agent: str | None = None
+    prompt: str | None = Field(default=None, max_length=256 * 1024)
+    workspace: str | None = None
+    user: str | None = None
+    labels: dict[str, str] | None = None
+    env: dict[str, str] | None = None
+    priority: str | int | None = Field(default=None, description=PRIORITY_HELP)
+    depends_on: list[str] | None = None
+    parent_id: str | None = None
+    max_attempts: int | None = None
+    backoff: float | None = None
+    timeout: float | None = None
+    queue_ttl: float | None = None
+    hold: bool | None = None
+
+
+class BatchBody(BaseModel):
+    """Several tasks, created together or not at all."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tasks: list[SubmitBody] = Field(min_length=1, max_length=1000)
+
+
+class TaskList(BaseModel):
+    tasks: list[TaskOut]
+    total: int
+    limit: int
+    offset: int
+
+
+class CancelBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    cascade: bool = False
+
+
+class TerminateBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = Field(default="by request", max_length=500)
+
+
+class MoveBody(BaseModel):
+    """Exactly one of: `to` (a 1-based position), `before` or `after` (a task id)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    to: int | None = Field(default=None, ge=1, le=MAX_SEQ)
+    before: str | None = None
+    after: str | None = None
+
+
+class PriorityBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    priority: str | int = Field(description=PRIORITY_HELP)
+
+
+class RestartBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    force: bool = False
+
+
+class LimitSet(BaseModel):
+    """At most `max` running tasks per value of `key` (or for one `value`); null removes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str
+    value: str | None = None
+    max: int | None = Field(ge=0, le=MAX_SEQ)
+
+
+class LimitsBody(BaseModel):
+    """Settings (max_concurrent, bounds, aging_interval…) and per-key limits to change."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    settings: dict[str, float | int | None] = Field(default_factory=dict)
+    limits: list[LimitSet] = Field(default_factory=list, max_length=100)
+    exempt_agents: list[str] | None = None
+
+
+class LimitOut(BaseModel):
+    key: str
+    value: str | None
+    max: int
+
+
+class LimitsOut(BaseModel):
+    """The settings as stored, with the per-key limits."""
+
+    model_config = ConfigDict(extra="allow")
+
+    max_concurrent: int
+    paused: bool
+    exempt_agents: list[str]
+    limits: list[LimitOut]
+
+
+class QueueStatusOut(BaseModel):
+    active: int
+    max_concurrent: int
+    slots_available: int
+    at_capacity: bool
+    paused: bool
+    over_limit: bool
+    next_up: str | None
+    running: list[TaskOut]
+    queued: list[TaskOut]
+
+
+class StatsOut(BaseModel):
+    counts: dict[str, int]
+    total: int
+    active: int
+    max_concurrent: int
+    slots_available: int
+    queue_depth: int
+    paused: bool
+    running_by_agent: dict[str, int]
+    oldest_queued_at: str | None
+    last_seq: int
+
+
+class EventOut(BaseModel):
+    seq: int
+    at: str | None
+    kind: str
+    task_id: str | None
+    data: dict[str, Any]
+
+
+class EventList(BaseModel):
+    events: list[EventOut]
+    last_seq: int
+
+
+class ClearedOut(BaseModel):
+    cancelled: int
+
+
+class OkOut(BaseModel):
+    ok: bool = True
+    paused: bool | None = None

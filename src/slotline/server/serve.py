@@ -1,0 +1,138 @@
+"""Running the HTTP API with uvicorn inside the caller's event loop, until a stop event."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import ipaddress
+import logging
+import socket
+from collections.abc import Callable, Iterator
+
+import uvicorn
+
+from slotline.config import Config
+from slotline.errors import InvalidInput
+from slotline.server.app import create_app
+from slotline.server.auth import TokenBook, default_tokens_path
+from slotline.server.context import ServerOptions, ServerState
+from slotline.store import Store
+
+log = logging.getLogger("slotline.server")
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+
+
+def is_loopback(host: str) -> bool:
+    """127.0.0.0/8, ::1 or `localhost`."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, tokens: TokenBook) -> None:
+    """Refuse to listen beyond this machine while anyone could use the API unauthenticated.
+
+    Raises:
+        InvalidInput: `host` is not a loopback address and no token exists.
+    """
+    if is_loopback(host) or tokens.has_tokens():
+        return
+    raise InvalidInput(
+        f"refusing to listen on {host}: no API tokens exist, so anyone who can reach it "
+        "could run commands. Create one first with `slotline token create --role admin "
+        f"--name NAME` (stored hashed in {tokens.path}), or listen on 127.0.0.1"
+    )
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its signal handlers: the caller's stop event decides when to stop
+    (`slotline serve` sets it on SIGINT/SIGTERM for the node and the server alike)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets that say so, and
+    # without it every small answer waits ~40 ms for a delayed ACK.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        raise InvalidInput(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    sock.set_inheritable(True)
+    return sock
+
+
+async def serve_http(
+    store: Store,
+    config: Config | None,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    stop: asyncio.Event | None = None,
+    *,
+    options: ServerOptions | None = None,
+    on_ready: Callable[[str, int], None] | None = None,
+) -> None:
+    """Serve the HTTP API on host:port until `stop` is set (forever if None).
+
+    Args:
+        store: the store the API reads and steers; the caller closes it.
+        config: the effective configuration.
+        host: the address to bind; a non-loopback one needs at least one token.
+        port: the TCP port; 0 picks a free one (reported through `on_ready`).
+        stop: set it to shut the server down gracefully.
+        options: server knobs (token file, body cap, origins, stream queue size…).
+        on_ready: called with the bound host and port once requests are accepted.
+
+    Raises:
+        InvalidInput: the bind is refused (no tokens) or the address is unusable.
+    """
+    options = options or ServerOptions()
+    check_bind(host, TokenBook(options.tokens_path or default_tokens_path()))
+    if not is_loopback(host):
+        options = dataclasses.replace(options, require_tokens=True)
+    sock = _listen(host, port)
+    bound = sock.getsockname()[1]
+    app = create_app(store, config, options)
+    server = _Server(
+        uvicorn.Config(
+            app,
+            log_config=None,
+            access_log=False,
+            ws="websockets-sansio",
+            lifespan="on",
+            timeout_graceful_shutdown=5,
+            ws_ping_interval=20.0,
+        )
+    )
+
+    async def watch() -> None:
+        while not server.started:
+            await asyncio.sleep(0.01)
+        log.info("HTTP API listening", extra={"host": host, "port": bound})
+        if on_ready is not None:
+            on_ready(host, bound)
+        if stop is not None:
+            await stop.wait()
+            state: ServerState = app.state.slotline
+            state.close_streams()
+            server.should_exit = True
+
+    watcher = asyncio.create_task(watch())
+    try:
+        await server.serve(sockets=[sock])
+    finally:
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
+        sock.close()

@@ -1,0 +1,181 @@
+"""A real uvicorn server on 127.0.0.1 (a free port) over a temporary SQLite store.
+
+The server runs in a background thread with its own event loop and its own store handle,
+as a separate `slotline serve` would; the test talks to it over HTTP and may set things
+up through a second store handle on the same file. With `node=True` a real Node runs in
+the server's loop too, so commands really start and stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from slotline.config import Config
+from slotline.models import Status
+from slotline.node import Node
+from slotline.server import ServerOptions, create_token, serve_http
+from slotline.store import Store, open_store
+
+PY = sys.executable
+
+
+def until(predicate: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
+    """Poll `predicate` until it returns something truthy; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached within {timeout}s")
+        time.sleep(0.02)
+
+
+@dataclass
+class Running:
+    """A server running in a thread; `stop()` shuts it down and waits for it."""
+
+    url: str
+    store: Store
+    tokens_path: Path
+    log_dir: Path
+    thread: threading.Thread
+    loop: asyncio.AbstractEventLoop
+    stop_event: asyncio.Event
+    errors: list[BaseException] = field(default_factory=list)
+
+    def client(self, token: str | None = None, **kwargs: Any) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30.0, **kwargs)
+
+    def token(self, name: str, role: str) -> str:
+        return create_token(name, role, self.tokens_path)
+
+    def stop(self) -> None:
+        if self.thread.is_alive():
+            self.loop.call_soon_threadsafe(self.stop_event.set)
+            self.thread.join(30)
+        assert not self.thread.is_alive(), "the server did not stop"
+        if self.errors:
+            raise self.errors[0]
+
+
+NODE_ID = "test-node"
+
+
+def _end_running_tasks(store: Store) -> None:
+    """Commands outlive a stopping node: cancel them and wait until they are gone.
+    Attempts claimed by the test itself (external runners) are finished directly."""
+    for task in store.list_tasks(Status.RUNNING):
+        attempt = task.attempts[-1]
+        if attempt.node_id == NODE_ID:
+            store.cancel(task.id)
+        else:
+            store.finish(attempt.id, attempt.token, None, "test teardown")
+    until(lambda: not store.list_tasks(Status.RUNNING), what="running tasks ending")
+
+
+ServerFactory = Callable[..., Running]
+
+
+@pytest.fixture
+def make_server(tmp_path: Path) -> Iterator[ServerFactory]:
+    """make_server(node=False, options=None, config=None, tokens=()) -> Running."""
+    started: list[Running] = []
+    test_store = open_store(tmp_path / "store.db")
+
+    def start(
+        node: bool = False,
+        options: ServerOptions | None = None,
+        config: Config | None = None,
+        tokens_path: Path | None = None,
+    ) -> Running:
+        tokens = tokens_path or tmp_path / "tokens.json"
+        opts = options or ServerOptions(heartbeat=0.5, compat_start_wait=10.0)
+        opts = dataclasses.replace(opts, tokens_path=tokens)
+        ready = threading.Event()
+        box: dict[str, Any] = {}
+        errors: list[BaseException] = []
+
+        async def main() -> None:
+            box["loop"] = asyncio.get_running_loop()
+            stop = box["stop"] = asyncio.Event()
+            store = open_store(tmp_path / "store.db")
+
+            def on_ready(host: str, port: int) -> None:
+                box["url"] = f"http://{host}:{port}"
+                ready.set()
+
+            jobs = [
+                serve_http(store, config, "127.0.0.1", 0, stop, options=opts, on_ready=on_ready)
+            ]
+            if node:
+                worker = Node(store, node_id=NODE_ID, log_dir=tmp_path / "logs", kill_grace=2.0)
+                jobs.append(worker.run(stop))
+            try:
+                await asyncio.gather(*jobs)
+            finally:
+                store.close()
+
+        def run() -> None:
+            try:
+                asyncio.run(main())
+            except BaseException as exc:
+                errors.append(exc)
+                ready.set()
+
+        thread = threading.Thread(target=run, name="slotline-test-server", daemon=True)
+        thread.start()
+        assert ready.wait(20), "the server did not start"
+        if errors:
+            raise errors[0]
+        running = Running(
+            url=box["url"],
+            store=test_store,
+            tokens_path=tokens,
+            log_dir=tmp_path / "logs",
+            thread=thread,
+            loop=box["loop"],
+            stop_event=box["stop"],
+            errors=errors,
+        )
+        started.append(running)
+        with running.client() as http:
+            until(lambda: http.get("/readyz").status_code == 200, what="server ready")
+        return running
+
+    yield start
+    try:
+        _end_running_tasks(test_store)
+    finally:
+        for running in started:
+            running.stop()
+        test_store.close()
+
+
+@pytest.fixture
+def server(make_server: ServerFactory) -> Running:
+    """A server in open single-user mode, without a node: nothing starts by itself."""
+    return make_server()
+
+
+@pytest.fixture
+def http(server: Running) -> Iterator[httpx.Client]:
+    with server.client() as client:
+        yield client
+
+
+def command(*lines: str) -> list[str]:
+    """A Python one-off as an argv list."""
+    return [PY, "-c", "\n".join(lines)]
