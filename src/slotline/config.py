@@ -14,7 +14,7 @@ from typing import Any
 
 import pydantic
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from slotline.errors import InvalidInput
 from slotline.models import check_limit_key
@@ -102,6 +102,12 @@ class Config(BaseModel):
     kill_grace: float = Field(default=10.0, ge=0)
     log_max_bytes: int = Field(default=50 * 1024 * 1024, ge=1024)
     env_allow: list[str] = Field(default_factory=list)
+    _source: str | None = PrivateAttr(default=None)
+
+    @property
+    def source(self) -> str | None:
+        """The file this configuration was read from, if any."""
+        return self._source
 
     def agent(self, name: str) -> AgentType:
         try:
@@ -177,9 +183,11 @@ def load_config(
         if value is not None:
             data[key] = value
     try:
-        return Config.model_validate(data)
+        config = Config.model_validate(data)
     except pydantic.ValidationError as exc:
         raise InvalidInput(_describe(exc, found, lines)) from exc
+    config._source = str(found) if found is not None else None
+    return config
 
 
 def _record_lines(

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from slotline.admission import Guard, Verdict
+from slotline.config import Admission
 from slotline.errors import SlotlineError, StaleAttempt
 from slotline.models import Attempt, Kind, Task, utcnow
 from slotline.runner.callable import Registry, TaskFunction, run_callable
@@ -77,6 +79,8 @@ class Node:
         lease: float = 30.0,
         env_allow: Sequence[str] = BASE_ALLOW,
         log_max_bytes: int = DEFAULT_LOG_MAX,
+        admission: Admission | None = None,
+        guard: Guard | None = None,
     ) -> None:
         self.store = store
         self.node_id = node_id or default_node_id()
@@ -84,9 +88,12 @@ class Node:
         self.registry = Registry(callables)
         self.kill_grace = kill_grace
         self.heartbeat_interval = heartbeat
+        self.guard_interval = 2.0
         self.lease = lease
         self.env_allow = tuple(env_allow)
         self.log_max_bytes = log_max_bytes
+        self.guard = guard or Guard(admission or Admission())
+        self._verdict = Verdict()
         self._runs: dict[str, _Run] = {}
         self._changed = asyncio.Event()
         self._stopping = False
@@ -118,6 +125,7 @@ class Node:
         await asyncio.to_thread(self.store.register_node, self.node_id)
         log.info("node started", extra={"node": self.node_id, "store": self.store.url})
         beat = asyncio.create_task(self._heartbeat(stop))
+        guard = asyncio.create_task(self._guard(stop))
         try:
             await self._reconcile()
             while not stop.is_set():
@@ -132,9 +140,13 @@ class Node:
                     delay = max(0.0, min(delay, next_wake - utcnow()))
                 await self._sleep(watcher, stop, delay)
         finally:
-            beat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beat
+            for background in (beat, guard):
+                background.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await background
+            if self._verdict.reason is not None:
+                with contextlib.suppress(SlotlineError):
+                    await asyncio.to_thread(self.store.set_pressure, self.node_id, None, False)
             await self._shutdown()
             watcher.close()
             with contextlib.suppress(SlotlineError):
@@ -159,11 +171,36 @@ class Node:
         if self.registry.names():
             kinds.add(Kind.CALLABLE.value)
         result = await asyncio.to_thread(
-            self.store.claim, self.node_id, kinds=frozenset(kinds), lease=self.lease
+            self.store.claim,
+            self.node_id,
+            kinds=frozenset(kinds),
+            lease=self.lease,
+            hold=self._verdict.hold,
+            limit=self._verdict.limit,
         )
         for claim in result.claims:
             self._begin(claim)
         return result.next_wake
+
+    async def _guard(self, stop: asyncio.Event) -> None:
+        """Sample the machine; hold or shrink dispatch while it is past its thresholds."""
+        if not self.guard.enabled:
+            return
+        while not stop.is_set():
+            try:
+                settings = await asyncio.to_thread(self.store.settings)
+                verdict = self.guard.check(
+                    int(settings["max_concurrent"]), len(self._runs), utcnow()
+                )
+                if verdict != self._verdict:
+                    self._verdict = verdict
+                    await asyncio.to_thread(
+                        self.store.set_pressure, self.node_id, verdict.reason, verdict.hold
+                    )
+                    self._changed.set()
+            except SlotlineError:
+                log.exception("resource guard failed", extra={"node": self.node_id})
+            await asyncio.sleep(self.guard_interval)
 
     async def _heartbeat(self, stop: asyncio.Event) -> None:
         while not stop.is_set():

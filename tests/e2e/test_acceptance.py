@@ -3,53 +3,11 @@
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
-import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .conftest import Run, ok, submit
-
-Serve = Callable[..., subprocess.Popen[str]]
-
-
-@pytest.fixture
-def serve(base_env: dict[str, str], tmp_path: Path) -> Iterator[Serve]:
-    """Start `slotline serve` (stopped with SIGTERM at the end of the test)."""
-    nodes: list[subprocess.Popen[str]] = []
-
-    def start(*args: str) -> subprocess.Popen[str]:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "slotline", "serve", "--node-id", "acceptance", *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=base_env,
-            cwd=tmp_path,
-        )
-        assert proc.stdout is not None
-        assert "max_concurrent" in proc.stdout.readline()  # it is up
-        nodes.append(proc)
-        return proc
-
-    yield start
-    for proc in nodes:
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=30)
-        assert proc.returncode == 0, err
-        assert "Traceback" not in err
-
-
-def wait_for(check: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.05)
+from .conftest import Run, Serve, ok, submit, wait_for
 
 
 def show(cli: Run, task_id: str) -> dict[str, Any]:
@@ -83,7 +41,11 @@ def peak_concurrency(tasks: list[dict[str, Any]]) -> int:
 
 def test_the_limit_holds_and_every_task_runs(cli: Run, serve: Serve) -> None:
     serve("--max-concurrent", "2")
+    # Paused while submitting, so that a slow machine cannot finish each task before
+    # the next one is submitted.
+    ok(cli("--json", "pause"))
     ids = [submit(cli, "--", "sleep", "0.3")["id"] for _ in range(5)]
+    ok(cli("--json", "resume"))
     wait_for(lambda: all(status_of(cli, i) == "succeeded" for i in ids))
     assert peak_concurrency([show(cli, i) for i in ids]) == 2
 

@@ -327,7 +327,17 @@ def test_serve_runs_tasks_and_stops_cleanly_on_sigterm(
 ) -> None:
     done = store.submit({"command": ["sh", "-c", "exit 0"], "workspace": str(tmp_path)})
     proc = subprocess.Popen(
-        [sys.executable, "-m", "slotline", "serve", "--max-concurrent", "2", "--node-id", "e2e"],
+        [
+            sys.executable,
+            "-m",
+            "slotline",
+            "serve",
+            "--no-http",
+            "--max-concurrent",
+            "2",
+            "--node-id",
+            "e2e",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -5,15 +5,19 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
 from slotline.cli.context import CliState, json_option, pass_state
+from slotline.runner.env import BASE_ALLOW
 
 if TYPE_CHECKING:
+    from slotline.config import Config
     from slotline.node import Node
+    from slotline.store import Store
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
@@ -44,6 +48,21 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
     show_default=True,
     help="How much the node logs on stderr.",
 )
+@click.option(
+    "--config",
+    "config_path",
+    metavar="FILE",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="slotline.yaml to use (default: $SLOTLINE_CONFIG, else ./slotline.yaml if present).",
+)
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address of the HTTP API and dashboard; beyond loopback, tokens are required.",
+)
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True)
+@click.option("--no-http", is_flag=True, help="Run the node without the HTTP API.")
 @json_option
 @pass_state
 def serve(
@@ -52,6 +71,10 @@ def serve(
     node_id: str | None,
     log_dir: Path | None,
     log_level: str,
+    config_path: Path | None,
+    host: str,
+    port: int,
+    no_http: bool,
 ) -> None:
     """Run a node until Ctrl-C or SIGTERM.
 
@@ -59,38 +82,90 @@ def serve(
     Running commands keep running when the node stops; the next node with the same
     name re-adopts them.
     """
+    from slotline.config import load_config
     from slotline.node import Node
 
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    config = load_config(config_path, overrides={"max_concurrent": max_concurrent})
+    if state.store_url is None and config.store:
+        state.store_url = config.store
     store = state.store
-    if max_concurrent is not None:
-        store.set_setting("max_concurrent", max_concurrent)
-    node = Node(store, node_id=node_id, log_dir=log_dir.resolve() if log_dir else None)
+    applied = apply_config(store, config)
+    node = Node(
+        store,
+        node_id=node_id,
+        log_dir=log_dir.resolve() if log_dir else None,
+        kill_grace=config.kill_grace,
+        log_max_bytes=config.log_max_bytes,
+        env_allow=(*BASE_ALLOW, *config.env_allow),
+        admission=config.admission,
+    )
     limit = store.settings()["max_concurrent"]
     if state.json:
-        click.echo(
-            json.dumps(
-                {
-                    "node_id": node.node_id,
-                    "store": store.url,
-                    "max_concurrent": limit,
-                    "log_dir": str(node.log_dir),
-                }
-            )
-        )
+        info = {
+            "node_id": node.node_id,
+            "store": store.url,
+            "max_concurrent": limit,
+            "log_dir": str(node.log_dir),
+            "config": applied,
+        }
+        click.echo(json.dumps(info))
     else:
         click.echo(
             f"slotline node {node.node_id} serving {store.url} (max_concurrent {limit}); "
-            f"logs in {node.log_dir}; Ctrl-C to stop"
+            f"logs in {node.log_dir}; Ctrl-C to stop",
         )
-    asyncio.run(_run(node))
+
+    def ready(bound_host: str, bound_port: int) -> None:
+        url = f"http://{bound_host}:{bound_port}"
+        click.echo(json.dumps({"http": url}) if state.json else f"API and dashboard at {url}")
+
+    asyncio.run(_run(node, config, None if no_http else (host, port), ready))
 
 
-async def _run(node: Node) -> None:
+def apply_config(store: Store, config: Config) -> str | None:
+    """Write the configuration's settings and limits into the store; returns the file used.
+
+    What the file (or SLOTLINE_* / flags) sets wins over what the store holds; limits from
+    the file are added to those set at runtime with `slotline limits`.
+    """
+    given = config.model_fields_set
+    for name in ("max_concurrent", "aging_interval", "max_depth", "max_children", "max_queue_size"):
+        if name in given:
+            store.set_setting(name, getattr(config, name))
+    for limit in config.limits:
+        store.set_limit(limit.key, limit.value, limit.max)
+    for name, agent in config.agents.items():
+        if agent.max_concurrent is not None:
+            store.set_limit("agent", name, agent.max_concurrent)
+    exempt = sorted(name for name, agent in config.agents.items() if not agent.global_pool)
+    if exempt or "agents" in given:
+        store.set_exempt_agents(exempt)
+    return config.source
+
+
+async def _run(
+    node: Node,
+    config: Config,
+    http: tuple[str, int] | None,
+    on_ready: Callable[[str, int], None],
+) -> None:
     from slotline.node import install_signal_handlers
 
     stop = asyncio.Event()
     install_signal_handlers(stop)
-    await node.run(stop)
+    jobs = [asyncio.create_task(node.run(stop))]
+    if http is not None:
+        from slotline.server.serve import serve_http
+
+        jobs.append(
+            asyncio.create_task(serve_http(node.store, config, *http, stop=stop, on_ready=on_ready))
+        )
+    try:
+        for done in asyncio.as_completed(jobs):
+            await done  # the first to fail (e.g. the port is taken) stops the rest
+    finally:
+        stop.set()
+        await asyncio.gather(*jobs, return_exceptions=True)

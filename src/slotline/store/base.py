@@ -65,6 +65,8 @@ class QueueStatus:
     over_limit: bool
     queued: list[Task]
     running: list[Task]
+    # Why the resource guard holds new starts (CPU or memory past a threshold), if it does.
+    admission: str | None = None
 
     @property
     def slots_available(self) -> int:
@@ -81,6 +83,7 @@ class QueueStatus:
             "slots_available": self.slots_available,
             "at_capacity": self.at_capacity,
             "paused": self.paused,
+            "admission_hold": self.admission,
             "over_limit": self.over_limit,
             "next_up": self.queued[0].id if self.queued else None,
             "running": [t.to_dict() for t in self.running],
@@ -133,6 +136,7 @@ class Store(SteeringVerbs, StoreCore):
                 active=sum(1 for t in running if limits.in_pool(t)),
                 max_concurrent=limits.max_concurrent,
                 paused=bool(settings["paused"]),
+                admission=(settings["pressure"] or {}).get("reason"),
                 over_limit=any(
                     a.over_limit and a.finished_at is None for t in running for a in t.attempts
                 ),
@@ -271,30 +275,39 @@ class Store(SteeringVerbs, StoreCore):
         now: float | None = None,
         kinds: frozenset[str] = COMMAND_KINDS,
         lease: float = LEASE_SECONDS,
+        hold: bool = False,
+        limit: int | None = None,
     ) -> ClaimResult:
         """Expire overdue tasks and start every task that fits, in one transaction.
 
         The limit check and the queued→running change happen under the store's write
-        lock, so concurrent nodes can never over-fill a limit.
+        lock, so concurrent nodes can never over-fill a limit. `hold` starts only bumped
+        tasks (the resource guard is holding); `limit` lowers max_concurrent for this
+        claim (the guard's adaptive limit).
         """
         with self._write() as tx:
             # The clock is read under the write lock, so that recorded starts and ends
             # follow commit order: a slot is never seen taken before it was freed.
             now = utcnow() if now is None else now
-            for row in tx.rows("tasks_ttl_due", now=now):
+            expired = tx.rows("tasks_ttl_due", now=now)
+            for row in expired:
                 self._expire(tx, task_from_row(row), now)
             settings = ops.read_settings(tx)
+            limits = settings.limits
+            if limit is not None and limit < limits.max_concurrent:
+                limits = replace(limits, max_concurrent=limit)
             snapshot = policy.Snapshot(
                 running=[task_from_row(r) for r in tx.rows("tasks_running")],
                 queued=(task_from_row(r) for r in tx.iter_rows("tasks_queued_in_order")),
                 start_now=[task_from_row(r) for r in tx.rows("tasks_start_now")],
-                limits=settings.limits,
+                limits=limits,
                 now=now,
-                paused=bool(settings["paused"]),
+                paused=bool(settings["paused"]) or hold,
                 aging_interval=settings["aging_interval"],
             )
             decided = policy.plan(snapshot, runnable=lambda t: t.kind.value in kinds)
             claims = [self._start(tx, s, node_id, now, lease) for s in decided.start]
+            tx.notify = bool(claims or expired)
             deadline = (tx.one("next_ttl_deadline") or {}).get("at")
             wakes = [w for w in (decided.next_wake, deadline) if w is not None]
             return ClaimResult(claims, min(wakes) if wakes else None)
@@ -507,6 +520,23 @@ class Store(SteeringVerbs, StoreCore):
                     "node_insert", id=node_id, host=socket.gethostname(), pid=os.getpid(), now=now
                 )
             tx.run("attempt_renew", node_id=node_id, lease_expires_at=now + lease)
+
+    def set_pressure(self, node_id: str, reason: str | None, hold: bool) -> None:
+        """Record (or clear) the resource guard's verdict so `status` can say why nothing
+        starts; emits an `admission` event only when it changes."""
+        now = utcnow()
+        with self._write() as tx:
+            current = ops.read_settings(tx)["pressure"] or {}
+            if current.get("reason") == reason and current.get("hold", False) == hold:
+                tx.notify = False
+                return
+            value = (
+                None
+                if reason is None
+                else {"node": node_id, "reason": reason, "hold": hold, "since": now}
+            )
+            ops.write_setting(tx, "pressure", value)
+            ops.emit(tx, "admission", None, now, node=node_id, reason=reason, hold=hold)
 
     def register_node(self, node_id: str, now: float | None = None) -> None:
         now = utcnow() if now is None else now

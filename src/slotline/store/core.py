@@ -53,4 +53,5 @@ class StoreCore(abc.ABC):
         """A write transaction whose commit wakes the watchers."""
         with self._transaction(write=True) as tx:
             yield tx
-        self._notify()
+        if tx.notify:
+            self._notify()

@@ -22,6 +22,7 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "max_children": 100,
     "max_queue_size": 10_000,
     "retry_backoff_max": 3600.0,
+    "pressure": None,
 }
 
 

@@ -244,7 +244,8 @@ class PostgresStore(Store):
         # NOTIFY inside the transaction: PostgreSQL delivers it only if the change commits.
         with self._transaction(write=True) as tx:
             yield tx
-            tx.cursor.execute(self._notify_sql)
+            if tx.notify:
+                tx.cursor.execute(self._notify_sql)
 
     def _notify(self) -> None:
         """Nothing to do: `_write` sends NOTIFY inside the committed transaction."""

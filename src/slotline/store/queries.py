@@ -60,14 +60,20 @@ class Tx:
     def __init__(self, cursor: Cursor, queries: Mapping[str, str]) -> None:
         self.cursor = cursor
         self._cursor = cursor
+        # Whether committing wakes the watchers; a verb that changed nothing clears it,
+        # so that a node is not woken by its own empty claims.
+        self.notify = True
         self._queries = queries
 
     def rows(self, query: str, /, **params: Any) -> list[dict[str, Any]]:
         self._cursor.execute(self._queries[query], params)
         return [dict(row) for row in self._cursor.fetchall()]
 
-    def iter_rows(self, query: str, /, page: int = 64, **params: Any) -> Iterator[dict[str, Any]]:
-        """Rows of a query with `:limit`/`:offset`, fetched a page at a time."""
+    def iter_rows(
+        self, query: str, /, page: int = 8, max_page: int = 512, **params: Any
+    ) -> Iterator[dict[str, Any]]:
+        """Rows of a query with `:limit`/`:offset`, fetched lazily in growing pages: a
+        reader that needs only the first few rows (a claim filling one slot) reads few."""
         offset = 0
         while True:
             batch = self.rows(query, limit=page, offset=offset, **params)
@@ -75,6 +81,7 @@ class Tx:
             if len(batch) < page:
                 return
             offset += page
+            page = min(page * 8, max_page)
 
     def one(self, query: str, /, **params: Any) -> dict[str, Any] | None:
         found = self.rows(query, **params)

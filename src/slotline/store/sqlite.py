@@ -153,16 +153,23 @@ def _enable_wal(conn: sqlite3.Connection, path: Path) -> None:
 def _wake_dir(path: Path) -> str:
     # Unix socket paths are limited to ~100 bytes, so the folder is named by a hash.
     digest = hashlib.sha256(str(path).encode()).hexdigest()[:16]
-    folder = os.path.join(tempfile.gettempdir(), f"slotline-{os.getuid()}-{digest}")
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    return folder
+    return os.path.join(tempfile.gettempdir(), f"slotline-{os.getuid()}-{digest}")
 
 
 class _SocketWatcher(Watcher):
     def __init__(self, folder: str) -> None:
         self._path = os.path.join(folder, f"{os.getpid()}-{secrets.token_hex(4)}")
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self._sock.bind(self._path)
+        for attempt in range(5):
+            # The last watcher to close removes the folder; make it again if it just went.
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            try:
+                self._sock.bind(self._path)
+                break
+            except FileNotFoundError:
+                if attempt == 4:
+                    self._sock.close()
+                    raise
         self._sock.setblocking(False)
 
     def _drain(self) -> bool:
@@ -189,3 +196,5 @@ class _SocketWatcher(Watcher):
         self._sock.close()
         with contextlib.suppress(OSError):
             os.unlink(self._path)
+        with contextlib.suppress(OSError):
+            os.rmdir(os.path.dirname(self._path))  # only when no other watcher is left

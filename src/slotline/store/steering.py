@@ -288,7 +288,8 @@ class SteeringVerbs(StoreCore):
             task = ops.resolve(tx, ref)
             if task.status not in (Status.WAITING, Status.QUEUED):
                 raise InvalidTransition(
-                    f"cannot add a dependency to task {task.id[:8]}: it is {task.status}",
+                    f"cannot add a dependency to task {task.id[:8]}: it is {task.status}; "
+                    "only a waiting or queued task can get one",
                     task_id=task.id,
                     status=task.status,
                 )
@@ -305,6 +306,8 @@ class SteeringVerbs(StoreCore):
             if status is not Status.QUEUED and status is not task.status:
                 tx.run("task_set_status", id=task.id, status=status.value, status_reason=reason)
                 ops.change(tx, task, status.value, status, now, dependency=dep.id)
+                if status is Status.BLOCKED:
+                    deps.propagate_end(tx, task.id, status, now)
             return ops.load(tx, task.id)
 
     # -- queue-wide verbs ---------------------------------------------------------------
