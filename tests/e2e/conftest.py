@@ -1,7 +1,7 @@
 """Fixtures for the CLI tests: run `python -m slotline` for real against a temporary store.
 
-No node runs in these tests (except the `serve` ones): a task is made "running" by
-claiming it through the store directly, as a node would.
+Most tests run no node: a task is made "running" by claiming it through the store
+directly, as a node would. Those that need real runs start `slotline serve` (`serve`).
 """
 
 from __future__ import annotations
@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +31,7 @@ ATTEMPT_FIELDS = {"id", "number", "pid", "started_at", "finished_at", "exit_code
 COMMANDS = (
     "serve", "submit", "show", "ls", "status", "events", "cancel", "terminate", "boost", "bump",
     "move", "priority", "restart", "hold", "release", "pause", "resume", "clear", "limits",
+    "logs", "stats", "top", "export", "redrive", "config",
 )  # fmt: skip
 STATUS_FIELDS = {"active", "max_concurrent", "slots_available", "at_capacity", "paused", "queued"}
 
@@ -129,3 +132,50 @@ def claim_one(store: Store) -> str:
     claims = store.claim("test-node").claims
     assert len(claims) == 1
     return claims[0].task.id
+
+
+Serve = Callable[..., subprocess.Popen[str]]
+
+
+@pytest.fixture
+def serve(base_env: dict[str, str], tmp_path: Path) -> Iterator[Serve]:
+    """Start `slotline serve` (stopped with SIGTERM at the end of the test)."""
+    nodes: list[subprocess.Popen[str]] = []
+
+    def start(*args: str) -> subprocess.Popen[str]:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "slotline",
+                "serve",
+                "--no-http",
+                "--node-id",
+                "acceptance",
+                *args,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=base_env,
+            cwd=tmp_path,
+        )
+        assert proc.stdout is not None
+        assert "max_concurrent" in proc.stdout.readline()  # it is up
+        nodes.append(proc)
+        return proc
+
+    yield start
+    for proc in nodes:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err
+        assert "Traceback" not in err
+
+
+def wait_for(check: Callable[[], object], timeout: float = 30.0) -> None:
+    """Poll `check` until it returns something true; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.05)

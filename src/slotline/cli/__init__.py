@@ -13,9 +13,14 @@ from collections.abc import Sequence
 import click
 
 from slotline import __version__
+from slotline.cli.config import show_config
 from slotline.cli.context import CliState, report_error
+from slotline.cli.export import export
 from slotline.cli.limits import limits
+from slotline.cli.logs import logs
+from slotline.cli.redrive import redrive
 from slotline.cli.serve import serve
+from slotline.cli.stats import stats
 from slotline.cli.steering import (
     boost,
     bump,
@@ -31,6 +36,7 @@ from slotline.cli.steering import (
     terminate,
 )
 from slotline.cli.submit import submit
+from slotline.cli.top import top
 from slotline.cli.views import events, list_tasks, queue_status_command, show_task
 from slotline.errors import SlotlineError
 
@@ -65,6 +71,10 @@ for command in (
     list_tasks,
     queue_status_command,
     events,
+    logs,
+    stats,
+    top,
+    export,
     cancel,
     terminate,
     boost,
@@ -77,7 +87,9 @@ for command in (
     pause,
     resume,
     clear,
+    redrive,
     limits,
+    show_config,
 ):
     cli.add_command(command)
 

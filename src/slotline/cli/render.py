@@ -294,3 +294,15 @@ def _limit_meaning(limit: Limit) -> str:
     if limit.value is None:
         return f"running tasks per {limit.key}"
     return f"running tasks with {limit.key} {limit.value}"
+
+
+def describe_place(task: Task) -> str:
+    """`queued, position 2`, `waiting for 3f2a1b2c`, `held`, `blocked: …`."""
+    if task.status is Status.QUEUED and task.position is not None:
+        where = f"queued, position {task.position}"
+        return where + " (NEXT UP)" if task.position == 1 else where
+    if task.status is Status.WAITING:
+        return "waiting for " + ", ".join(short_id(d) for d in task.depends_on)
+    if task.status_reason and task.status_reason != task.status.value:
+        return f"{task.status}: {task.status_reason}"
+    return str(task.status)

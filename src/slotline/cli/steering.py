@@ -8,8 +8,8 @@ from collections.abc import Callable
 import click
 
 from slotline.cli.context import CliState, json_option, pass_state
-from slotline.cli.render import print_json, short_id
-from slotline.cli.submit import describe_place, parse_priority
+from slotline.cli.render import describe_place, print_json, short_id
+from slotline.cli.submit import parse_priority
 from slotline.errors import InvalidInput
 from slotline.models import PENDING, Priority, Status, Task
 

@@ -9,9 +9,10 @@ from typing import Any
 import click
 
 from slotline.cli.context import CliState, json_option, pass_state
-from slotline.cli.render import print_json, short_id
+from slotline.cli.render import describe_place, print_json, short_id
+from slotline.cli.wait import wait_for
 from slotline.errors import InvalidInput
-from slotline.models import Priority, Status, Task
+from slotline.models import Priority
 
 DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
@@ -133,6 +134,12 @@ def parse_priority(
     help="Runs allowed in all; failures are retried with backoff.",
 )
 @click.option("--hold", is_flag=True, help="Submit held: it does not start until released.")
+@click.option(
+    "--wait",
+    is_flag=True,
+    help="Block until the task ends, with a live status line on stderr; exit with its "
+    "exit code (1 if it ended without one). Ctrl-C stops waiting, not the task.",
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @json_option
 @pass_state
@@ -151,12 +158,13 @@ def submit(
     ttl: float | None,
     max_attempts: int,
     hold: bool,
+    wait: bool,
     command: tuple[str, ...],
-) -> None:
+) -> int:
     """Queue a command: submit [OPTIONS] -- CMD ARGS…
 
     The command is an argv list, run without a shell. Prints the new task's id, status
-    and position.
+    and position. With --wait, blocks until the task ends and exits with its exit code.
     """
     spec: dict[str, Any] = {
         "command": list(command),
@@ -176,19 +184,14 @@ def submit(
     }
     store = state.store
     task = store.get(store.submit(spec).id)
-    if state.json:
-        print_json(task.to_dict())
-    else:
-        click.echo(f"submitted {short_id(task.id)}: {describe_place(task)}")
 
+    def announce() -> None:
+        if not state.json:
+            click.echo(f"submitted {short_id(task.id)}: {describe_place(task)}")
+        elif not wait:  # with --wait, the JSON is the task as it ended
+            print_json(task.to_dict())
 
-def describe_place(task: Task) -> str:
-    """`queued, position 2`, `waiting for 3f2a1b2c`, `held`, `blocked: …`."""
-    if task.status is Status.QUEUED and task.position is not None:
-        where = f"queued, position {task.position}"
-        return where + " (NEXT UP)" if task.position == 1 else where
-    if task.status is Status.WAITING:
-        return "waiting for " + ", ".join(short_id(d) for d in task.depends_on)
-    if task.status_reason:
-        return f"{task.status}: {task.status_reason}"
-    return str(task.status)
+    if wait:
+        return wait_for(store, task, state.json, announce)
+    announce()
+    return 0

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections.abc import Callable
 
 import click
 
 from slotline.cli.context import CliState, json_option, pass_state
+from slotline.cli.interrupt import run_until_interrupted
 from slotline.cli.render import (
     event_line,
     print_json,
@@ -135,8 +135,8 @@ def events(state: CliState, since: int | None, limit: int, follow: bool) -> None
             else:
                 click.echo(event_line(event))
 
-        with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(_follow(store, since, emit))
+        start = since
+        run_until_interrupted(lambda: _follow(store, start, emit))
         return
     found = store.events(since, limit)
     if state.json:

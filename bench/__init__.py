@@ -1,0 +1,1 @@
+"""Benchmarks of slotline against huey's SqliteHuey consumer; run `python bench/run.py`."""

@@ -1,0 +1,39 @@
+"""`slotline config`: print the effective configuration (file, then SLOTLINE_* variables)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import yaml
+
+from slotline.cli.context import CliState, json_option, pass_state
+from slotline.cli.render import print_json
+from slotline.config import find_config_file, load_config, redacted
+
+
+@click.command("config")
+@click.option(
+    "--config",
+    "path",
+    metavar="FILE",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The configuration file (default: $SLOTLINE_CONFIG, else ./slotline.yaml).",
+)
+@json_option
+@pass_state
+def show_config(state: CliState, path: Path | None) -> None:
+    """Print the effective configuration.
+
+    The file's settings, overridden by SLOTLINE_* environment variables, with every
+    default filled in and any password in the store URL hidden. An invalid file is
+    refused with the key and line at fault.
+    """
+    source = find_config_file(path)
+    effective = redacted(load_config(path))
+    if state.json:
+        print_json(effective)
+        return
+    origin = f"from {source}" if source is not None else "no configuration file: defaults"
+    click.echo(f"# {origin}, with SLOTLINE_* variables applied")
+    click.echo(yaml.safe_dump(effective, sort_keys=False, allow_unicode=True), nl=False)

@@ -1,0 +1,163 @@
+"""`slotline logs`: print an attempt's output, or follow it live while the task runs."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import BinaryIO
+
+import click
+
+from slotline.cli.context import CliState, pass_state
+from slotline.cli.interrupt import run_until_interrupted
+from slotline.cli.render import describe_place, short_id
+from slotline.errors import NotFound
+from slotline.models import Attempt, Status, Task
+from slotline.store import Store
+
+POLL_SECONDS = 0.2
+CHUNK = 1 << 16
+
+
+@click.command()
+@click.argument("task_id", metavar="ID")
+@click.option(
+    "--follow",
+    "-f",
+    is_flag=True,
+    help="Keep printing output as it is written until the task has ended "
+    "(waits for a task that has not started).",
+)
+@click.option(
+    "--attempt",
+    "number",
+    metavar="N",
+    type=click.IntRange(min=1),
+    help="Attempt N (1, 2, …; default: the latest).",
+)
+@pass_state
+def logs(state: CliState, task_id: str, follow: bool, number: int | None) -> None:
+    """Print the output of a task's run.
+
+    Its stdout and stderr, byte for byte as written, of the latest attempt by default.
+    With --follow, new output is printed as it is written; a retried task is followed
+    into its next attempt.
+    """
+    store = state.store
+    task = store.get(task_id)
+    out = sys.stdout.buffer
+    if not follow:
+        attempt = _pick(task, number)
+        path = _log_file(task, attempt)
+        _copy(path, 0, out)
+        return
+    run_until_interrupted(lambda: _follow(store, task, number, out, _note))
+
+
+def _note(text: str) -> None:
+    click.echo(text, err=True)
+
+
+def _pick(task: Task, number: int | None) -> Attempt:
+    if number is None:
+        if not task.attempts:
+            raise NotFound(
+                f"task {short_id(task.id)} has no log yet: it is {describe_place(task)}; "
+                "`slotline logs -f` waits for it to start",
+                task_id=task.id,
+            )
+        return task.attempts[-1]
+    found = _attempt(task, number)
+    if found is None:
+        raise NotFound(
+            f"task {short_id(task.id)} has no attempt {number}; it has {len(task.attempts)}",
+            task_id=task.id,
+        )
+    return found
+
+
+def _attempt(task: Task, number: int) -> Attempt | None:
+    return next((a for a in task.attempts if a.number == number), None)
+
+
+def _log_file(task: Task, attempt: Attempt) -> Path:
+    """The attempt's log file, or NotFound saying why there is none."""
+    where = f"attempt {attempt.number} of task {short_id(task.id)}"
+    if attempt.log_path is None:
+        if attempt.finished_at is None:
+            raise NotFound(f"{where} has no log yet: its process is starting", task_id=task.id)
+        raise NotFound(f"{where} has no log file (a {task.kind} task)", task_id=task.id)
+    path = Path(attempt.log_path)
+    if not path.is_file():
+        node = f" (it ran on node {attempt.node_id})" if attempt.node_id else ""
+        raise NotFound(f"the log of {where} is missing: {path}{node}", task_id=task.id)
+    return path
+
+
+def _copy(path: Path, offset: int, out: BinaryIO) -> int:
+    """Write the file from `offset` on; returns the new offset."""
+    with path.open("rb") as log:
+        if path.stat().st_size < offset:
+            offset = 0  # rewritten from the start
+        log.seek(offset)
+        while chunk := log.read(CHUNK):
+            out.write(chunk)
+            offset += len(chunk)
+    out.flush()
+    return offset
+
+
+async def _follow(
+    store: Store,
+    task: Task,
+    number: int | None,
+    out: BinaryIO,
+    note: Callable[[str], None],
+) -> None:
+    """Print the attempt's log as it grows; without `number`, go on to later attempts until
+    the task has ended. Output is complete: the store records an attempt as finished only
+    after its process has exited, and the file is read to its end after seeing that."""
+    wanted = number or (task.attempts[-1].number if task.attempts else 1)
+    offset = 0
+    printed = waiting_noted = next_attempt = False
+    watcher = store.watcher()
+    try:
+        while True:
+            task = await asyncio.to_thread(store.get, task.id)
+            attempt = _attempt(task, wanted)
+            if attempt is None:
+                if task.status.terminal or task.status is Status.BLOCKED:
+                    if printed:
+                        return
+                    raise NotFound(
+                        f"task {short_id(task.id)} is {describe_place(task)} and has no "
+                        f"attempt {wanted}, so no log",
+                        task_id=task.id,
+                    )
+                if not waiting_noted:
+                    note(f"waiting for task {short_id(task.id)} to start ({describe_place(task)})")
+                    waiting_noted = True
+                await watcher.wait(1.0)
+                continue
+            if next_attempt:
+                note(f"--- task {short_id(task.id)}: attempt {wanted} ---")
+                next_attempt = False
+            ended = attempt.finished_at is not None
+            if attempt.log_path is None or not Path(attempt.log_path).exists():
+                if ended:
+                    _log_file(task, attempt)  # raises, saying why
+                await watcher.wait(POLL_SECONDS)
+                continue
+            offset = _copy(Path(attempt.log_path), offset, out)
+            printed = True
+            if not ended:
+                await watcher.wait(POLL_SECONDS)
+                continue
+            if number is not None or task.status.terminal or task.status is Status.BLOCKED:
+                return
+            # A retry or restart follows: go on with the next attempt once it starts.
+            wanted, offset, waiting_noted, next_attempt = wanted + 1, 0, True, True
+    finally:
+        watcher.close()

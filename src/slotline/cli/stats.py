@@ -1,0 +1,100 @@
+"""`slotline stats`: counts per state, wait and run times per agent type, throughput."""
+
+from __future__ import annotations
+
+import click
+from rich import box
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from slotline import stats as queue_stats
+from slotline.cli.context import CliState, json_option, pass_state
+from slotline.cli.render import STATUS_STYLES, ago, print_json, show
+from slotline.models import Status, utcnow
+
+ALL_TASKS = 1_000_000_000
+
+
+@click.command()
+@json_option
+@pass_state
+def stats(state: CliState) -> None:
+    """Show counts, wait and run times per agent type, and throughput.
+
+    Wait is from entering the line to the start of the run; run is each attempt's
+    start to end. Computed from the stored tasks and attempts, so it survives restarts.
+    """
+    now = utcnow()
+    computed = queue_stats.compute(state.store.list_tasks(limit=ALL_TASKS), now)
+    if state.json:
+        print_json(computed.to_dict())
+    else:
+        show(render(computed))
+
+
+def seconds(value: float | None) -> str:
+    """A duration with a precision that suits it: `0.25s`, `12.5s`, `4m05s`, `2h10m`."""
+    if value is None:
+        return "-"
+    if value < 10:
+        return f"{value:.2f}s"
+    if value < 60:
+        return f"{value:.1f}s"
+    whole = round(value)
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+
+
+def render(computed: queue_stats.Stats) -> RenderableType:
+    parts: list[RenderableType] = [_counts_line(computed)]
+    if computed.agents:
+        parts.append(_agents_table(computed.agents))
+    parts.append(_throughput_line(computed))
+    return Group(*parts)
+
+
+def _counts_line(computed: queue_stats.Stats) -> Text:
+    line = Text(f"{computed.total} task{'' if computed.total == 1 else 's'}", style="bold")
+    shown = [s for s in Status if computed.counts.get(s.value)]
+    for index, status in enumerate(shown):
+        line.append(": " if index == 0 else ", ")
+        line.append(f"{computed.counts[status.value]} {status.value}", STATUS_STYLES[status])
+    return line
+
+
+def _agents_table(agents: list[queue_stats.AgentStats]) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    table.add_column("AGENT", no_wrap=True, overflow="ellipsis", max_width=20)
+    for name in ("TASKS", "RUNNING", "QUEUED", "OK", "FAILED"):
+        table.add_column(name, justify="right", no_wrap=True)
+    for name in ("WAIT AVG", "P50", "P95", "RUN AVG", "P50", "P95"):
+        table.add_column(name, justify="right", no_wrap=True)
+    for agent in agents:
+        counts = agent.counts
+        table.add_row(
+            Text(agent.agent),
+            str(agent.tasks),
+            *(
+                str(counts.get(s.value, 0))
+                for s in (Status.RUNNING, Status.QUEUED, Status.SUCCEEDED, Status.FAILED)
+            ),
+            *(seconds(v) for v in (agent.wait.avg, agent.wait.p50, agent.wait.p95)),
+            *(seconds(v) for v in (agent.run.avg, agent.run.p50, agent.run.p95)),
+        )
+    return table
+
+
+def _throughput_line(computed: queue_stats.Stats) -> Text:
+    flow = computed.throughput
+    line = Text("throughput: ", style="bold")
+    line.append(
+        f"{flow.per_minute_last_hour:.2f}/min in the last hour ({flow.finished_last_hour} ended)"
+    )
+    if flow.per_minute_overall is not None:
+        line.append(
+            f" · {flow.per_minute_overall:.2f}/min since the first task, "
+            f"{ago(flow.since, computed.now)} ({flow.finished} ended)"
+        )
+    return line
