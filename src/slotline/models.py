@@ -177,6 +177,10 @@ class Attempt:
     over_limit: bool
     lease_expires_at: float | None
     log_path: str | None
+    cpu_percent: float | None = None
+    rss_bytes: int | None = None
+    peak_cpu_percent: float | None = None
+    peak_rss_bytes: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON shape; never includes the secret token."""
@@ -192,6 +196,10 @@ class Attempt:
             "reason": self.reason,
             "over_limit": self.over_limit,
             "log_path": self.log_path,
+            "cpu_percent": self.cpu_percent,
+            "rss_bytes": self.rss_bytes,
+            "peak_cpu_percent": self.peak_cpu_percent,
+            "peak_rss_bytes": self.peak_rss_bytes,
         }
 
 
@@ -235,6 +243,8 @@ class Task:
     attempt_count: int
     attempt_base: int
     current_attempt: str | None
+    memory_mb: int | None = None
+    expected_duration: float | None = None
     attempts: tuple[Attempt, ...] = ()
     position: int | None = None
 
@@ -272,6 +282,8 @@ class Task:
             "max_attempts": self.max_attempts,
             "timeout": self.timeout,
             "queue_ttl": self.queue_ttl,
+            "memory_mb": self.memory_mb,
+            "expected_duration": self.expected_duration,
             "not_before": iso(self.not_before),
             "created_at": iso(self.created_at),
             "queued_at": iso(self.queued_at),

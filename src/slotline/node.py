@@ -34,6 +34,7 @@ from slotline.runner.process import (
     read_exit_file,
     spawn,
 )
+from slotline.runner.proctree import TreeSampler
 from slotline.store import Claim, Store
 
 log = logging.getLogger("slotline.node")
@@ -89,6 +90,7 @@ class Node:
         self.kill_grace = kill_grace
         self.heartbeat_interval = heartbeat
         self.guard_interval = 2.0
+        self._sampler = TreeSampler()
         self.lease = lease
         self.env_allow = tuple(env_allow)
         self.log_max_bytes = log_max_bytes
@@ -127,6 +129,7 @@ class Node:
         beat = asyncio.create_task(self._heartbeat(stop))
         guard = asyncio.create_task(self._guard(stop))
         try:
+            await self._check_guard()  # before the first claim, not after it
             await self._reconcile()
             while not stop.is_set():
                 self._changed.clear()
@@ -184,29 +187,42 @@ class Node:
 
     async def _guard(self, stop: asyncio.Event) -> None:
         """Sample the machine; hold or shrink dispatch while it is past its thresholds."""
+        while not stop.is_set():
+            await asyncio.sleep(self.guard_interval)
+            await self._check_guard()
+
+    async def _check_guard(self) -> None:
         if not self.guard.enabled:
             return
-        while not stop.is_set():
-            try:
-                settings = await asyncio.to_thread(self.store.settings)
-                verdict = self.guard.check(
-                    int(settings["max_concurrent"]), len(self._runs), utcnow()
+        try:
+            settings = await asyncio.to_thread(self.store.settings)
+            verdict = self.guard.check(int(settings["max_concurrent"]), len(self._runs), utcnow())
+            if verdict != self._verdict:
+                self._verdict = verdict
+                await asyncio.to_thread(
+                    self.store.set_pressure, self.node_id, verdict.reason, verdict.hold
                 )
-                if verdict != self._verdict:
-                    self._verdict = verdict
-                    await asyncio.to_thread(
-                        self.store.set_pressure, self.node_id, verdict.reason, verdict.hold
-                    )
-                    self._changed.set()
-            except SlotlineError:
-                log.exception("resource guard failed", extra={"node": self.node_id})
-            await asyncio.sleep(self.guard_interval)
+                self._changed.set()
+        except SlotlineError:
+            log.exception("resource guard failed", extra={"node": self.node_id})
+
+    async def _sample_usage(self) -> None:
+        """Record CPU% and RSS of each running command's whole process tree."""
+        usage = {}
+        for run in list(self._runs.values()):
+            if run.handle is not None:
+                sample = self._sampler.sample(run.handle.pid, run.handle.pid_started)
+                if sample is not None:
+                    usage[run.attempt.id] = (sample.cpu_percent, sample.rss)
+        if usage:
+            await asyncio.to_thread(self.store.record_usage, usage)
 
     async def _heartbeat(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             await asyncio.sleep(self.heartbeat_interval)
             try:
                 await asyncio.to_thread(self.store.heartbeat, self.node_id, lease=self.lease)
+                await self._sample_usage()
                 await self._reap_lapsed()
             except SlotlineError:
                 log.exception("heartbeat failed", extra={"node": self.node_id})
@@ -261,6 +277,7 @@ class Node:
                 task.workspace,
                 env,
                 log_path,
+                memory_mb=task.memory_mb,
                 log_max_bytes=self.log_max_bytes,
             )
         except SpawnError as exc:

@@ -40,6 +40,8 @@ class TaskSpec(BaseModel):
     backoff: float = Field(default=5.0, ge=0, le=86400)
     timeout: float | None = Field(default=None, gt=0)
     queue_ttl: float | None = Field(default=None, gt=0)
+    memory_mb: int | None = Field(default=None, gt=0, le=16 * 1024 * 1024)
+    expected_duration: float | None = Field(default=None, gt=0)
     hold: bool = False
 
     @field_validator("priority", mode="before")

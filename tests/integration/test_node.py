@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from slotline.admission import Guard, Sample
+from slotline.config import Admission
 from slotline.models import Attempt, Status, Task
 from slotline.node import Node
 from slotline.store import Store, open_store
@@ -300,3 +302,57 @@ def test_background_children_do_not_keep_an_attempt_running(store: Store, tmp_pa
     task = store.get(leaver.id)
     assert task.status is Status.SUCCEEDED
     assert task.attempts[0].finished_at is not None
+
+
+def test_memory_cap_stops_a_run_that_allocates_past_it(store: Store, tmp_path: Path) -> None:
+    hog = [sys.executable, "-c", "x = bytearray(400 * 1024 * 1024); print('allocated')"]
+    capped = store.submit({"command": hog, "memory_mb": 200})
+    free = store.submit({"command": hog})
+    asyncio.run(Node(store, log_dir=tmp_path / "logs").run_until_idle(timeout=60))
+
+    assert store.get(free.id).status is Status.SUCCEEDED
+    task = store.get(capped.id)
+    assert task.status is Status.FAILED
+    log_path = task.attempts[0].log_path
+    assert log_path is not None
+    assert "MemoryError" in Path(log_path).read_text()
+
+
+def test_cpu_and_memory_of_the_process_tree_are_recorded(store: Store, tmp_path: Path) -> None:
+    busy = submit(store, "sh", "-c", "sleep 1.5 & sleep 1.5; wait")
+
+    async def scenario() -> None:
+        async with running_node(store, tmp_path, heartbeat=0.1):
+            await until(lambda: store.get(busy.id).status is Status.SUCCEEDED)
+
+    asyncio.run(scenario())
+    attempt = store.get(busy.id).attempts[0]
+    assert attempt.peak_rss_bytes is not None
+    assert attempt.peak_rss_bytes > 1024 * 1024
+    assert attempt.rss_bytes is not None
+    assert attempt.peak_cpu_percent is not None
+
+
+def test_admission_guard_holds_new_starts_while_the_machine_is_pressed(
+    store: Store, tmp_path: Path
+) -> None:
+    readings = {"cpu": 99.0}
+    guard = Guard(
+        Admission(max_cpu_percent=90),
+        sampler=lambda: Sample(cpu_percent=readings["cpu"], available_mb=10_000),
+    )
+    waiting = submit(store, "true")
+
+    async def scenario() -> None:
+        async with running_node(store, tmp_path, guard=guard) as node:
+            node.guard_interval = 0.05
+            await until(lambda: store.status().admission is not None)
+            assert store.status().admission == "CPU at 99% (limit 90%)"
+            assert store.get(waiting.id).status is Status.QUEUED
+            readings["cpu"] = 10.0
+            await until(lambda: store.get(waiting.id).status is Status.SUCCEEDED)
+            assert store.status().admission is None
+
+    asyncio.run(scenario())
+    kinds = [e.kind for e in store.events()]
+    assert kinds.count("admission") == 2

@@ -8,8 +8,8 @@ import time
 
 import psutil
 
-from slotline.cli.proctree import TreeSampler, size
 from slotline.cli.top import parse_keys
+from slotline.runner.proctree import TreeSampler, size
 
 
 def test_arrow_escape_sequences_and_plain_keys() -> None:

@@ -19,11 +19,11 @@ from rich.text import Text
 
 from slotline.cli.context import CliState, pass_state
 from slotline.cli.interrupt import run_until_interrupted
-from slotline.cli.proctree import TreeSampler, Usage
 from slotline.cli.render import short_id, show
 from slotline.cli.top_view import View, render, selectable
 from slotline.errors import SlotlineError
 from slotline.models import Status, utcnow
+from slotline.runner.proctree import TreeSampler, Usage
 from slotline.store import QueueStatus, Store
 from slotline.store.core import Watcher
 

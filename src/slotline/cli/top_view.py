@@ -11,9 +11,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from slotline.cli.proctree import Usage, size
 from slotline.cli.render import NEXT_UP, duration, short_id
 from slotline.models import Task
+from slotline.runner.proctree import Usage, size
 from slotline.store import QueueStatus
 
 BAR_WIDTH = 20

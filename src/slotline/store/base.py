@@ -251,6 +251,8 @@ class Store(SteeringVerbs, StoreCore):
             queue_ttl=spec.queue_ttl,
             created_at=now,
             queued_at=now if status in (Status.QUEUED, Status.HELD) else None,
+            memory_mb=spec.memory_mb,
+            expected_duration=spec.expected_duration,
         )
         for dep in needs:
             tx.run("dep_insert", task_id=task_id, dep_id=dep.id)
@@ -520,6 +522,13 @@ class Store(SteeringVerbs, StoreCore):
                     "node_insert", id=node_id, host=socket.gethostname(), pid=os.getpid(), now=now
                 )
             tx.run("attempt_renew", node_id=node_id, lease_expires_at=now + lease)
+
+    def record_usage(self, usage: dict[str, tuple[float, int]]) -> None:
+        """Latest CPU% and RSS of running attempts' process trees ({attempt id: (cpu, rss)});
+        the peaks are kept. Wakes no one: readers refresh on their own."""
+        with self._transaction(write=True) as tx:
+            for attempt_id, (cpu, rss) in usage.items():
+                tx.run("attempt_usage", id=attempt_id, cpu_percent=float(cpu), rss_bytes=int(rss))
 
     def set_pressure(self, node_id: str, reason: str | None, hold: bool) -> None:
         """Record (or clear) the resource guard's verdict so `status` can say why nothing

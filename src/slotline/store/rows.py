@@ -57,6 +57,8 @@ def task_from_row(
         attempt_count=row["attempt_count"],
         attempt_base=row["attempt_base"],
         current_attempt=row["current_attempt"],
+        memory_mb=row["memory_mb"],
+        expected_duration=_opt_float(row["expected_duration"]),
         attempts=attempts,
         position=position,
     )
@@ -79,6 +81,10 @@ def attempt_from_row(row: Mapping[str, Any]) -> Attempt:
         over_limit=bool(row["over_limit"]),
         lease_expires_at=_opt_float(row["lease_expires_at"]),
         log_path=row["log_path"],
+        cpu_percent=_opt_float(row["cpu_percent"]),
+        rss_bytes=row["rss_bytes"],
+        peak_cpu_percent=_opt_float(row["peak_cpu_percent"]),
+        peak_rss_bytes=row["peak_rss_bytes"],
     )
 
 

@@ -5,11 +5,13 @@
 INSERT INTO tasks (
     id, kind, command, callable, args, title, agent, workspace, owner, labels, env,
     priority, boosted, start_now, rank, status, status_reason, depends_on, parent_id, depth,
-    max_attempts, backoff, timeout, queue_ttl, created_at, queued_at
+    max_attempts, backoff, timeout, queue_ttl, created_at, queued_at, memory_mb,
+    expected_duration
 ) VALUES (
     :id, :kind, :command, :callable, :args, :title, :agent, :workspace, :owner, :labels, :env,
     :priority, FALSE, FALSE, :rank, :status, :status_reason, :depends_on, :parent_id, :depth,
-    :max_attempts, :backoff, :timeout, :queue_ttl, :created_at, :queued_at
+    :max_attempts, :backoff, :timeout, :queue_ttl, :created_at, :queued_at, :memory_mb,
+    :expected_duration
 );
 
 -- name: dep_insert
@@ -207,3 +209,12 @@ UPDATE tasks SET depends_on = :depends_on WHERE id = :id;
 
 -- name: attempt_renew_one
 UPDATE attempts SET lease_expires_at = :lease_expires_at WHERE id = :id AND finished_at IS NULL;
+
+-- name: attempt_usage
+UPDATE attempts
+SET cpu_percent = :cpu_percent, rss_bytes = :rss_bytes,
+    peak_cpu_percent = CASE WHEN peak_cpu_percent IS NULL OR peak_cpu_percent < :cpu_percent
+                            THEN :cpu_percent ELSE peak_cpu_percent END,
+    peak_rss_bytes = CASE WHEN peak_rss_bytes IS NULL OR peak_rss_bytes < :rss_bytes
+                          THEN :rss_bytes ELSE peak_rss_bytes END
+WHERE id = :id AND finished_at IS NULL;
