@@ -117,6 +117,48 @@ class Config(BaseModel):
             raise InvalidInput(f"unknown agent type {name!r} (known: {known})") from None
 
 
+def expand_agent_type(config: Config, data: dict[str, Any], prompt: str | None) -> dict[str, Any]:
+    """Submit fields for an agent type: its command template filled (the prompt as one
+    argv element) and its defaults (timeout, attempts, memory cap, expected duration)
+    where the caller gave none. Fields with a command of their own pass through.
+
+    Raises:
+        InvalidInput: a prompt without an agent type, or an unknown agent type.
+    """
+    agent = data.get("agent")
+    if data.get("command") or data.get("callable") or data.get("kind") not in (None, "command"):
+        if prompt is not None:
+            raise InvalidInput("prompt: give an agent type and a prompt, or a command, not both")
+        return data
+    if agent is None:
+        if prompt is not None:
+            raise InvalidInput("prompt: name the agent type it is for (--agent NAME)")
+        return data
+    template = config.agent(agent)  # an unknown type is refused, naming the known ones
+    if prompt is None:
+        raise InvalidInput(f"agent type {agent!r} needs a prompt")
+    values = {
+        "prompt": prompt,
+        "workspace": data.get("workspace") or "",
+        "title": data.get("title") or "",
+        "user": data.get("user") or "",
+        "agent": agent,
+    }
+    filled = {k: v for k, v in data.items() if v is not None}
+    filled["command"] = template.argv(values)
+    defaults = {
+        "timeout": template.timeout,
+        "max_attempts": template.max_attempts,
+        "memory_mb": template.memory_mb,
+        "expected_duration": template.expected_duration,
+        "title": prompt if len(prompt) <= 80 else prompt[:77] + "...",
+    }
+    for key, value in defaults.items():
+        if value is not None:
+            filled.setdefault(key, value)
+    return filled
+
+
 # SLOTLINE_<NAME> environment variables that override top-level keys.
 ENV_KEYS = (
     "store",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import click
 
@@ -54,13 +55,21 @@ EXIT_INTERRUPTED = 130
     "(default: $SLOTLINE_STORE, else the SQLite file under the XDG data dir).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON; errors as JSON on stderr.")
+@click.option(
+    "--config",
+    "config_path",
+    metavar="FILE",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="slotline.yaml (default: $SLOTLINE_CONFIG, else ./slotline.yaml if present).",
+)
 @click.version_option(__version__, "--version", "-V", prog_name="slotline")
 @click.pass_context
-def cli(ctx: click.Context, store_url: str | None, as_json: bool) -> None:
+def cli(ctx: click.Context, store_url: str | None, as_json: bool, config_path: Path | None) -> None:
     """slotline: run many agents or long commands, at most N at once, and steer the line."""
     state = ctx.ensure_object(CliState)
     state.store_url = store_url or None
     state.json = state.json or as_json
+    state.config_path = config_path
     ctx.call_on_close(state.close)
 
 

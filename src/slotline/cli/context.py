@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
+from slotline.config import Config, load_config
 from slotline.store import Store, open_store
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -20,7 +22,16 @@ class CliState:
 
     store_url: str | None = None
     json: bool = False
+    config_path: Path | None = None
     _store: Store | None = field(default=None, repr=False)
+    _config: Config | None = field(default=None, repr=False)
+
+    @property
+    def config(self) -> Config:
+        """slotline.yaml (from --config, $SLOTLINE_CONFIG or ./slotline.yaml), loaded once."""
+        if self._config is None:
+            self._config = load_config(self.config_path)
+        return self._config
 
     @property
     def store(self) -> Store:

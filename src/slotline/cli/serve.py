@@ -88,7 +88,9 @@ def serve(
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    config = load_config(config_path, overrides={"max_concurrent": max_concurrent})
+    config = load_config(
+        config_path or state.config_path, overrides={"max_concurrent": max_concurrent}
+    )
     if state.store_url is None and config.store:
         state.store_url = config.store
     store = state.store

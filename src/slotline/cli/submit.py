@@ -11,6 +11,7 @@ import click
 from slotline.cli.context import CliState, json_option, pass_state
 from slotline.cli.render import describe_place, print_json, short_id
 from slotline.cli.wait import wait_for
+from slotline.config import expand_agent_type
 from slotline.errors import InvalidInput
 from slotline.models import Priority
 
@@ -129,9 +130,19 @@ def parse_priority(
     "--max-attempts",
     metavar="N",
     type=click.IntRange(1, 100),
-    default=1,
-    show_default=True,
-    help="Runs allowed in all; failures are retried with backoff.",
+    help="Runs allowed in all; failures are retried with backoff (default 1, or the agent type's).",
+)
+@click.option(
+    "--prompt",
+    metavar="TEXT",
+    help="With --agent NAME of slotline.yaml: the prompt, filled into the agent type's "
+    "command as one argument (give no command then).",
+)
+@click.option(
+    "--memory-mb",
+    metavar="MB",
+    type=click.IntRange(min=1),
+    help="Cap the run's memory (address space) at this many MiB.",
 )
 @click.option("--hold", is_flag=True, help="Submit held: it does not start until released.")
 @click.option(
@@ -140,7 +151,7 @@ def parse_priority(
     help="Block until the task ends, with a live status line on stderr; exit with its "
     "exit code (1 if it ended without one). Ctrl-C stops waiting, not the task.",
 )
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @json_option
 @pass_state
 def submit(
@@ -156,16 +167,21 @@ def submit(
     parent: str | None,
     timeout: float | None,
     ttl: float | None,
-    max_attempts: int,
+    max_attempts: int | None,
+    prompt: str | None,
+    memory_mb: int | None,
     hold: bool,
     wait: bool,
     command: tuple[str, ...],
 ) -> int:
-    """Queue a command: submit [OPTIONS] -- CMD ARGS…
+    """Queue a command: submit [OPTIONS] -- CMD ARGS…, or an agent type of slotline.yaml:
+    submit --agent NAME --prompt TEXT.
 
     The command is an argv list, run without a shell. Prints the new task's id, status
     and position. With --wait, blocks until the task ends and exits with its exit code.
     """
+    if not command and prompt is None and agent is None:
+        raise click.UsageError("give the command after --, or --agent NAME --prompt TEXT")
     spec: dict[str, Any] = {
         "command": list(command),
         "title": title,
@@ -180,8 +196,12 @@ def submit(
         "max_attempts": max_attempts,
         "timeout": timeout,
         "queue_ttl": ttl,
+        "memory_mb": memory_mb,
         "hold": hold,
     }
+    if prompt is not None or (agent is not None and not command):
+        spec = expand_agent_type(state.config, spec, prompt)
+    spec = {key: value for key, value in spec.items() if value is not None}
     store = state.store
     task = store.get(store.submit(spec).id)
 

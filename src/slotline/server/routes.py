@@ -6,9 +6,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query
 
-from slotline.config import Config
-from slotline.errors import InvalidInput
-from slotline.models import Kind, Priority, Status, Task
+from slotline.config import Config, expand_agent_type
+from slotline.models import Priority, Status, Task
 from slotline.server.auth import Principal
 from slotline.server.context import Reader, ServerState, State, Writer
 from slotline.server.errors import ERROR_RESPONSES
@@ -50,30 +49,9 @@ def build_spec(body: SubmitBody, config: Config, who: Principal, admin_only_raw:
     if admin_only_raw and not who.is_admin and data.get("env"):
         # An environment (LD_PRELOAD, PATH…) can run code as surely as a command can.
         raise HTTPException(403, "env is for admins here; agent types set their own")
-    agent: str | None = data.get("agent")
-    by_type = (
-        agent is not None
-        and not data.get("command")
-        and not data.get("callable")
-        and data.get("kind") in (None, Kind.COMMAND)
-    )
-    if by_type and agent is not None:
-        template = config.agent(agent)  # an unknown type is refused, naming the known ones
-        values: dict[str, str] = {
-            "prompt": prompt or "",
-            "workspace": data.get("workspace") or "",
-            "title": data.get("title") or "",
-            "user": data.get("user") or "",
-            "agent": agent,
-        }
-        data["command"] = template.argv(values)
-        if template.timeout is not None:
-            data.setdefault("timeout", template.timeout)
-        data.setdefault("max_attempts", template.max_attempts)
-        data.setdefault("title", (prompt or agent)[:80])
-    elif prompt is not None:
-        raise InvalidInput("prompt: give agent (an agent type of the configuration), no command")
-    elif data.get("command") and admin_only_raw and not who.is_admin:
+    raw = bool(data.get("command"))
+    data = expand_agent_type(config, data, prompt)
+    if raw and admin_only_raw and not who.is_admin:
         raise HTTPException(
             403, "raw commands are for admins here; submit an agent type with a prompt"
         )

@@ -114,6 +114,8 @@ class SubmitBody(BaseModel):
     backoff: float | None = None
     timeout: float | None = None
     queue_ttl: float | None = None
+    memory_mb: int | None = None
+    expected_duration: float | None = None
     hold: bool | None = None
 
 

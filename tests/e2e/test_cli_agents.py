@@ -1,0 +1,88 @@
+"""Agent types from slotline.yaml: submit by name and prompt, limits applied by serve."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .conftest import Run, Serve, ok, wait_for
+
+CONFIG = """\
+max_concurrent: 2
+agents:
+  echoer:
+    command: [sh, -c, 'printf "%s" "$0" > prompt.txt', "{prompt}"]
+    max_concurrent: 1
+    timeout: 600
+    max_attempts: 2
+    memory_mb: 512
+  pm:
+    command: [sleep, "{prompt}"]
+    global_pool: false
+limits:
+  - {key: workspace, max: 3}
+"""
+
+
+def write_config(tmp_path: Path) -> Path:
+    path = tmp_path / "slotline.yaml"
+    path.write_text(CONFIG)
+    return path
+
+
+def test_submit_by_agent_type_fills_the_prompt_as_one_argument(cli: Run, tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    prompt = 'fix it; rm -rf / "$(whoami)"'
+    task = ok(
+        cli("--json", "--config", str(config), "submit", "--agent", "echoer", "--prompt", prompt)
+    )
+    assert task["command"] == ["sh", "-c", 'printf "%s" "$0" > prompt.txt', prompt]
+    assert (task["agent"], task["timeout"], task["max_attempts"]) == ("echoer", 600, 2)
+    assert task["memory_mb"] == 512
+    assert task["title"] == prompt
+
+
+def test_flags_beat_the_agent_type_defaults(cli: Run, tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    task = ok(
+        cli("--json", "--config", str(config), "submit", "--agent", "echoer", "--prompt", "x",
+            "--max-attempts", "1", "--timeout", "5")
+    )  # fmt: skip
+    assert (task["max_attempts"], task["timeout"]) == (1, 5)
+
+
+def test_agent_type_errors_are_one_line(cli: Run, tmp_path: Path) -> None:
+    config = str(write_config(tmp_path))
+    unknown = cli("--config", config, "submit", "--agent", "nope", "--prompt", "x")
+    assert unknown.code == 1
+    assert unknown.error_line() == "error: unknown agent type 'nope' (known: echoer, pm)"
+    both = cli("--config", config, "submit", "--agent", "echoer", "--prompt", "x", "--", "ls")
+    assert both.code == 1
+    assert "not both" in both.error_line()
+    no_prompt = cli("--config", config, "submit", "--agent", "echoer")
+    assert no_prompt.error_line() == "error: agent type 'echoer' needs a prompt"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("agents:\n  x:\n    comand: [x]\n")
+    invalid = cli("--config", str(bad), "submit", "--agent", "x", "--prompt", "p")
+    assert invalid.code == 1
+    assert f"{bad}:3: agents.x.comand" in invalid.error_line()
+
+
+def test_serve_applies_the_config_and_runs_the_agent(
+    cli: Run, serve: Serve, tmp_path: Path
+) -> None:
+    config = str(write_config(tmp_path))
+    work = tmp_path / "work"
+    work.mkdir()
+    serve("--config", config)
+    limits = ok(cli("--json", "limits"))
+    assert limits["max_concurrent"] == 2
+    assert {"key": "agent", "value": "echoer", "max": 1} in limits["limits"]
+    assert {"key": "workspace", "value": None, "max": 3} in limits["limits"]
+    assert limits["exempt_agents"] == ["pm"]
+
+    task = ok(
+        cli("--json", "--config", config, "submit", "--agent", "echoer", "--workspace",
+            str(work), "--prompt", "hello world")
+    )  # fmt: skip
+    wait_for(lambda: ok(cli("--json", "show", task["id"]))["status"] == "succeeded")
+    assert (work / "prompt.txt").read_text() == "hello world"
