@@ -358,24 +358,36 @@ class Node:
                         "re-adopted a running attempt",
                         extra={"task_id": task.id, "pid": pid},
                     )
+                    await asyncio.to_thread(
+                        self.store.note_reconciled, task.id, attempt.id, "adopted", pid=pid
+                    )
                     run.handle = handle
                     self._runs[attempt.id] = run
                     run.watcher = asyncio.create_task(self._adopted(run, handle))
                     continue
             code = read_exit_file(exit_path)
             if code is not None:
-                outcome = Outcome(code, describe_exit(code))
+                action, outcome = "collected", Outcome(code, describe_exit(code))
             else:
-                outcome = Outcome(None, "interrupted: the node stopped and the process is gone")
+                reason = "interrupted: the node stopped and the process is gone"
+                action, outcome = "interrupted", Outcome(None, reason)
             log.info(
                 "finishing an attempt left by a stopped node",
                 extra={"task_id": task.id, "reason": outcome.reason},
+            )
+            await asyncio.to_thread(
+                self.store.note_reconciled,
+                task.id,
+                attempt.id,
+                action,
+                exit_code=outcome.exit_code,
+                reason=outcome.reason,
             )
             self._runs[attempt.id] = run
             await self._finish(run, outcome)
 
     async def _adopted(self, run: _Run, handle: ProcessHandle) -> None:
-        await self._finish(run, await handle.wait())
+        await self._finish(run, await self._wait(run, handle))
 
     async def _reap_lapsed(self) -> None:
         """Finish attempts of other nodes whose heartbeat lapsed (their node is gone)."""

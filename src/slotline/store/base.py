@@ -530,6 +530,14 @@ class Store(SteeringVerbs, StoreCore):
             for attempt_id, (cpu, rss) in usage.items():
                 tx.run("attempt_usage", id=attempt_id, cpu_percent=float(cpu), rss_bytes=int(rss))
 
+    def note_reconciled(self, task_id: str, attempt_id: str, action: str, **detail: Any) -> None:
+        """Log what a starting node did with an attempt it found running: `adopted` (the
+        process lives on), `collected` (its exit file told the outcome), `interrupted`."""
+        with self._write() as tx:
+            ops.emit(
+                tx, "reconciled", task_id, utcnow(), attempt=attempt_id, action=action, **detail
+            )
+
     def set_pressure(self, node_id: str, reason: str | None, hold: bool) -> None:
         """Record (or clear) the resource guard's verdict so `status` can say why nothing
         starts; emits an `admission` event only when it changes."""
