@@ -211,7 +211,10 @@ async def spawn(
         (os.POSIX_SPAWN_DUP2, 1, 2),
     ]
     try:
-        pid = os.posix_spawn(sys.executable, keeper, env, file_actions=actions, setsid=True)
+        # posix_spawn waits for the keeper's exec (a few ms): keep that off the loop thread.
+        pid = await asyncio.to_thread(
+            os.posix_spawn, sys.executable, keeper, env, file_actions=actions, setsid=True
+        )
     except OSError as exc:
         raise SpawnError(f"cannot start {program}: {exc.strerror or exc}") from exc
     return ProcessHandle(pid, process_start_time(pid), log_path, exit_path, child=True)
