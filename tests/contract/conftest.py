@@ -31,6 +31,7 @@ class Clock:
 SubmitFn = Callable[..., Task]
 ClaimFn = Callable[..., list[Claim]]
 FinishFn = Callable[..., Task]
+LineFn = Callable[[], list[str]]
 
 
 def titles(items: list[Claim] | list[Task]) -> list[str]:
@@ -76,7 +77,7 @@ def finish(store: Store, clock: Clock) -> FinishFn:
 
 
 @pytest.fixture
-def line(store: Store, clock: Clock) -> Callable[[], list[str]]:
+def line(store: Store, clock: Clock) -> LineFn:
     """The titles of the queued tasks, in queue order."""
 
     def _line() -> list[str]:

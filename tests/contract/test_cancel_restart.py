@@ -10,9 +10,7 @@ from slotline.errors import InvalidTransition
 from slotline.models import Status, Task
 from slotline.store import Store
 
-from .conftest import NODE, ClaimFn, Clock, FinishFn, SubmitFn, titles
-
-Line = Callable[[], list[str]]
+from .conftest import NODE, ClaimFn, Clock, FinishFn, LineFn, SubmitFn, titles
 
 
 def waiting_task(store: Store, submit: SubmitFn) -> Task:
@@ -191,7 +189,7 @@ def test_terminate_applies_only_to_running_tasks(
 
 
 def test_restart_of_a_succeeded_task_queues_a_new_attempt_at_the_tail_of_its_band(
-    store: Store, submit: SubmitFn, claim: ClaimFn, finish: FinishFn, line: Line
+    store: Store, submit: SubmitFn, claim: ClaimFn, finish: FinishFn, line: LineFn
 ) -> None:
     store.set_setting("max_concurrent", 1)
     task = submit("a")
@@ -264,7 +262,7 @@ def test_restart_of_a_running_task_needs_force(
 
 
 def test_forced_restart_stops_the_run_then_queues_it_again(
-    store: Store, submit: SubmitFn, claim: ClaimFn, finish: FinishFn, line: Line
+    store: Store, submit: SubmitFn, claim: ClaimFn, finish: FinishFn, line: LineFn
 ) -> None:
     store.set_setting("max_concurrent", 1)
     task = submit("a")
@@ -286,6 +284,34 @@ def test_forced_restart_stops_the_run_then_queues_it_again(
     assert second.attempt.number == 2
     live = [a for a in store.attempts() if a.task_id == task.id and a.finished_at is None]
     assert [a.id for a in live] == [second.attempt.id]
+
+
+def test_a_forced_restart_after_the_dependency_failed_again_ends_blocked(
+    store: Store, submit: SubmitFn, claim: ClaimFn, finish: FinishFn
+) -> None:
+    # Given b running after its dependency a succeeded, and c waiting on b,
+    a = submit("a")
+    b = submit("b", depends_on=[a.id])
+    c = submit("c", depends_on=[b.id])
+    finish(claim()[0])
+    (running,) = claim()
+    assert running.task.id == b.id
+
+    # when a is run again and fails, and b is restarted with force,
+    store.restart(a.id)
+    finish(claim()[0], exit_code=1)
+    store.restart(b.id, force=True)
+    ended = finish(running, exit_code=-15)
+
+    # then b's run is over (its slot is free), and b is blocked by a, and c by b;
+    assert ended.status is Status.BLOCKED
+    assert a.id[:8] in (ended.status_reason or "")
+    assert store.live_attempts(NODE) == []
+    assert store.get(c.id).status is Status.BLOCKED
+    # and restarting a puts both back to waiting.
+    store.restart(a.id)
+    assert store.get(b.id).status is Status.WAITING
+    assert store.get(c.id).status is Status.WAITING
 
 
 @pytest.mark.parametrize("status", ["queued", "waiting", "held"])

@@ -148,9 +148,7 @@ def test_a_task_blocked_by_two_dependencies_waits_again_once_both_are_restarted(
     assert store.get(dependent.id).status is Status.WAITING
 
 
-def test_cancelling_a_dependent_leaves_its_dependency_alone(
-    store: Store, submit: SubmitFn
-) -> None:
+def test_cancelling_a_dependent_leaves_its_dependency_alone(store: Store, submit: SubmitFn) -> None:
     a = submit("a")
     b = submit("b", depends_on=[a.id])
 
@@ -176,21 +174,28 @@ def test_add_dependency_to_a_queued_task_makes_it_wait(
     assert titles(claim()) == ["b"]
 
 
-def test_add_dependency_on_a_failed_task_blocks(
+def test_add_dependency_on_a_failed_task_blocks_the_task_and_its_dependents(
     store: Store, submit: SubmitFn, claim: ClaimFn, finish: FinishFn
 ) -> None:
-    # Given a queued task and a waiting one, when each gets a dependency that failed,
+    # Given a queued task with a dependent, and a task waiting on something else,
     failed = submit("failed")
     finish(claim()[0], exit_code=1)
     store.set_setting("max_concurrent", 0)
     queued = submit("queued")
-    waiting = submit("waiting", depends_on=[queued.id])
+    dependent = submit("dependent", depends_on=[queued.id])
+    waiting = submit("waiting", depends_on=[submit("other").id])
 
-    # then both are blocked by it (a waiting task would otherwise wait forever).
-    for task in (queued, waiting):
-        blocked = store.add_dependency(task.id, failed.id)
-        assert blocked.status is Status.BLOCKED
-        assert failed.id[:8] in (blocked.status_reason or "")
+    # when each gets a dependency that failed,
+    blocked = store.add_dependency(queued.id, failed.id)
+    also_blocked = store.add_dependency(waiting.id, failed.id)
+
+    # then both are blocked by it (a waiting one would otherwise wait forever),
+    # and so is the task that depends on the first.
+    assert (blocked.status, also_blocked.status) == (Status.BLOCKED, Status.BLOCKED)
+    assert failed.id[:8] in (blocked.status_reason or "")
+    assert failed.id[:8] in (also_blocked.status_reason or "")
+    assert store.get(dependent.id).status is Status.BLOCKED
+    assert queued.id[:8] in (store.get(dependent.id).status_reason or "")
 
 
 def test_add_dependency_refuses_ended_or_running_tasks_and_unknown_ids(
@@ -200,7 +205,7 @@ def test_add_dependency_refuses_ended_or_running_tasks_and_unknown_ids(
     claim()
     other = submit("other")
 
-    with pytest.raises(InvalidTransition, match="running"):
+    with pytest.raises(InvalidTransition, match="running; only a waiting or queued task"):
         store.add_dependency(running.id, other.id)
     with pytest.raises(UnknownDependency):
         store.add_dependency(other.id, "f" * 32)

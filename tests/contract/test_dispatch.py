@@ -10,11 +10,11 @@ from slotline.errors import InvalidInput
 from slotline.models import Status
 from slotline.store import Store
 
-from .conftest import ClaimFn, FinishFn, SubmitFn, titles
+from .conftest import ClaimFn, FinishFn, LineFn, SubmitFn, titles
 
 
 def test_queue_order_is_priority_then_submission(
-    store: Store, submit: SubmitFn, line: Any
+    store: Store, submit: SubmitFn, line: LineFn
 ) -> None:
     submit("low", priority="low")
     submit("normal-1")
@@ -47,7 +47,7 @@ def test_positions_close_up_when_the_head_starts(
 
 
 def test_claim_fills_every_free_slot_in_one_pass(
-    store: Store, submit: SubmitFn, claim: ClaimFn, line: Any
+    store: Store, submit: SubmitFn, claim: ClaimFn, line: LineFn
 ) -> None:
     for name in "abcde":
         submit(name)
@@ -96,9 +96,7 @@ def test_max_concurrent_can_be_raised_and_lowered(
     assert store.settings()["max_concurrent"] == 2
 
 
-def test_zero_max_concurrent_starts_nothing(
-    store: Store, submit: SubmitFn, claim: ClaimFn
-) -> None:
+def test_zero_max_concurrent_starts_nothing(store: Store, submit: SubmitFn, claim: ClaimFn) -> None:
     store.set_setting("max_concurrent", 0)
     submit("a")
 
@@ -281,9 +279,7 @@ def test_set_limit_validates_its_arguments(
 
 
 @pytest.mark.parametrize("value", [-1, "many", 2.5, True, None, [3]])
-def test_max_concurrent_must_be_a_whole_number_of_zero_or_more(
-    store: Store, value: object
-) -> None:
+def test_max_concurrent_must_be_a_whole_number_of_zero_or_more(store: Store, value: object) -> None:
     with pytest.raises(InvalidInput, match="max_concurrent"):
         store.set_setting("max_concurrent", value)
 

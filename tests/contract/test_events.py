@@ -147,9 +147,7 @@ def test_events_resume_after_the_last_seq_seen(store: Store, submit: SubmitFn) -
 
     assert new_events(store, seen) == [("submitted", c.id)]
     assert store.events(since=store.last_seq()) == []
-    assert [e.seq for e in store.events(since=0, limit=2)] == [
-        e.seq for e in store.events()[:2]
-    ]
+    assert [e.seq for e in store.events(since=0, limit=2)] == [e.seq for e in store.events()[:2]]
 
 
 def test_node_registration_is_logged(store: Store) -> None:

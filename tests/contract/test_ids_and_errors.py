@@ -24,9 +24,7 @@ def test_a_unique_prefix_names_a_task(store: Store, submit: SubmitFn) -> None:
     assert store.hold(task.id[:8]).status is Status.HELD
 
 
-def test_an_ambiguous_prefix_is_refused_and_changes_nothing(
-    store: Store, submit: SubmitFn
-) -> None:
+def test_an_ambiguous_prefix_is_refused_and_changes_nothing(store: Store, submit: SubmitFn) -> None:
     # With 17 tasks, at least two ids share their first hex digit.
     tasks = [submit(f"t{i}") for i in range(17)]
     digit, _ = Counter(t.id[0] for t in tasks).most_common(1)[0]
@@ -43,9 +41,9 @@ def test_an_ambiguous_prefix_is_refused_and_changes_nothing(
 
 def test_an_unknown_id_or_prefix_is_not_found(store: Store, submit: SubmitFn) -> None:
     ids = [submit(f"t{i}").id for i in range(3)]
-    unknown = next(p for p in (f"{n:04x}" for n in range(1 << 16)) if not any(
-        i.startswith(p) for i in ids
-    ))
+    unknown = next(
+        p for p in (f"{n:04x}" for n in range(1 << 16)) if not any(i.startswith(p) for i in ids)
+    )
 
     with pytest.raises(NotFound):
         store.get(unknown)

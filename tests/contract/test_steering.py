@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 
 import pytest
 
@@ -11,9 +10,7 @@ from slotline.errors import InvalidInput, InvalidTransition
 from slotline.models import Priority, Status
 from slotline.store import Store
 
-from .conftest import ClaimFn, FinishFn, SubmitFn, titles
-
-Line = Callable[[], list[str]]
+from .conftest import ClaimFn, FinishFn, LineFn, SubmitFn, titles
 
 
 def rows_except(store: Store, task_id: str) -> dict[str, tuple[str, Priority, bool, Status]]:
@@ -28,9 +25,7 @@ def rows_except(store: Store, task_id: str) -> dict[str, tuple[str, Priority, bo
 # -- boost ("start next") -----------------------------------------------------------------
 
 
-def test_boost_puts_a_task_at_position_one(
-    store: Store, submit: SubmitFn, line: Line
-) -> None:
+def test_boost_puts_a_task_at_position_one(store: Store, submit: SubmitFn, line: LineFn) -> None:
     submit("urgent", priority="urgent")
     submit("a")
     low = submit("low", priority="low")
@@ -43,7 +38,7 @@ def test_boost_puts_a_task_at_position_one(
 
 
 def test_the_latest_boost_of_a_band_goes_first(
-    store: Store, submit: SubmitFn, line: Line
+    store: Store, submit: SubmitFn, line: LineFn
 ) -> None:
     submit("a")
     b = submit("b")
@@ -72,7 +67,7 @@ def test_boost_does_not_bypass_limits(
 
 
 def test_boost_of_a_held_task_takes_effect_when_released(
-    store: Store, submit: SubmitFn, line: Line
+    store: Store, submit: SubmitFn, line: LineFn
 ) -> None:
     submit("a")
     b = submit("b")
@@ -85,9 +80,7 @@ def test_boost_of_a_held_task_takes_effect_when_released(
     assert line() == ["b", "a"]
 
 
-def test_boost_of_a_running_task_is_refused(
-    store: Store, submit: SubmitFn, claim: ClaimFn
-) -> None:
+def test_boost_of_a_running_task_is_refused(store: Store, submit: SubmitFn, claim: ClaimFn) -> None:
     task = submit("a")
     claim()
 
@@ -186,7 +179,7 @@ def test_bump_of_a_running_or_ended_task_is_refused(
 # -- move ---------------------------------------------------------------------------------
 
 
-def test_move_to_a_position(store: Store, submit: SubmitFn, line: Line) -> None:
+def test_move_to_a_position(store: Store, submit: SubmitFn, line: LineFn) -> None:
     for name in "abcd":
         submit(name)
     e = submit("e")
@@ -199,9 +192,7 @@ def test_move_to_a_position(store: Store, submit: SubmitFn, line: Line) -> None:
     assert rows_except(store, e.id) == before
 
 
-def test_move_to_the_head_and_past_the_tail(
-    store: Store, submit: SubmitFn, line: Line
-) -> None:
+def test_move_to_the_head_and_past_the_tail(store: Store, submit: SubmitFn, line: LineFn) -> None:
     a, _, c = submit("a"), submit("b"), submit("c")
 
     store.move(c.id, to=1)
@@ -210,7 +201,7 @@ def test_move_to_the_head_and_past_the_tail(
     assert line() == ["c", "b", "a"]
 
 
-def test_move_before_and_after(store: Store, submit: SubmitFn, line: Line) -> None:
+def test_move_before_and_after(store: Store, submit: SubmitFn, line: LineFn) -> None:
     a, b, c, d = (submit(name) for name in "abcd")
     before = rows_except(store, a.id)
 
@@ -225,7 +216,7 @@ def test_move_before_and_after(store: Store, submit: SubmitFn, line: Line) -> No
 
 
 def test_a_moved_task_takes_the_band_of_its_new_neighbours(
-    store: Store, submit: SubmitFn, line: Line
+    store: Store, submit: SubmitFn, line: LineFn
 ) -> None:
     urgent = submit("urgent", priority="urgent")
     submit("normal")
@@ -244,7 +235,7 @@ def test_a_moved_task_takes_the_band_of_its_new_neighbours(
 
 
 def test_many_moves_place_every_task_exactly_where_asked(
-    store: Store, submit: SubmitFn, line: Line
+    store: Store, submit: SubmitFn, line: LineFn
 ) -> None:
     # Given a line of mixed priorities and a boost, when tasks are moved at random,
     # then the line always equals the same moves applied to a plain list.
@@ -272,7 +263,7 @@ def test_many_moves_place_every_task_exactly_where_asked(
 
 
 def test_a_released_task_and_one_moved_into_its_place_both_keep_a_place(
-    store: Store, submit: SubmitFn, line: Line
+    store: Store, submit: SubmitFn, line: LineFn
 ) -> None:
     # Given b is held, and d is moved into the gap b left,
     a, b, _, d = (submit(name) for name in "abcd")
@@ -344,7 +335,7 @@ def test_move_of_a_held_or_running_task_is_refused(
 
 
 def test_set_priority_moves_a_task_to_its_new_band(
-    store: Store, submit: SubmitFn, line: Line
+    store: Store, submit: SubmitFn, line: LineFn
 ) -> None:
     submit("a")
     b = submit("b")
@@ -380,7 +371,7 @@ def test_set_priority_applies_to_tasks_not_yet_started(
 
 
 def test_a_held_task_is_skipped_and_keeps_its_place_when_released(
-    store: Store, submit: SubmitFn, claim: ClaimFn, finish: FinishFn, line: Line
+    store: Store, submit: SubmitFn, claim: ClaimFn, finish: FinishFn, line: LineFn
 ) -> None:
     store.set_setting("max_concurrent", 1)
     submit("a")

@@ -74,9 +74,7 @@ def test_invalid_spec_is_refused_and_nothing_is_created(
 
 
 @pytest.mark.parametrize("priority", ["P4", "highest", "", 4, -1, True])
-def test_bad_priority_is_refused_and_nothing_is_created(
-    store: Store, priority: object
-) -> None:
+def test_bad_priority_is_refused_and_nothing_is_created(store: Store, priority: object) -> None:
     with pytest.raises(InvalidInput, match="priority"):
         store.submit({"command": ["echo"], "priority": priority})
 

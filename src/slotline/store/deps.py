@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from slotline.errors import DependencyCycle, InvalidTransition, NotFound, UnknownDependency
+from slotline.errors import DependencyCycle, NotFound, UnknownDependency
 from slotline.models import BAD_ENDS, Status, Task, check_transition
 from slotline.store import ops
 from slotline.store.queries import Tx
@@ -93,16 +93,12 @@ def propagate_end(tx: Tx, task_id: str, status: Status, now: float) -> None:
 
 
 def reset_status(tx: Tx, task: Task) -> tuple[Status, str | None]:
-    """Where a restarted task goes: queued if its dependencies succeeded, else waiting."""
+    """Where a restarted task goes: queued if its dependencies succeeded, blocked if one
+    ended badly, else waiting."""
     deps = _deps(tx, task.id)
     bad = next((d for d in deps if d.status in BAD_ENDS), None)
     if bad is not None:
-        raise InvalidTransition(
-            f"cannot restart task {task.id[:8]}: its dependency {bad.id[:8]} is {bad.status}; "
-            "restart that one first",
-            task_id=task.id,
-            status=task.status,
-        )
+        return Status.BLOCKED, f"dependency {bad.id[:8]} {bad.status}"
     if all(d.status is Status.SUCCEEDED for d in deps):
         return Status.QUEUED, None
     return Status.WAITING, None

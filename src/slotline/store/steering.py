@@ -247,12 +247,24 @@ class SteeringVerbs(StoreCore):
                 ops.emit(tx, "restart_requested", task.id, now, attempt=task.current_attempt)
             else:
                 check_transition("restart", task.id, task.status)
-                self._reset(tx, task, now)
+                self._reset(tx, task, now, refuse_blocked=True)
             return ops.load(tx, task.id)
 
-    def _reset(self, tx: Tx, task: Task, now: float) -> None:
-        """Put a task back in line for a new attempt, at the tail of its band."""
+    def _reset(self, tx: Tx, task: Task, now: float, refuse_blocked: bool = False) -> None:
+        """Put a task back in line for a new attempt, at the tail of its band.
+
+        If a dependency has ended badly, a restart asked for now is refused; a forced
+        restart whose run has just ended leaves the task blocked instead (its run is over
+        either way, and its slot must free).
+        """
         status, reason = deps.reset_status(tx, task)
+        if status is Status.BLOCKED and refuse_blocked:
+            raise InvalidTransition(
+                f"cannot restart task {task.id[:8]}: it is {task.status} and its {reason}; "
+                "restart that one first",
+                task_id=task.id,
+                status=task.status,
+            )
         tx.run(
             "task_reset",
             id=task.id,
@@ -263,7 +275,10 @@ class SteeringVerbs(StoreCore):
             now=now,
         )
         ops.change(tx, task, "restarted", status, now)
-        deps.unblock_dependents(tx, task.id, now)
+        if status is Status.BLOCKED:
+            deps.propagate_end(tx, task.id, status, now)
+        else:
+            deps.unblock_dependents(tx, task.id, now)
 
     def hold(self, ref: str) -> Task:
         """Keep a queued task out of dispatch until released."""
