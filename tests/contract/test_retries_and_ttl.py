@@ -257,3 +257,14 @@ def test_record_start_is_visible_on_the_attempt(
     attempt = store.get(task.id).attempts[0]
     assert (attempt.pid, attempt.log_path) == (4242, "/tmp/x")
     assert [a.id for a in store.live_attempts(NODE)] == [running.attempt.id]
+
+
+def test_a_task_that_started_in_time_is_retried_not_expired(store: Store) -> None:
+    # Given a task with a queue TTL that started in time and failed,
+    task = store.submit({"command": ["x"], "queue_ttl": 10, "max_attempts": 2, "backoff": 1}, now=0)
+    (claim,) = store.claim("n", now=1).claims
+    store.finish(claim.attempt.id, claim.attempt.token, 1, now=2)
+    # when its retry is due after the TTL has passed,
+    retried = store.claim("n", now=100).claims
+    # then it runs again rather than expiring.
+    assert [c.task.id for c in retried] == [task.id]

@@ -406,3 +406,15 @@ def test_hold_and_release_apply_only_to_queued_and_held_tasks(
     store.hold(queued.id)
     with pytest.raises(InvalidTransition, match="held"):
         store.hold(queued.id)
+
+
+def test_hold_drops_a_pending_start_now(store: Store) -> None:
+    store.set_setting("max_concurrent", 1)
+    store.submit({"command": ["first"]})
+    store.claim("n")
+    bumped = store.submit({"command": ["second"]})
+    store.bump(bumped.id)
+    store.hold(bumped.id)
+    store.release(bumped.id)
+    # Released, it waits for a free slot like any other task: no longer "start now".
+    assert store.claim("n").claims == []

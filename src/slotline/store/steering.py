@@ -281,7 +281,8 @@ class SteeringVerbs(StoreCore):
             deps.unblock_dependents(tx, task.id, now)
 
     def hold(self, ref: str) -> Task:
-        """Keep a queued task out of dispatch until released."""
+        """Keep a queued task out of dispatch until released (a pending "start now" is
+        dropped: holding it means it should not start)."""
         return self._simple(ref, "hold", "held")
 
     def release(self, ref: str) -> Task:
@@ -293,6 +294,8 @@ class SteeringVerbs(StoreCore):
             task = ops.resolve(tx, ref)
             to = check_transition(verb, task.id, task.status)
             tx.run("task_set_status", id=task.id, status=to.value, status_reason=None)
+            if verb == "hold" and task.start_now:
+                tx.run("task_cancel_start_now", id=task.id)
             ops.change(tx, task, kind, to, utcnow())
             return ops.load(tx, task.id)
 

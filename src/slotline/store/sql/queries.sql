@@ -61,13 +61,17 @@ ORDER BY boosted DESC, priority, rank LIMIT :limit OFFSET :offset;
 SELECT * FROM tasks WHERE status = 'queued' AND start_now ORDER BY rank;
 
 -- name: tasks_ttl_due
+-- A queue TTL bounds the wait for a first start (since submission or the last restart);
+-- a task waiting to be retried has started in time and does not expire.
 SELECT * FROM tasks
 WHERE status IN ('waiting', 'queued', 'held') AND queue_ttl IS NOT NULL
+  AND attempt_count = attempt_base
   AND COALESCE(restarted_at, created_at) + queue_ttl <= :now;
 
 -- name: next_ttl_deadline
 SELECT MIN(COALESCE(restarted_at, created_at) + queue_ttl) AS at FROM tasks
-WHERE status IN ('waiting', 'queued', 'held') AND queue_ttl IS NOT NULL;
+WHERE status IN ('waiting', 'queued', 'held') AND queue_ttl IS NOT NULL
+  AND attempt_count = attempt_base;
 
 -- name: rank_taken
 SELECT 1 AS taken FROM tasks
@@ -218,3 +222,6 @@ SET cpu_percent = :cpu_percent, rss_bytes = :rss_bytes,
     peak_rss_bytes = CASE WHEN peak_rss_bytes IS NULL OR peak_rss_bytes < :rss_bytes
                           THEN :rss_bytes ELSE peak_rss_bytes END
 WHERE id = :id AND finished_at IS NULL;
+
+-- name: task_cancel_start_now
+UPDATE tasks SET start_now = FALSE WHERE id = :id;
