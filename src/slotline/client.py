@@ -24,6 +24,7 @@ from slotline import errors
 from slotline.models import Attempt, Event, Kind, Limit, Priority, Status, Task
 from slotline.spec import TaskSpec
 from slotline.store import QueueStatus
+from slotline.store.core import Watcher
 from slotline.store.ops import Settings
 
 PAGE = 1000
@@ -77,6 +78,10 @@ def attempt_from_json(data: dict[str, Any], task_id: str) -> Attempt:
         over_limit=bool(data.get("over_limit")),
         lease_expires_at=None,
         log_path=data.get("log_path"),
+        cpu_percent=data.get("cpu_percent"),
+        rss_bytes=data.get("rss_bytes"),
+        peak_cpu_percent=data.get("peak_cpu_percent"),
+        peak_rss_bytes=data.get("peak_rss_bytes"),
     )
 
 
@@ -120,6 +125,8 @@ def task_from_json(data: dict[str, Any]) -> Task:
         attempt_count=max((a.number for a in attempts), default=0),
         attempt_base=0,
         current_attempt=data.get("current_attempt"),
+        memory_mb=data.get("memory_mb"),
+        expected_duration=data.get("expected_duration"),
         attempts=attempts,
         position=data.get("position"),
     )
@@ -133,6 +140,25 @@ def event_from_json(data: dict[str, Any]) -> Event:
         task_id=data.get("task_id"),
         data=dict(data.get("data", {})),
     )
+
+
+def response_error(response: httpx.Response) -> errors.SlotlineError:
+    """The exception a failed response stands for: the store's own (by the body's `type`),
+    AccessDenied for 401/403, InvalidInput for other 4xx refusals, else ServerUnavailable."""
+    try:
+        body = response.json()
+        detail, kind = str(body["detail"]), str(body.get("type", ""))
+    except (ValueError, KeyError, TypeError):
+        detail, kind, body = response.text or response.reason_phrase, "", {}
+    if response.status_code in (401, 403):
+        return AccessDenied(f"token refused: {detail}", status_code=response.status_code)
+    cls = _ERRORS.get(kind)
+    if cls is not None:
+        extra = {k: v for k, v in body.items() if k in ("status", "limit", "max")}
+        return cls(detail, **extra)
+    if response.status_code in (400, 413, 422):
+        return errors.InvalidInput(detail)
+    return ServerUnavailable(f"the server answered {response.status_code}: {detail}")
 
 
 def settings_from_json(data: dict[str, Any]) -> Settings:
@@ -151,10 +177,10 @@ class SlotlineClient:
         timeout: float = 30.0,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.url = url.rstrip("/")
         self._http = httpx.Client(
-            base_url=self.url, headers=headers, timeout=timeout, transport=transport
+            base_url=self.url, headers=self._headers, timeout=timeout, transport=transport
         )
 
     def __enter__(self) -> SlotlineClient:
@@ -175,26 +201,14 @@ class SlotlineClient:
             raise self._unreachable(exc) from exc
         if response.is_success:
             return response.json()
-        raise self._error(response)
+        raise response_error(response)
+
+    def async_http(self, timeout: httpx.Timeout) -> httpx.AsyncClient:
+        """A new async client on the same server and token, for the live streams."""
+        return httpx.AsyncClient(base_url=self.url, headers=self._headers, timeout=timeout)
 
     def _unreachable(self, exc: httpx.HTTPError) -> ServerUnavailable:
         return ServerUnavailable(f"cannot reach the slotline server at {self.url}: {exc}")
-
-    def _error(self, response: httpx.Response) -> errors.SlotlineError:
-        try:
-            body = response.json()
-            detail, kind = str(body["detail"]), str(body.get("type", ""))
-        except (ValueError, KeyError, TypeError):
-            detail, kind, body = response.text or response.reason_phrase, "", {}
-        if response.status_code in (401, 403):
-            return AccessDenied(detail)
-        cls = _ERRORS.get(kind)
-        if cls is not None:
-            extra = {k: v for k, v in body.items() if k in ("status", "limit", "max")}
-            return cls(detail, **extra)
-        if response.status_code in (400, 413, 422):
-            return errors.InvalidInput(detail)
-        return ServerUnavailable(f"the server answered {response.status_code}: {detail}")
 
     def _task(self, method: str, path: str, body: dict[str, Any] | None = None) -> Task:
         return task_from_json(self._request(method, path, json=body))
@@ -207,7 +221,8 @@ class SlotlineClient:
             if spec.kind is not None:
                 data["kind"] = spec.resolved_kind.value
             return data
-        return dict(spec)
+        # Enum values (a Priority) go as their names, which the API takes.
+        return {k: v.label if isinstance(v, Priority) else v for k, v in spec.items()}
 
     # -- reads --------------------------------------------------------------------------
 
@@ -242,6 +257,7 @@ class SlotlineClient:
             over_limit=data["over_limit"],
             queued=[task_from_json(t) for t in data["queued"]],
             running=[task_from_json(t) for t in data["running"]],
+            admission=data.get("admission_hold"),
         )
 
     def events(self, since: int = 0, limit: int = 1000) -> list[Event]:
@@ -261,12 +277,19 @@ class SlotlineClient:
             ) as response:
                 if not response.is_success:
                     response.read()
-                    raise self._error(response)
+                    raise response_error(response)
                 for line in response.iter_lines():
                     if line.startswith("data: ") and '"seq"' in line:
                         yield event_from_json(json.loads(line[len("data: ") :]))
         except httpx.HTTPError as exc:
             raise ServerUnavailable(f"the event stream from {self.url} broke: {exc}") from exc
+
+    def watcher(self) -> Watcher:
+        """A handle whose `wait` returns True once the server has published an event
+        after the last one at the time of this call, as a store's watcher does."""
+        from slotline.remote import EventWatcher
+
+        return EventWatcher(self, self.last_seq())
 
     def settings(self) -> Settings:
         return settings_from_json(self._request("GET", "/api/limits"))
@@ -291,7 +314,7 @@ class SlotlineClient:
         except httpx.HTTPError as exc:
             raise self._unreachable(exc) from exc
         if not response.is_success:
-            raise self._error(response)
+            raise response_error(response)
         return response.content
 
     def follow_log(self, ref: str, attempt: int | None = None) -> Iterator[bytes]:
@@ -302,7 +325,7 @@ class SlotlineClient:
         with self._http.stream("GET", f"/api/tasks/{ref}/log", params=params, timeout=None) as r:
             if not r.is_success:
                 r.read()
-                raise self._error(r)
+                raise response_error(r)
             yield from r.iter_bytes()
 
     # -- submit and steer ---------------------------------------------------------------

@@ -31,7 +31,7 @@ ATTEMPT_FIELDS = {"id", "number", "pid", "started_at", "finished_at", "exit_code
 COMMANDS = (
     "serve", "submit", "show", "ls", "status", "events", "cancel", "terminate", "boost", "bump",
     "move", "priority", "restart", "hold", "release", "pause", "resume", "clear", "limits",
-    "logs", "stats", "top", "export", "redrive", "config",
+    "logs", "stats", "top", "export", "redrive", "config", "token",
 )  # fmt: skip
 STATUS_FIELDS = {"active", "max_concurrent", "slots_available", "at_capacity", "paused", "queued"}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections.abc import Iterator
 
@@ -101,3 +102,20 @@ def test_unreachable_server_and_bad_tokens(server: Running) -> None:
     server.token("root", "admin")
     with SlotlineClient(server.url, token="slt_wrong") as wrong, pytest.raises(AccessDenied):
         wrong.status()
+
+
+def test_watcher_wakes_on_each_event_published_after_it_was_made(
+    server: Running, client: SlotlineClient
+) -> None:
+    async def scenario() -> list[bool]:
+        watcher = client.watcher()
+        try:
+            # An event between making the watcher and waiting on it is not missed.
+            await asyncio.to_thread(server.store.submit, ECHO)
+            seen = [await watcher.wait(10.0), await watcher.wait(0.2)]
+            await asyncio.to_thread(server.store.submit, ECHO)
+            return [*seen, await watcher.wait(10.0)]
+        finally:
+            watcher.close()
+
+    assert asyncio.run(scenario()) == [True, False, True]

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from slotline import __version__
 from slotline.cli.config import show_config
@@ -37,8 +38,10 @@ from slotline.cli.steering import (
     terminate,
 )
 from slotline.cli.submit import submit
+from slotline.cli.tokens import token
 from slotline.cli.top import top
 from slotline.cli.views import events, list_tasks, queue_status_command, show_task
+from slotline.client import AccessDenied
 from slotline.errors import SlotlineError
 
 EXIT_REFUSED = 1
@@ -54,6 +57,19 @@ EXIT_INTERRUPTED = 130
     help="A file path, sqlite:///PATH or postgresql://… "
     "(default: $SLOTLINE_STORE, else the SQLite file under the XDG data dir).",
 )
+@click.option(
+    "--url",
+    metavar="URL",
+    envvar="SLOTLINE_URL",
+    help="Work through the slotline server at URL (http://HOST:PORT) instead of a store "
+    "(default: $SLOTLINE_URL).",
+)
+@click.option(
+    "--token",
+    metavar="TOKEN",
+    envvar="SLOTLINE_TOKEN",
+    help="The API token for --url (default: $SLOTLINE_TOKEN).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON; errors as JSON on stderr.")
 @click.option(
     "--config",
@@ -64,13 +80,47 @@ EXIT_INTERRUPTED = 130
 )
 @click.version_option(__version__, "--version", "-V", prog_name="slotline")
 @click.pass_context
-def cli(ctx: click.Context, store_url: str | None, as_json: bool, config_path: Path | None) -> None:
+def cli(
+    ctx: click.Context,
+    store_url: str | None,
+    url: str | None,
+    token: str | None,
+    as_json: bool,
+    config_path: Path | None,
+) -> None:
     """slotline: run many agents or long commands, at most N at once, and steer the line."""
     state = ctx.ensure_object(CliState)
-    state.store_url = store_url or None
+    state.store_url, state.url = choose_target(ctx, store_url or None, url or None)
+    if token and state.url is None and _given(ctx, "token"):
+        raise click.UsageError("--token is for a server: give --url (or $SLOTLINE_URL) too")
+    state.token = token or None
     state.json = state.json or as_json
     state.config_path = config_path
     ctx.call_on_close(state.close)
+
+
+def _given(ctx: click.Context, name: str) -> bool:
+    """Whether the option was typed on the command line (not taken from the environment)."""
+    return ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
+
+
+def choose_target(
+    ctx: click.Context, store_url: str | None, url: str | None
+) -> tuple[str | None, str | None]:
+    """(store, url): one of them. A flag beats an environment variable; two flags, or two
+    variables, are a usage error."""
+    if store_url is None or url is None:
+        return store_url, url
+    store_typed, url_typed = _given(ctx, "store_url"), _given(ctx, "url")
+    if store_typed and url_typed:
+        raise click.UsageError("give --store or --url, not both")
+    if store_typed:
+        return store_url, None
+    if url_typed:
+        return None, url
+    raise click.UsageError(
+        "SLOTLINE_STORE and SLOTLINE_URL are both set: unset one, or pick with --store or --url"
+    )
 
 
 for command in (
@@ -99,6 +149,7 @@ for command in (
     redrive,
     limits,
     show_config,
+    token,
 ):
     cli.add_command(command)
 
@@ -123,7 +174,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         report_error(exc.format_message(), type(exc).__name__, _json_mode(state, args))
         code = exc.exit_code
     except SlotlineError as exc:
-        report_error(str(exc), type(exc).__name__, _json_mode(state, args))
+        message = str(exc)
+        if isinstance(exc, AccessDenied) and state.token is None:
+            message += " (give one with --token or $SLOTLINE_TOKEN)"
+        report_error(message, type(exc).__name__, _json_mode(state, args))
         code = EXIT_REFUSED
     except click.Abort:
         code = EXIT_INTERRUPTED

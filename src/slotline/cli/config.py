@@ -27,13 +27,18 @@ def show_config(state: CliState, path: Path | None) -> None:
 
     The file's settings, overridden by SLOTLINE_* environment variables, with every
     default filled in and any password in the store URL hidden. An invalid file is
-    refused with the key and line at fault.
+    refused with the key and line at fault. With --url (and no --config): the server's.
     """
-    source = find_config_file(path)
-    effective = redacted(load_config(path))
+    remote = state.remote if path is None else None
+    if remote is not None:
+        effective, origin = remote.config(), f"the configuration of the server at {remote.url}"
+    else:
+        source = find_config_file(path)
+        effective = redacted(load_config(path))
+        origin = f"from {source}" if source is not None else "no configuration file: defaults"
+        origin += ", with SLOTLINE_* variables applied"
     if state.json:
         print_json(effective)
         return
-    origin = f"from {source}" if source is not None else "no configuration file: defaults"
-    click.echo(f"# {origin}, with SLOTLINE_* variables applied")
+    click.echo(f"# {origin}")
     click.echo(yaml.safe_dump(effective, sort_keys=False, allow_unicode=True), nl=False)

@@ -1,4 +1,4 @@
-"""What one CLI invocation shares between the group and its command: store and output mode."""
+"""What one CLI invocation shares between the group and its command: queue and output mode."""
 
 from __future__ import annotations
 
@@ -6,24 +6,32 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from slotline.cli.backend import Backend
 from slotline.config import Config, load_config
 from slotline.store import Store, open_store
+
+if TYPE_CHECKING:
+    from slotline.client import SlotlineClient
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass
 class CliState:
-    """Options of the `slotline` group; the store is opened on first use and closed at exit."""
+    """Options of the `slotline` group; the store (or the connection to the server at
+    `url`) is opened on first use and closed at exit."""
 
     store_url: str | None = None
+    url: str | None = None
+    token: str | None = field(default=None, repr=False)
     json: bool = False
     config_path: Path | None = None
     _store: Store | None = field(default=None, repr=False)
+    _client: SlotlineClient | None = field(default=None, repr=False)
     _config: Config | None = field(default=None, repr=False)
 
     @property
@@ -34,15 +42,36 @@ class CliState:
         return self._config
 
     @property
-    def store(self) -> Store:
+    def store(self) -> Backend:
+        """The queue the command acts on: the server at `url` if given, else the store."""
+        remote = self.remote
+        return remote if remote is not None else self.local_store
+
+    @property
+    def local_store(self) -> Store:
+        """The store itself (from --store, $SLOTLINE_STORE or the default file)."""
         if self._store is None:
             self._store = open_store(self.store_url or None)
         return self._store
+
+    @property
+    def remote(self) -> SlotlineClient | None:
+        """The client of the server at `url`, or None when working on a store."""
+        if self.url is None:
+            return None
+        if self._client is None:
+            from slotline.client import SlotlineClient
+
+            self._client = SlotlineClient(self.url, self.token)
+        return self._client
 
     def close(self) -> None:
         if self._store is not None:
             self._store.close()
             self._store = None
+        if self._client is not None:
+            self._client.close()
+            self._client = None
 
 
 pass_state = click.make_pass_decorator(CliState, ensure=True)

@@ -12,17 +12,17 @@ from typing import Any
 import click
 
 from slotline import __version__
+from slotline.cli.backend import Backend
 from slotline.cli.context import CliState, json_option, pass_state
 from slotline.cli.render import print_json
 from slotline.models import Status, iso, utcnow
-from slotline.store import Store
 
 ALL_TASKS = 1_000_000_000
 # Reads are separate transactions; retry when a change lands between the first and last.
 SNAPSHOT_TRIES = 5
 
 
-def snapshot(store: Store) -> dict[str, Any]:
+def snapshot(store: Backend) -> dict[str, Any]:
     """Tasks with attempts, settings and limits, counts, the line and the last event seq.
 
     The reads are retried until no event was committed while they ran, so the parts

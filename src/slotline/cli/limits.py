@@ -8,10 +8,10 @@ from pathlib import Path
 
 import click
 
+from slotline.cli.backend import Backend
 from slotline.cli.context import CliState, json_option, pass_state
 from slotline.cli.render import limits_table, print_json, show
 from slotline.models import LIMIT_KEYS
-from slotline.store import Store
 from slotline.store.steering import SETTING_RULES
 
 # KEY[VALUE]=N: the value in brackets runs to the last `]=`, so it may hold `=` or `]`.
@@ -32,7 +32,7 @@ class Assignment:
     max: int | float | None
     per_key: bool
 
-    def apply(self, store: Store) -> None:
+    def apply(self, store: Backend) -> None:
         if self.per_key:
             store.set_limit(self.key, self.value, None if self.max is None else int(self.max))
         else:

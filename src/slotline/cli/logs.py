@@ -10,12 +10,14 @@ from typing import BinaryIO
 
 import click
 
+from slotline.cli.backend import Backend
 from slotline.cli.context import CliState, pass_state
 from slotline.cli.interrupt import run_until_interrupted
 from slotline.cli.render import describe_place, short_id
+from slotline.client import SlotlineClient
 from slotline.errors import NotFound
 from slotline.models import Attempt, Status, Task
-from slotline.store import Store
+from slotline.remote import follow_log
 
 POLL_SECONDS = 0.2
 CHUNK = 1 << 16
@@ -45,15 +47,20 @@ def logs(state: CliState, task_id: str, follow: bool, number: int | None) -> Non
     With --follow, new output is printed as it is written; a retried task is followed
     into its next attempt.
     """
-    store = state.store
+    store, remote = state.store, state.remote
     task = store.get(task_id)
     out = sys.stdout.buffer
-    if not follow:
+    if follow and remote is not None:
+        run_until_interrupted(lambda: _follow_remote(remote, task, number, out, _note))
+    elif follow:
+        run_until_interrupted(lambda: _follow(store, task, number, out, _note))
+    elif remote is not None:
         attempt = _pick(task, number)
-        path = _log_file(task, attempt)
-        _copy(path, 0, out)
-        return
-    run_until_interrupted(lambda: _follow(store, task, number, out, _note))
+        _log_path(task, attempt)  # says why there is none
+        out.write(remote.log(task.id, attempt.number))
+        out.flush()
+    else:
+        _copy(_log_file(task, _pick(task, number)), 0, out)
 
 
 def _note(text: str) -> None:
@@ -82,14 +89,24 @@ def _attempt(task: Task, number: int) -> Attempt | None:
     return next((a for a in task.attempts if a.number == number), None)
 
 
-def _log_file(task: Task, attempt: Attempt) -> Path:
-    """The attempt's log file, or NotFound saying why there is none."""
-    where = f"attempt {attempt.number} of task {short_id(task.id)}"
+def _where(task: Task, attempt: Attempt) -> str:
+    return f"attempt {attempt.number} of task {short_id(task.id)}"
+
+
+def _log_path(task: Task, attempt: Attempt) -> str:
+    """Where the attempt's log is written (on its node), or NotFound saying why it has none."""
     if attempt.log_path is None:
+        where = _where(task, attempt)
         if attempt.finished_at is None:
             raise NotFound(f"{where} has no log yet: its process is starting", task_id=task.id)
         raise NotFound(f"{where} has no log file (a {task.kind} task)", task_id=task.id)
-    path = Path(attempt.log_path)
+    return attempt.log_path
+
+
+def _log_file(task: Task, attempt: Attempt) -> Path:
+    """The attempt's log file, or NotFound saying why there is none."""
+    where = _where(task, attempt)
+    path = Path(_log_path(task, attempt))
     if not path.is_file():
         node = f" (it ran on node {attempt.node_id})" if attempt.node_id else ""
         raise NotFound(f"the log of {where} is missing: {path}{node}", task_id=task.id)
@@ -109,8 +126,26 @@ def _copy(path: Path, offset: int, out: BinaryIO) -> int:
     return offset
 
 
+def _ended(task: Task) -> bool:
+    return task.status.terminal or task.status is Status.BLOCKED
+
+
+def _never_runs(task: Task, wanted: int, printed: bool) -> bool:
+    """True when the task has ended without attempt `wanted` after output was printed: the
+    follow is done. Raises NotFound if nothing was; False while it may still start."""
+    if not _ended(task):
+        return False
+    if printed:
+        return True
+    raise NotFound(
+        f"task {short_id(task.id)} is {describe_place(task)} and has no attempt {wanted}, "
+        "so no log",
+        task_id=task.id,
+    )
+
+
 async def _follow(
-    store: Store,
+    store: Backend,
     task: Task,
     number: int | None,
     out: BinaryIO,
@@ -128,14 +163,8 @@ async def _follow(
             task = await asyncio.to_thread(store.get, task.id)
             attempt = _attempt(task, wanted)
             if attempt is None:
-                if task.status.terminal or task.status is Status.BLOCKED:
-                    if printed:
-                        return
-                    raise NotFound(
-                        f"task {short_id(task.id)} is {describe_place(task)} and has no "
-                        f"attempt {wanted}, so no log",
-                        task_id=task.id,
-                    )
+                if _never_runs(task, wanted, printed):
+                    return
                 if not waiting_noted:
                     note(f"waiting for task {short_id(task.id)} to start ({describe_place(task)})")
                     waiting_noted = True
@@ -155,7 +184,56 @@ async def _follow(
             if not ended:
                 await watcher.wait(POLL_SECONDS)
                 continue
-            if number is not None or task.status.terminal or task.status is Status.BLOCKED:
+            if number is not None or _ended(task):
+                return
+            # A retry or restart follows: go on with the next attempt once it starts.
+            wanted, offset, waiting_noted, next_attempt = wanted + 1, 0, True, True
+    finally:
+        watcher.close()
+
+
+async def _follow_remote(
+    client: SlotlineClient,
+    task: Task,
+    number: int | None,
+    out: BinaryIO,
+    note: Callable[[str], None],
+) -> None:
+    """As `_follow`, through the server: its log route streams an attempt's output as it is
+    written until the attempt has ended (or the server drops the stream: it is resumed)."""
+    wanted = number or (task.attempts[-1].number if task.attempts else 1)
+    offset = 0
+    printed = waiting_noted = next_attempt = False
+    watcher = client.watcher()
+    try:
+        while True:
+            task = await asyncio.to_thread(client.get, task.id)
+            attempt = _attempt(task, wanted)
+            if attempt is None:
+                if _never_runs(task, wanted, printed):
+                    return
+                if not waiting_noted:
+                    note(f"waiting for task {short_id(task.id)} to start ({describe_place(task)})")
+                    waiting_noted = True
+                await watcher.wait(1.0)
+                continue
+            if next_attempt:
+                note(f"--- task {short_id(task.id)}: attempt {wanted} ---")
+                next_attempt = False
+            ended = attempt.finished_at is not None
+            if attempt.log_path is None:
+                if ended:
+                    _log_path(task, attempt)  # raises, saying why
+                await watcher.wait(POLL_SECONDS)
+                continue
+            async for chunk in follow_log(client, task.id, wanted, offset):
+                out.write(chunk)
+                out.flush()
+                offset += len(chunk)
+            printed = True
+            if not ended:
+                continue  # it has ended since, or the stream was dropped: look again
+            if number is not None or _ended(task):
                 return
             # A retry or restart follows: go on with the next attempt once it starts.
             wanted, offset, waiting_noted, next_attempt = wanted + 1, 0, True, True

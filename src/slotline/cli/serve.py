@@ -85,6 +85,11 @@ def serve(
     from slotline.config import load_config
     from slotline.node import Node
 
+    if state.url is not None:
+        raise click.UsageError(
+            f"serve runs a node on a store, not through a server ({state.url}): "
+            "give --store (and unset SLOTLINE_URL)"
+        )
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -93,7 +98,7 @@ def serve(
     )
     if state.store_url is None and config.store:
         state.store_url = config.store
-    store = state.store
+    store = state.local_store
     applied = apply_config(store, config)
     node = Node(
         store,

@@ -17,6 +17,7 @@ from rich.console import Console, RenderableType
 from rich.live import Live
 from rich.text import Text
 
+from slotline.cli.backend import Backend
 from slotline.cli.context import CliState, pass_state
 from slotline.cli.interrupt import run_until_interrupted
 from slotline.cli.render import short_id, show
@@ -24,7 +25,7 @@ from slotline.cli.top_view import View, render, selectable
 from slotline.errors import SlotlineError
 from slotline.models import Status, utcnow
 from slotline.runner.proctree import TreeSampler, Usage
-from slotline.store import QueueStatus, Store
+from slotline.store import QueueStatus
 from slotline.store.core import Watcher
 
 REFRESH_SECONDS = 1.0
@@ -45,22 +46,29 @@ def top(state: CliState) -> None:
     task up/down one place, q quit. When stdout is not a terminal, prints one frame.
     """
     store = state.store
+    # Through a server the processes run elsewhere: show what their node last recorded.
+    sampler = TreeSampler() if state.remote is None else None
     console = Console(highlight=False, emoji=False)
     if not console.is_terminal:
-        sampler = TreeSampler()
         status = store.status()
         view = View(status, utcnow(), usage=_usage(status, sampler), interactive=False)
         show(render(view))
         return
-    run_until_interrupted(lambda: Top(store, console).run())  # Ctrl-C quits too
+    run_until_interrupted(lambda: Top(store, console, sampler).run())  # Ctrl-C quits too
 
 
-def _usage(status: QueueStatus, sampler: TreeSampler) -> dict[str, Usage | None]:
+def _usage(status: QueueStatus, sampler: TreeSampler | None) -> dict[str, Usage | None]:
+    """Each running task's process tree usage: sampled now by `sampler`, or without one,
+    as the task's node last recorded it."""
     usage: dict[str, Usage | None] = {}
     for task in status.running:
         attempt = task.attempts[-1] if task.attempts else None
-        if attempt is not None:
+        if attempt is None:
+            continue
+        if sampler is not None:
             usage[task.id] = sampler.sample(attempt.pid, attempt.pid_started)
+        elif attempt.cpu_percent is not None and attempt.rss_bytes is not None:
+            usage[task.id] = Usage(attempt.cpu_percent, attempt.rss_bytes, 0)
     return usage
 
 
@@ -99,10 +107,10 @@ def keyboard(stream: TextIO) -> Iterator[int | None]:
 class Top:
     """The live loop: redraw on every store change and every second; act on keys."""
 
-    def __init__(self, store: Store, console: Console) -> None:
+    def __init__(self, store: Backend, console: Console, sampler: TreeSampler | None) -> None:
         self.store = store
         self.console = console
-        self.sampler = TreeSampler()
+        self.sampler = sampler
         self.status: QueueStatus | None = None
         self.usage: dict[str, Usage | None] = {}
         self.selected: str | None = None

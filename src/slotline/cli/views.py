@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import click
 
+from slotline.cli.backend import Backend
 from slotline.cli.context import CliState, json_option, pass_state
 from slotline.cli.interrupt import run_until_interrupted
 from slotline.cli.render import (
@@ -19,7 +20,6 @@ from slotline.cli.render import (
     task_table,
 )
 from slotline.models import Event, Status, utcnow
-from slotline.store import Store
 
 STATUS_QUEUED_SHOWN = 20
 EVENT_PAGE = 1000
@@ -150,7 +150,7 @@ def json_line(event: Event) -> str:
     return json.dumps(event.to_dict(), ensure_ascii=False)
 
 
-async def _follow(store: Store, since: int, emit: Callable[[Event], None]) -> None:
+async def _follow(store: Backend, since: int, emit: Callable[[Event], None]) -> None:
     """Print events as they are committed, by any process, until cancelled."""
     watcher = store.watcher()
     try:

@@ -8,10 +8,10 @@ from collections.abc import Callable
 import click
 from rich.console import Console
 
+from slotline.cli.backend import Backend
 from slotline.cli.interrupt import run_until_interrupted
 from slotline.cli.render import describe_place, duration, print_json, short_id
 from slotline.models import Status, Task, utcnow
-from slotline.store import Store
 
 EXIT_INTERRUPTED = 130
 EXIT_NO_CODE = 1
@@ -87,7 +87,7 @@ class StatusLine:
         self._last = stable
 
 
-async def watch(store: Store, task_id: str, update: Callable[[Task], None]) -> Task:
+async def watch(store: Backend, task_id: str, update: Callable[[Task], None]) -> Task:
     """Return the task once it has ended, calling `update` on each change and each second."""
     watcher = store.watcher()
     try:
@@ -101,7 +101,7 @@ async def watch(store: Store, task_id: str, update: Callable[[Task], None]) -> T
         watcher.close()
 
 
-def wait_for(store: Store, task: Task, as_json: bool, announce: Callable[[], None]) -> int:
+def wait_for(store: Backend, task: Task, as_json: bool, announce: Callable[[], None]) -> int:
     """Call `announce` (which says the task was submitted), block until `task` ends, then
     report it; returns the exit code for the process.
 

@@ -36,6 +36,10 @@ class AttemptOut(BaseModel):
     reason: str | None
     over_limit: bool
     log_path: str | None
+    cpu_percent: float | None
+    rss_bytes: int | None
+    peak_cpu_percent: float | None
+    peak_rss_bytes: int | None
 
 
 class TaskOut(BaseModel):
@@ -60,6 +64,8 @@ class TaskOut(BaseModel):
     max_attempts: int
     timeout: float | None
     queue_ttl: float | None
+    memory_mb: int | None
+    expected_duration: float | None
     not_before: str | None
     created_at: str | None
     queued_at: str | None
@@ -211,6 +217,7 @@ class QueueStatusOut(BaseModel):
     slots_available: int
     at_capacity: bool
     paused: bool
+    admission_hold: str | None
     over_limit: bool
     next_up: str | None
     running: list[TaskOut]
