@@ -62,6 +62,8 @@ class _Run:
     handle: ProcessHandle | None = None
     inner: asyncio.Task[Outcome] | None = None
     stopping: bool = False
+    # A stop asked for before the process (or callable) existed, applied once it does.
+    stop_reason: str | None = None
     watcher: asyncio.Task[None] | None = field(default=None, repr=False)
 
 
@@ -261,6 +263,7 @@ class Node:
             run.inner = asyncio.create_task(
                 run_callable(function, task.args, task.timeout, log_path)
             )
+            self._apply_stop(run)
             try:
                 return await run.inner
             except asyncio.CancelledError:
@@ -283,6 +286,7 @@ class Node:
         except SpawnError as exc:
             return Outcome(None, str(exc))
         run.handle = handle
+        self._apply_stop(run)
         await asyncio.to_thread(
             self.store.record_start,
             attempt.id,
@@ -326,15 +330,22 @@ class Node:
             if run is None or run.stopping:
                 continue
             run.stopping = True
-            reason = {"cancel": "cancelled", "restart": "restarted"}.get(
+            run.stop_reason = {"cancel": "cancelled", "restart": "restarted"}.get(
                 request.kind, "terminated: " + request.kind.removeprefix("terminate:")
             )
-            if run.handle is not None:
-                stopper = asyncio.create_task(run.handle.stop(reason, self.kill_grace))
-                self._stoppers.add(stopper)
-                stopper.add_done_callback(self._stoppers.discard)
-            elif run.inner is not None:
-                run.inner.cancel()
+            self._apply_stop(run)
+
+    def _apply_stop(self, run: _Run) -> None:
+        """Stop a run whose stop was requested, if it has started; else `_execute` calls
+        this again as soon as its process or callable exists (no request is lost)."""
+        if run.stop_reason is None:
+            return
+        if run.handle is not None:
+            stopper = asyncio.create_task(run.handle.stop(run.stop_reason, self.kill_grace))
+            self._stoppers.add(stopper)
+            stopper.add_done_callback(self._stoppers.discard)
+        elif run.inner is not None:
+            run.inner.cancel()
 
     # -- restart and shutdown -----------------------------------------------------------
 

@@ -356,3 +356,33 @@ def test_admission_guard_holds_new_starts_while_the_machine_is_pressed(
     asyncio.run(scenario())
     kinds = [e.kind for e in store.events()]
     assert kinds.count("admission") == 2
+
+
+def test_a_cancel_that_arrives_while_the_process_is_being_spawned_is_not_lost(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a node whose spawn of the command is held back,
+    import slotline.node
+
+    real_spawn = slotline.node.spawn
+    gate = asyncio.Event()
+
+    async def slow_spawn(*args: object, **kwargs: object) -> object:
+        await gate.wait()
+        return await real_spawn(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(slotline.node, "spawn", slow_spawn)
+    agent = submit(store, "sleep", "30")
+
+    async def scenario() -> None:
+        async with running_node(store, tmp_path) as node:
+            await until(lambda: store.get(agent.id).status is Status.RUNNING)
+            # when the task is cancelled before its process exists,
+            store.cancel(agent.id)
+            # (the node has taken the request while the spawn is still held back)
+            await until(lambda: any(r.stop_reason for r in node._runs.values()))
+            gate.set()
+            # then the process, once started, is stopped and the task ends cancelled.
+            await until(lambda: store.get(agent.id).status is Status.CANCELLED)
+
+    asyncio.run(scenario())
