@@ -22,7 +22,7 @@ from slotline.store import Store
 from .conftest import Result, Run, ok
 
 LINE_TIMEOUT = 20.0
-API_READY = "API and dashboard at "
+API_READY = "HTTP API at "
 
 
 class Lines:
@@ -104,7 +104,7 @@ def serve_http(env: dict[str, str], tmp_path: Path) -> Iterator[Start]:
         )
         started.append(proc)
         ready = Lines(proc.stdout).until(lambda line: line.startswith(API_READY))
-        return ready[len(API_READY) :].strip()
+        return ready[len(API_READY) :].split()[0]
 
     yield start
     for proc in started:

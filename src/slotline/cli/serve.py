@@ -59,7 +59,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
     "--host",
     default="127.0.0.1",
     show_default=True,
-    help="Address of the HTTP API and dashboard; beyond loopback, tokens are required.",
+    help="Address of the HTTP API; beyond loopback, tokens are required.",
 )
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True)
 @click.option("--no-http", is_flag=True, help="Run the node without the HTTP API.")
@@ -127,7 +127,11 @@ def serve(
 
     def ready(bound_host: str, bound_port: int) -> None:
         url = f"http://{bound_host}:{bound_port}"
-        click.echo(json.dumps({"http": url}) if state.json else f"API and dashboard at {url}")
+        click.echo(
+            json.dumps({"http": url})
+            if state.json
+            else f"HTTP API at {url} (OpenAPI docs at {url}/docs)"
+        )
 
     asyncio.run(_run(node, config, None if no_http else (host, port), ready))
 

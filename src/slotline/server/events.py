@@ -186,7 +186,9 @@ async def stream(
     hub, store = state.hub, state.store
     await hub.ready.wait()
     visible = Visibility(state, who)
-    sent = subscriber.sent = hub.last_seq if since is None else since
+    if since is None:  # "only new ones": new as of now in the store, not as of the hub
+        since = await state.call(store.last_seq)
+    sent = subscriber.sent = since
     # Catch up from the store without holding a queue slot, then attach and fill the gap
     # between the last page and the attach point; live events at or below `sent` are
     # duplicates of what the catch-up read and are skipped.
