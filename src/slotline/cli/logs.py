@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -51,9 +51,11 @@ def logs(state: CliState, task_id: str, follow: bool, number: int | None) -> Non
     task = store.get(task_id)
     out = sys.stdout.buffer
     if follow and remote is not None:
-        run_until_interrupted(lambda: _follow_remote(remote, task, number, out, _note))
+        copier = _remote_copier(remote, out)
+        run_until_interrupted(lambda: _follow(remote, copier, True, task, number, _note))
     elif follow:
-        run_until_interrupted(lambda: _follow(store, task, number, out, _note))
+        copier = _local_copier(out)
+        run_until_interrupted(lambda: _follow(store, copier, False, task, number, _note))
     elif remote is not None:
         attempt = _pick(task, number)
         _log_path(task, attempt)  # says why there is none
@@ -144,23 +146,55 @@ def _never_runs(task: Task, wanted: int, printed: bool) -> bool:
     )
 
 
+Copier = Callable[[Task, Attempt, int], Awaitable[int | None]]
+
+
+def _local_copier(out: BinaryIO) -> Copier:
+    """Copy what the log file holds past `offset`; None while the file is not there."""
+
+    async def copy(task: Task, attempt: Attempt, offset: int) -> int | None:
+        if attempt.log_path is None or not Path(attempt.log_path).exists():
+            return None
+        return _copy(Path(attempt.log_path), offset, out)
+
+    return copy
+
+
+def _remote_copier(client: SlotlineClient, out: BinaryIO) -> Copier:
+    """Stream the log through the server's log route; it returns when the attempt has
+    ended or the stream was dropped (the next call resumes from the offset)."""
+
+    async def copy(task: Task, attempt: Attempt, offset: int) -> int | None:
+        if attempt.log_path is None:
+            return None
+        async for chunk in follow_log(client, task.id, attempt.number, offset):
+            out.write(chunk)
+            out.flush()
+            offset += len(chunk)
+        return offset
+
+    return copy
+
+
 async def _follow(
-    store: Backend,
+    source: Backend,
+    copy: Copier,
+    blocking: bool,
     task: Task,
     number: int | None,
-    out: BinaryIO,
     note: Callable[[str], None],
 ) -> None:
     """Print the attempt's log as it grows; without `number`, go on to later attempts until
     the task has ended. Output is complete: the store records an attempt as finished only
-    after its process has exited, and the file is read to its end after seeing that."""
+    after its process has exited, and the log is read to its end after seeing that.
+    `blocking` copiers (the server's stream) wait for new output themselves."""
     wanted = number or (task.attempts[-1].number if task.attempts else 1)
     offset = 0
     printed = waiting_noted = next_attempt = False
-    watcher = store.watcher()
+    watcher = source.watcher()
     try:
         while True:
-            task = await asyncio.to_thread(store.get, task.id)
+            task = await asyncio.to_thread(source.get, task.id)
             attempt = _attempt(task, wanted)
             if attempt is None:
                 if _never_runs(task, wanted, printed):
@@ -174,65 +208,17 @@ async def _follow(
                 note(f"--- task {short_id(task.id)}: attempt {wanted} ---")
                 next_attempt = False
             ended = attempt.finished_at is not None
-            if attempt.log_path is None or not Path(attempt.log_path).exists():
+            copied = await copy(task, attempt, offset)
+            if copied is None:
                 if ended:
-                    _log_file(task, attempt)  # raises, saying why
+                    _log_file(task, attempt)  # raises, saying why there is no log
                 await watcher.wait(POLL_SECONDS)
                 continue
-            offset = _copy(Path(attempt.log_path), offset, out)
-            printed = True
+            offset, printed = copied, True
             if not ended:
-                await watcher.wait(POLL_SECONDS)
+                if not blocking:
+                    await watcher.wait(POLL_SECONDS)
                 continue
-            if number is not None or _ended(task):
-                return
-            # A retry or restart follows: go on with the next attempt once it starts.
-            wanted, offset, waiting_noted, next_attempt = wanted + 1, 0, True, True
-    finally:
-        watcher.close()
-
-
-async def _follow_remote(
-    client: SlotlineClient,
-    task: Task,
-    number: int | None,
-    out: BinaryIO,
-    note: Callable[[str], None],
-) -> None:
-    """As `_follow`, through the server: its log route streams an attempt's output as it is
-    written until the attempt has ended (or the server drops the stream: it is resumed)."""
-    wanted = number or (task.attempts[-1].number if task.attempts else 1)
-    offset = 0
-    printed = waiting_noted = next_attempt = False
-    watcher = client.watcher()
-    try:
-        while True:
-            task = await asyncio.to_thread(client.get, task.id)
-            attempt = _attempt(task, wanted)
-            if attempt is None:
-                if _never_runs(task, wanted, printed):
-                    return
-                if not waiting_noted:
-                    note(f"waiting for task {short_id(task.id)} to start ({describe_place(task)})")
-                    waiting_noted = True
-                await watcher.wait(1.0)
-                continue
-            if next_attempt:
-                note(f"--- task {short_id(task.id)}: attempt {wanted} ---")
-                next_attempt = False
-            ended = attempt.finished_at is not None
-            if attempt.log_path is None:
-                if ended:
-                    _log_path(task, attempt)  # raises, saying why
-                await watcher.wait(POLL_SECONDS)
-                continue
-            async for chunk in follow_log(client, task.id, wanted, offset):
-                out.write(chunk)
-                out.flush()
-                offset += len(chunk)
-            printed = True
-            if not ended:
-                continue  # it has ended since, or the stream was dropped: look again
             if number is not None or _ended(task):
                 return
             # A retry or restart follows: go on with the next attempt once it starts.
