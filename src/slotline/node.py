@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -20,7 +21,7 @@ from typing import Any
 
 from slotline.admission import Guard, Verdict
 from slotline.config import Admission
-from slotline.errors import SlotlineError, StaleAttempt
+from slotline.errors import InvalidInput, SlotlineError, StaleAttempt, StoreError
 from slotline.models import Attempt, Kind, Task, utcnow
 from slotline.runner.callable import Registry, TaskFunction, run_callable
 from slotline.runner.env import BASE_ALLOW, build_env
@@ -64,6 +65,7 @@ class _Run:
     stopping: bool = False
     # A stop asked for before the process (or callable) existed, applied once it does.
     stop_reason: str | None = None
+    finishing: bool = False
     watcher: asyncio.Task[None] | None = field(default=None, repr=False)
 
 
@@ -125,18 +127,30 @@ class Node:
         await asyncio.wait_for(self._loop(stop, until_idle=True), timeout)
 
     async def _loop(self, stop: asyncio.Event, until_idle: bool) -> None:
+        await asyncio.to_thread(self._claim_node_id)
         watcher = self.store.watcher()
-        await asyncio.to_thread(self.store.register_node, self.node_id)
         log.info("node started", extra={"node": self.node_id, "store": self.store.url})
         beat = asyncio.create_task(self._heartbeat(stop))
         guard = asyncio.create_task(self._guard(stop))
+        reconciled = False
+        failures = 0
         try:
             await self._check_guard()  # before the first claim, not after it
-            await self._reconcile()
             while not stop.is_set():
                 self._changed.clear()
-                next_wake = await self._dispatch()
-                await self._handle_kills()
+                try:
+                    if not reconciled:
+                        await self._reconcile()
+                        reconciled = True
+                    next_wake = await self._dispatch()
+                    await self._handle_kills()
+                    failures = 0
+                except SlotlineError:
+                    # The store is unreachable or busy: keep supervising, try again soon.
+                    failures += 1
+                    log.exception("dispatch failed; retrying", extra={"node": self.node_id})
+                    await self._sleep(watcher, stop, min(0.5 * 2**failures, 10.0))
+                    continue
                 idle = not self._runs and next_wake is None and not self._changed.is_set()
                 if until_idle and idle:
                     return
@@ -157,6 +171,21 @@ class Node:
             with contextlib.suppress(SlotlineError):
                 await asyncio.to_thread(self.store.unregister_node, self.node_id)
             log.info("node stopped", extra={"node": self.node_id})
+
+    def _claim_node_id(self) -> None:
+        """Register, refusing while another live node has this id: it would reconcile and
+        signal this node's runs as its own."""
+        row = self.store.node(self.node_id)
+        if row is not None and float(row["heartbeat_at"]) > utcnow() - self.lease:
+            here = row["host"] == socket.gethostname()
+            itself = here and row["pid"] == os.getpid()
+            alive = here and _running_since(int(row["pid"]), float(row["started_at"]))
+            if not itself and (alive or not here):
+                raise InvalidInput(
+                    f"another node named {self.node_id!r} is running (pid {row['pid']} on "
+                    f"{row['host']}); stop it, or give this one another --node-id"
+                )
+        self.store.register_node(self.node_id)
 
     async def _sleep(self, watcher: Any, stop: asyncio.Event, delay: float) -> None:
         waiters = [
@@ -224,6 +253,7 @@ class Node:
             await asyncio.sleep(self.heartbeat_interval)
             try:
                 await asyncio.to_thread(self.store.heartbeat, self.node_id, lease=self.lease)
+                await self._fence()
                 await self._sample_usage()
                 await self._reap_lapsed()
             except SlotlineError:
@@ -257,7 +287,7 @@ class Node:
             function = self.registry.get(task.callable or "")
             if function is None:
                 return Outcome(None, f"no callable named {task.callable!r} on this node")
-            await asyncio.to_thread(
+            await self._with_retries(
                 self.store.record_start, attempt.id, attempt.token, None, None, str(log_path)
             )
             run.inner = asyncio.create_task(
@@ -287,14 +317,21 @@ class Node:
             return Outcome(None, str(exc))
         run.handle = handle
         self._apply_stop(run)
-        await asyncio.to_thread(
-            self.store.record_start,
-            attempt.id,
-            attempt.token,
-            handle.pid,
-            handle.pid_started,
-            str(log_path),
-        )
+        try:
+            await self._with_retries(
+                self.store.record_start,
+                attempt.id,
+                attempt.token,
+                handle.pid,
+                handle.pid_started,
+                str(log_path),
+            )
+        except SlotlineError:
+            # The attempt is no longer ours to run (or the store is gone while stopping):
+            # never leave its process running unsupervised.
+            await handle.stop("its start could not be recorded", self.kill_grace)
+            await handle.wait()
+            raise
         return await self._wait(run, handle)
 
     async def _wait(self, run: _Run, handle: ProcessHandle) -> Outcome:
@@ -308,20 +345,42 @@ class Node:
             await handle.stop(f"timed out after {run.task.timeout:g}s", self.kill_grace)
             return await waiting
 
-    async def _finish(self, run: _Run, outcome: Outcome) -> None:
+    async def _finish(self, run: _Run, outcome: Outcome, requeue: bool = False) -> None:
+        """Commit the outcome. The run stays tracked until the store has it: a store that
+        is briefly unreachable must not leave the task 'running' with nothing running."""
+        run.finishing = True
         try:
-            await asyncio.to_thread(
+            await self._with_retries(
                 self.store.finish,
                 run.attempt.id,
                 run.attempt.token,
                 outcome.exit_code,
                 outcome.reason,
+                requeue=requeue,
             )
         except StaleAttempt as exc:
             log.warning("outcome not recorded: %s", exc, extra={"task_id": run.task.id})
+        except SlotlineError:
+            log.exception(
+                "outcome not recorded; the next node start reconciles it",
+                extra={"task_id": run.task.id},
+            )
         finally:
             self._runs.pop(run.attempt.id, None)
             self._changed.set()
+
+    async def _with_retries(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Call a store verb, retrying while the store itself fails (not on refusals)."""
+        delay = 0.1
+        while True:
+            try:
+                return await asyncio.to_thread(function, *args, **kwargs)
+            except StoreError:
+                if self._stopping:
+                    raise
+                log.warning("store unavailable; retrying in %.1fs", delay, exc_info=True)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
 
     async def _handle_kills(self) -> None:
         requests = await asyncio.to_thread(self.store.kill_requests, self.node_id)
@@ -377,8 +436,15 @@ class Node:
                     run.watcher = asyncio.create_task(self._adopted(run, handle))
                     continue
             code = read_exit_file(exit_path)
+            never_spawned = (
+                task.kind is Kind.COMMAND and pid is None and code is None
+                and not log_path.with_suffix(".pid").exists()
+            )  # fmt: skip
             if code is not None:
                 action, outcome = "collected", Outcome(code, describe_exit(code))
+            elif never_spawned:
+                reason = "interrupted before its command started; queued again"
+                action, outcome = "requeued", Outcome(None, reason)
             else:
                 reason = "interrupted: the node stopped and the process is gone"
                 action, outcome = "interrupted", Outcome(None, reason)
@@ -395,24 +461,44 @@ class Node:
                 reason=outcome.reason,
             )
             self._runs[attempt.id] = run
-            await self._finish(run, outcome)
+            await self._finish(run, outcome, requeue=never_spawned)
 
     async def _adopted(self, run: _Run, handle: ProcessHandle) -> None:
         await self._finish(run, await self._wait(run, handle))
 
     async def _reap_lapsed(self) -> None:
-        """Finish attempts of other nodes whose heartbeat lapsed (their node is gone)."""
+        """Finish attempts of other nodes that are gone: the attempt's lease lapsed and its
+        node has not heartbeated for a whole lease (both re-checked in the transaction).
+        A node that was only slow finds its attempts finished and stops their processes
+        (see `_fence`), so a task never runs twice."""
         for attempt in await asyncio.to_thread(self.store.live_attempts, None):
             if attempt.node_id == self.node_id:
                 continue
             with contextlib.suppress(StaleAttempt):
                 await asyncio.to_thread(
-                    self.store.finish,
-                    attempt.id,
-                    attempt.token,
-                    None,
-                    f"interrupted: node {attempt.node_id} stopped heartbeating",
+                    functools.partial(
+                        self.store.finish,
+                        attempt.id,
+                        attempt.token,
+                        None,
+                        f"interrupted: node {attempt.node_id} stopped heartbeating",
+                        reap_after=self.lease,
+                    )
                 )
+
+    async def _fence(self) -> None:
+        """Stop the processes of attempts that another node finished meanwhile (this node
+        was too slow to heartbeat and was taken for dead)."""
+        live = {a.id for a in await asyncio.to_thread(self.store.live_attempts, self.node_id)}
+        for run in list(self._runs.values()):
+            if run.attempt.id in live or run.finishing or run.stopping:
+                continue
+            log.warning(
+                "attempt finished by another node; stopping it here", extra={"task_id": run.task.id}
+            )
+            run.stopping = True
+            run.stop_reason = "finished elsewhere: this node was taken for dead"
+            self._apply_stop(run)
 
     async def _shutdown(self) -> None:
         """Stop supervising. Processes keep running (a restarted node re-adopts them);
@@ -428,6 +514,12 @@ class Node:
                 pending.append(run.watcher)
         await asyncio.gather(*pending, return_exceptions=True)
         self._runs.clear()
+
+
+def _running_since(pid: int, since: float) -> bool:
+    """True if process `pid` exists and already existed at `since` (not a reused pid)."""
+    started = process_start_time(pid)
+    return started is not None and started <= since + 1.0
 
 
 def _pid_from_file(path: Path) -> tuple[int | None, float | None]:

@@ -9,6 +9,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from itertools import pairwise
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -223,3 +224,10 @@ def test_postgres_store_and_watcher_reconnect_after_losing_their_connections(
             asyncio.run(scenario())
         finally:
             watcher.close()
+
+
+def test_a_new_sqlite_store_is_private_to_its_owner(tmp_path: Path) -> None:
+    path = tmp_path / "private" / "store.db"
+    open_store(path).close()
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert path.parent.stat().st_mode & 0o777 == 0o700

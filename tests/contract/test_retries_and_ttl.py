@@ -268,3 +268,28 @@ def test_a_task_that_started_in_time_is_retried_not_expired(store: Store) -> Non
     retried = store.claim("n", now=100).claims
     # then it runs again rather than expiring.
     assert [c.task.id for c in retried] == [task.id]
+
+
+def test_an_attempt_that_never_started_goes_back_in_line_uncounted(store: Store) -> None:
+    task = store.submit({"command": ["x"], "max_attempts": 1})
+    (claim,) = store.claim("n").claims
+    store.finish(claim.attempt.id, claim.attempt.token, None, "node died", requeue=True)
+    again = store.get(task.id)
+    assert again.status is Status.QUEUED
+    assert again.attempts[0].outcome == "interrupted"
+    (second,) = store.claim("n").claims  # its one attempt is still there to use
+    assert second.attempt.number == 2
+
+
+def test_reaping_refuses_an_attempt_whose_node_is_alive(store: Store) -> None:
+    store.submit({"command": ["x"]})
+    store.heartbeat("alive", now=100)
+    (claim,) = store.claim("alive", now=100, lease=30).claims
+    a = claim.attempt
+    with pytest.raises(StaleAttempt, match="alive"):
+        store.finish(a.id, a.token, None, "reaped", now=120, reap_after=30)  # lease fresh
+    store.heartbeat("alive", now=125, lease=1)  # the attempt's lease lapses at 126
+    with pytest.raises(StaleAttempt, match="alive"):
+        store.finish(a.id, a.token, None, "reaped", now=140, reap_after=30)  # node beat at 125
+    done = store.finish(a.id, a.token, None, "reaped", now=200, reap_after=30)
+    assert done.status is Status.FAILED

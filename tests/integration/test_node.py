@@ -6,16 +6,20 @@ import asyncio
 import re
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from slotline.admission import Guard, Sample
 from slotline.config import Admission
+from slotline.errors import InvalidInput, StoreError
 from slotline.models import Attempt, Status, Task
 from slotline.node import Node
+from slotline.runner.process import process_start_time
 from slotline.store import Store, open_store
 
 
@@ -386,3 +390,62 @@ def test_a_cancel_that_arrives_while_the_process_is_being_spawned_is_not_lost(
             await until(lambda: store.get(agent.id).status is Status.CANCELLED)
 
     asyncio.run(scenario())
+
+
+def test_a_node_stops_a_run_that_another_node_reaped(store: Store, tmp_path: Path) -> None:
+    # Given a node that was taken for dead while its agent ran,
+    agent = submit(store, "sleep", "30")
+
+    async def scenario() -> None:
+        async with running_node(store, tmp_path, heartbeat=0.1):
+            await until(lambda: has_pid(store, agent.id))
+            attempt = store.get(agent.id).attempts[0]
+            assert attempt.pid is not None
+            # when another node finishes its attempt as interrupted,
+            store.finish(attempt.id, attempt.token, None, "interrupted: reaped elsewhere")
+            # then this node stops the process: the task never runs twice at once.
+            await until(lambda: process_start_time(attempt.pid) is None)  # type: ignore[arg-type]
+
+    asyncio.run(scenario())
+    assert store.get(agent.id).status is Status.FAILED
+
+
+def test_a_second_live_node_with_the_same_id_is_refused(store: Store, tmp_path: Path) -> None:
+    other = subprocess.Popen(
+        [sys.executable, "-m", "slotline", "--store", store.url.removeprefix("sqlite://"),
+         "serve", "--no-http", "--node-id", "twin"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while store.node("twin") is None:  # wait until the other node has registered
+            assert time.monotonic() < deadline, "the other node did not start"
+            time.sleep(0.05)
+        with pytest.raises(InvalidInput, match="another node named 'twin' is running"):
+            asyncio.run(Node(store, node_id="twin", log_dir=tmp_path / "l").run_until_idle(10))
+    finally:
+        other.terminate()
+        other.wait(timeout=30)
+
+
+def test_the_node_rides_out_store_failures(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a store that fails a claim and then a finish, as a busy database would,
+    failures = {"claim": 1, "finish": 2}
+    for verb in failures:
+        real = getattr(store, verb)
+
+        def flaky(*args: object, _verb: str = verb, _real: Any = real, **kw: object) -> Any:
+            if failures[_verb] > 0:
+                failures[_verb] -= 1
+                raise StoreError(f"{_verb} failed: database is locked")
+            return _real(*args, **kw)
+
+        monkeypatch.setattr(store, verb, flaky)
+    task = submit(store, "true")
+    # when the node runs, then the task still ends, recorded once.
+    asyncio.run(Node(store, log_dir=tmp_path / "logs").run_until_idle(timeout=30))
+    assert store.get(task.id).status is Status.SUCCEEDED
+    assert failures == {"claim": 0, "finish": 0}

@@ -388,6 +388,9 @@ class Store(SteeringVerbs, StoreCore):
         exit_code: int | None,
         reason: str | None = None,
         now: float | None = None,
+        *,
+        requeue: bool = False,
+        reap_after: float | None = None,
     ) -> Task:
         """Commit the outcome of an attempt whose process has exited.
 
@@ -395,12 +398,22 @@ class Store(SteeringVerbs, StoreCore):
         code 0 without a reason succeeds and anything else fails, and is retried after an
         exponential backoff with jitter while attempts are left.
 
+        Args:
+            requeue: the attempt never ran its command (its node died before spawning it):
+                put the task back in line without counting the attempt.
+            reap_after: finish only if the attempt's lease has lapsed and its node has not
+                heartbeated for this many seconds (checked inside the transaction), for a
+                node reaping another node's attempts.
+
         Raises:
-            StaleAttempt: the attempt is not the task's current one, or the token is wrong.
+            StaleAttempt: the attempt is not the task's current one, or the token is wrong,
+                or (with reap_after) its node is still alive.
         """
         with self._write() as tx:
             now = utcnow() if now is None else now  # under the lock, as in `claim`
             task, attempt = self._live_attempt(tx, attempt_id, token)
+            if reap_after is not None:
+                self._check_reapable(tx, attempt, now, reap_after)
             request = task.kill_request or ""
             if request == "cancel":
                 outcome, status = "cancelled", Status.CANCELLED
@@ -409,6 +422,8 @@ class Store(SteeringVerbs, StoreCore):
                 reason = "terminated: " + request.removeprefix("terminate:")
             elif task.restart_requested:
                 outcome, status = "restarted", Status.QUEUED
+            elif requeue:
+                outcome, status = "interrupted", Status.QUEUED
             elif exit_code == 0 and reason is None:
                 outcome, status = "succeeded", Status.SUCCEEDED
             else:
@@ -423,7 +438,13 @@ class Store(SteeringVerbs, StoreCore):
                 reason=reason,
             )
             used = task.attempt_count - task.attempt_base
-            if status is Status.QUEUED:
+            if outcome == "interrupted":
+                check_transition("retry", task.id, task.status)
+                tx.run("task_requeue_uncounted", id=task.id, status_reason=reason)
+                ops.change(
+                    tx, task, "requeued", Status.QUEUED, now, attempt=attempt.id, reason=reason
+                )
+            elif status is Status.QUEUED:
                 self._reset(tx, task, now)
             elif outcome == "failed" and used < task.max_attempts:
                 self._retry(tx, task, attempt, used, exit_code, reason, now)
@@ -554,6 +575,21 @@ class Store(SteeringVerbs, StoreCore):
             )
             ops.write_setting(tx, "pressure", value)
             ops.emit(tx, "admission", None, now, node=node_id, reason=reason, hold=hold)
+
+    def _check_reapable(self, tx: Tx, attempt: Attempt, now: float, grace: float) -> None:
+        lease = attempt.lease_expires_at
+        node = tx.one("node_get", id=attempt.node_id) if attempt.node_id else None
+        beat = None if node is None else float(node["heartbeat_at"])
+        if (lease is not None and lease >= now) or (beat is not None and beat >= now - grace):
+            raise StaleAttempt(
+                f"attempt {attempt.id[:8]} of node {attempt.node_id} is alive (lease or "
+                "heartbeat is recent); not reaped"
+            )
+
+    def node(self, node_id: str) -> dict[str, Any] | None:
+        """The node's row (host, pid, started_at, heartbeat_at), if it is registered."""
+        with self._transaction(write=False) as tx:
+            return tx.one("node_get", id=node_id)
 
     def register_node(self, node_id: str, now: float | None = None) -> None:
         now = utcnow() if now is None else now

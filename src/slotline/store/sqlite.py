@@ -43,7 +43,10 @@ class SQLiteStore(Store):
         self.path = Path(path).expanduser().resolve()
         self.url = f"sqlite:///{self.path}"
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # Tasks hold commands, prompts and env (API keys): only the owner may read.
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if not self.path.exists():
+                os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
             self._conn = sqlite3.connect(
                 self.path,
                 isolation_level=None,

@@ -225,3 +225,14 @@ WHERE id = :id AND finished_at IS NULL;
 
 -- name: task_cancel_start_now
 UPDATE tasks SET start_now = FALSE WHERE id = :id;
+
+-- name: node_get
+SELECT * FROM nodes WHERE id = :id;
+
+-- name: task_requeue_uncounted
+-- Back in line at its place; the attempt that never ran does not count against
+-- max_attempts.
+UPDATE tasks
+SET status = 'queued', status_reason = :status_reason, not_before = NULL,
+    kill_request = NULL, attempt_base = attempt_base + 1
+WHERE id = :id;
