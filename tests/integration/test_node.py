@@ -449,3 +449,37 @@ def test_the_node_rides_out_store_failures(
     asyncio.run(Node(store, log_dir=tmp_path / "logs").run_until_idle(timeout=30))
     assert store.get(task.id).status is Status.SUCCEEDED
     assert failures == {"claim": 0, "finish": 0}
+
+
+def test_a_timed_out_sync_callable_keeps_its_slot_until_it_returns(
+    store: Store, tmp_path: Path
+) -> None:
+    import threading
+
+    release = threading.Event()
+    ended: list[float] = []
+
+    def stubborn() -> None:
+        release.wait(10)
+        ended.append(time.time())
+
+    store.set_setting("max_concurrent", 1)
+    slow = store.submit({"callable": "stubborn", "timeout": 0.2})
+    nxt = store.submit({"callable": "stubborn"})
+
+    async def scenario() -> None:
+        node = Node(store, log_dir=tmp_path / "logs", callables={"stubborn": stubborn})
+        stop = asyncio.Event()
+        running = asyncio.create_task(node.run(stop))
+        await asyncio.sleep(0.6)  # well past the timeout: the thread still runs
+        assert store.get(nxt.id).status is Status.QUEUED
+        release.set()
+        await until(lambda: store.get(nxt.id).status is Status.SUCCEEDED)
+        stop.set()
+        await running
+
+    asyncio.run(scenario())
+    task = store.get(slow.id)
+    assert task.failure_reason == "timed out after 0.2s"
+    assert task.attempts[0].finished_at is not None
+    assert task.attempts[0].finished_at >= ended[0]

@@ -39,12 +39,16 @@ class Registry:
 async def run_callable(
     function: TaskFunction, args: dict[str, Any], timeout: float | None, log_path: Path
 ) -> Outcome:
-    """Call `function(**args)`; an exception fails the attempt, its traceback goes to the log."""
+    """Call `function(**args)`; an exception fails the attempt, its traceback goes to the log.
+
+    An async function is cancelled by a timeout or a stop request. A sync one runs in a
+    thread, which cannot be interrupted: the attempt (and its slot) lasts until the
+    function returns, so a limit is never exceeded by threads still working."""
     try:
         if inspect.iscoroutinefunction(function):
             await asyncio.wait_for(function(**args), timeout)
         else:
-            await asyncio.wait_for(asyncio.to_thread(function, **args), timeout)
+            await _in_thread(function, args, timeout)
     except TimeoutError:
         return Outcome(None, f"timed out after {timeout:g}s")
     except asyncio.CancelledError:
@@ -55,3 +59,14 @@ async def run_callable(
             log.write(traceback.format_exc())
         return Outcome(1, f"{type(exc).__name__}: {exc}")
     return Outcome(0)
+
+
+async def _in_thread(function: TaskFunction, args: dict[str, Any], timeout: float | None) -> None:
+    work = asyncio.ensure_future(asyncio.to_thread(function, **args))
+    try:
+        await asyncio.wait_for(asyncio.shield(work), timeout)
+    except (TimeoutError, asyncio.CancelledError):
+        # Too late or stopped: the thread goes on regardless, so wait for it before the
+        # attempt may end; then report the timeout or the stop.
+        await asyncio.wait([work])
+        raise
