@@ -102,6 +102,9 @@ class ProcessHandle:
     async def wait(self) -> Outcome:
         """Wait until the keeper exits, then report the command's exit status."""
         await self._exited()
+        # Kill what the command left in its group while the keeper is still an unreaped
+        # zombie: it holds the group id, so the signal cannot reach a stranger's group.
+        self._reap_group()
         keeper_code = None
         if self.child:
             with contextlib.suppress(ChildProcessError):
@@ -110,7 +113,6 @@ class ProcessHandle:
         code = read_exit_file(self.exit_path)
         if code is None and keeper_code is not None and keeper_code < 0:
             code = keeper_code  # the keeper itself was killed (SIGKILL to the group)
-        self._reap_group()
         reason = self.stop_reason or describe_exit(code)
         return Outcome(code, reason)
 
