@@ -296,3 +296,19 @@ def test_set_setting_accepts_a_numeric_string(store: Store) -> None:
 
     assert store.settings()["max_concurrent"] == 5
     assert store.status().max_concurrent == 5
+
+
+def test_aging_raises_a_long_waiting_task_one_level_per_interval(store: Store) -> None:
+    # Given a low task submitted at 0 and a normal one at 100,
+    store.set_setting("max_concurrent", 1)
+    old = store.submit({"command": ["old"], "priority": "low"}, now=0)
+    new = store.submit({"command": ["new"], "priority": "normal"}, now=100)
+    # without aging, priority decides;
+    assert [t.id for t in store.status(now=100).queued] == [new.id, old.id]
+    # with aging every 60 s, the low one has risen to normal by 100 and, older, goes first,
+    store.set_setting("aging_interval", 60)
+    assert [t.id for t in store.status(now=100).queued] == [old.id, new.id]
+    assert [t.id for t in store.status(now=59).queued] == [new.id, old.id]
+    # and dispatch follows the same order.
+    (claim,) = store.claim("n", now=100).claims
+    assert claim.task.id == old.id
