@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from slotline.models import Status, utcnow
-from slotline.store import Store
-from slotline.store.base import Claim
+from slotline.store import Claim, Store
 
 from .conftest import ISO_UTC, Run, ok
 

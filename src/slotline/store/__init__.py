@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from slotline.errors import InvalidInput
-from slotline.store.base import Claim, ClaimResult, KillRequest, QueueStatus, Store
+from slotline.store.base import QueueStatus, Store
 from slotline.store.core import Watcher
+from slotline.store.nodes import KillRequest
+from slotline.store.runs import Claim, ClaimResult
 
 
 def open_store(url: str | Path | None = None) -> Store:

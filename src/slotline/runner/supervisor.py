@@ -1,0 +1,224 @@
+"""Per-attempt supervision: start a claimed attempt, watch it, stop it on request, finish it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from slotline.errors import SlotlineError, StaleAttempt, StoreError
+from slotline.models import Attempt, Kind, Task, utcnow
+from slotline.runner.callable import Registry, run_callable
+from slotline.runner.env import build_env
+from slotline.runner.process import Outcome, ProcessHandle, SpawnError, spawn
+from slotline.runner.proctree import TreeSampler
+from slotline.store import Claim, Store
+
+# The node's logger: records keep the name they had before supervision moved here.
+log = logging.getLogger("slotline.node")
+
+
+@dataclass
+class _Run:
+    """One attempt this node supervises."""
+
+    task: Task
+    attempt: Attempt
+    handle: ProcessHandle | None = None
+    inner: asyncio.Task[Outcome] | None = None
+    stopping: bool = False
+    # A stop asked for before the process (or callable) existed, applied once it does.
+    stop_reason: str | None = None
+    finishing: bool = False
+    watcher: asyncio.Task[None] | None = field(default=None, repr=False)
+
+
+class Supervisor:
+    """The node's supervision of its attempts (a mixin of `Node`, which sets these)."""
+
+    store: Store
+    node_id: str
+    log_dir: Path
+    registry: Registry
+    kill_grace: float
+    lease: float
+    env_allow: tuple[str, ...]
+    log_max_bytes: int
+    _sampler: TreeSampler
+    _runs: dict[str, _Run]
+    _changed: asyncio.Event
+    _stopping: bool
+    _stoppers: set[asyncio.Task[None]]
+
+    def _paths(self, task: Task, attempt: Attempt) -> Path:
+        return self.log_dir / task.id / f"{attempt.number}.log"
+
+    def _begin(self, claim: Claim) -> None:
+        run = _Run(claim.task, claim.attempt)
+        self._runs[claim.attempt.id] = run
+        run.watcher = asyncio.create_task(self._supervise(run))
+
+    async def _supervise(self, run: _Run) -> None:
+        task, attempt = run.task, run.attempt
+        log_path = self._paths(task, attempt)
+        try:
+            outcome = await self._execute(run, log_path)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug must not leave the task running forever
+            log.exception("attempt crashed", extra={"task_id": task.id})
+            outcome = Outcome(None, f"internal error: {exc}")
+        await self._finish(run, outcome)
+
+    async def _execute(self, run: _Run, log_path: Path) -> Outcome:
+        task, attempt = run.task, run.attempt
+        if task.kind is Kind.CALLABLE:
+            function = self.registry.get(task.callable or "")
+            if function is None:
+                return Outcome(None, f"no callable named {task.callable!r} on this node")
+            await self._with_retries(
+                self.store.record_start, attempt.id, attempt.token, None, None, str(log_path)
+            )
+            run.inner = asyncio.create_task(
+                run_callable(function, task.args, task.timeout, log_path)
+            )
+            self._apply_stop(run)
+            try:
+                return await run.inner
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise
+                if self._stopping:
+                    return Outcome(None, "interrupted: the node stopped")
+                return Outcome(None, "stopped by request")
+        env = build_env(task, attempt, self.store.url, allow=self.env_allow)
+        try:
+            handle = await spawn(
+                list(task.command),
+                task.workspace,
+                env,
+                log_path,
+                memory_mb=task.memory_mb,
+                log_max_bytes=self.log_max_bytes,
+            )
+        except SpawnError as exc:
+            return Outcome(None, str(exc))
+        run.handle = handle
+        self._apply_stop(run)
+        try:
+            await self._with_retries(
+                self.store.record_start,
+                attempt.id,
+                attempt.token,
+                handle.pid,
+                handle.pid_started,
+                str(log_path),
+            )
+        except SlotlineError:
+            # The attempt is no longer ours to run (or the store is gone while stopping):
+            # never leave its process running unsupervised.
+            await handle.stop("its start could not be recorded", self.kill_grace)
+            await handle.wait()
+            raise
+        return await self._wait(run, handle)
+
+    async def _wait(self, run: _Run, handle: ProcessHandle) -> Outcome:
+        timeout = run.task.timeout
+        if timeout is not None and run.attempt.started_at:
+            timeout = max(0.0, run.attempt.started_at + timeout - utcnow())
+        waiting = asyncio.create_task(handle.wait())
+        try:
+            return await asyncio.wait_for(asyncio.shield(waiting), timeout)
+        except TimeoutError:
+            await handle.stop(f"timed out after {run.task.timeout:g}s", self.kill_grace)
+            return await waiting
+
+    async def _finish(self, run: _Run, outcome: Outcome, requeue: bool = False) -> None:
+        """Commit the outcome. The run stays tracked until the store has it: a store that
+        is briefly unreachable must not leave the task 'running' with nothing running."""
+        run.finishing = True
+        try:
+            await self._with_retries(
+                self.store.finish,
+                run.attempt.id,
+                run.attempt.token,
+                outcome.exit_code,
+                outcome.reason,
+                requeue=requeue,
+            )
+        except StaleAttempt as exc:
+            log.warning("outcome not recorded: %s", exc, extra={"task_id": run.task.id})
+        except SlotlineError:
+            log.exception(
+                "outcome not recorded; the next node start reconciles it",
+                extra={"task_id": run.task.id},
+            )
+        finally:
+            self._runs.pop(run.attempt.id, None)
+            self._changed.set()
+
+    async def _with_retries(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Call a store verb, retrying while the store itself fails (not on refusals)."""
+        delay = 0.1
+        while True:
+            try:
+                return await asyncio.to_thread(function, *args, **kwargs)
+            except StoreError:
+                if self._stopping:
+                    raise
+                log.warning("store unavailable; retrying in %.1fs", delay, exc_info=True)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    async def _handle_kills(self) -> None:
+        requests = await asyncio.to_thread(self.store.kill_requests, self.node_id)
+        for request in requests:
+            run = self._runs.get(request.attempt_id)
+            if run is None or run.stopping:
+                continue
+            run.stopping = True
+            run.stop_reason = {"cancel": "cancelled", "restart": "restarted"}.get(
+                request.kind, "terminated: " + request.kind.removeprefix("terminate:")
+            )
+            self._apply_stop(run)
+
+    def _apply_stop(self, run: _Run) -> None:
+        """Stop a run whose stop was requested, if it has started; else `_execute` calls
+        this again as soon as its process or callable exists (no request is lost)."""
+        if run.stop_reason is None:
+            return
+        if run.handle is not None:
+            stopper = asyncio.create_task(run.handle.stop(run.stop_reason, self.kill_grace))
+            self._stoppers.add(stopper)
+            stopper.add_done_callback(self._stoppers.discard)
+        elif run.inner is not None:
+            run.inner.cancel()
+
+    async def _fence(self) -> None:
+        """Stop the processes of attempts that another node finished meanwhile (this node
+        was too slow to heartbeat and was taken for dead)."""
+        live = {a.id for a in await asyncio.to_thread(self.store.live_attempts, self.node_id)}
+        for run in list(self._runs.values()):
+            if run.attempt.id in live or run.finishing or run.stopping:
+                continue
+            log.warning(
+                "attempt finished by another node; stopping it here", extra={"task_id": run.task.id}
+            )
+            run.stopping = True
+            run.stop_reason = "finished elsewhere: this node was taken for dead"
+            self._apply_stop(run)
+
+    async def _sample_usage(self) -> None:
+        """Record CPU% and RSS of each running command's whole process tree."""
+        usage = {}
+        for run in list(self._runs.values()):
+            if run.handle is not None:
+                sample = self._sampler.sample(run.handle.pid, run.handle.pid_started)
+                if sample is not None:
+                    usage[run.attempt.id] = (sample.cpu_percent, sample.rss)
+        if usage:
+            await asyncio.to_thread(self.store.record_usage, usage)
