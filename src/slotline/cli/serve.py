@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -49,6 +48,13 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
     help="How much the node logs on stderr.",
 )
 @click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="json: one object per line with the structured fields (task_id, node…).",
+)
+@click.option(
     "--config",
     "config_path",
     metavar="FILE",
@@ -71,6 +77,7 @@ def serve(
     node_id: str | None,
     log_dir: Path | None,
     log_level: str,
+    log_format: str,
     config_path: Path | None,
     host: str,
     port: int,
@@ -83,6 +90,7 @@ def serve(
     name re-adopts them.
     """
     from slotline.config import load_config
+    from slotline.logfmt import configure as configure_logging
     from slotline.node import Node
 
     if state.url is not None:
@@ -90,9 +98,7 @@ def serve(
             f"serve runs a node on a store, not through a server ({state.url}): "
             "give --store (and unset SLOTLINE_URL)"
         )
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(log_level, log_format)
     config = load_config(
         config_path or state.config_path, overrides={"max_concurrent": max_concurrent}
     )
