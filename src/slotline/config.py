@@ -10,7 +10,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pydantic
 import yaml
@@ -102,6 +102,12 @@ class Config(BaseModel):
     kill_grace: float = Field(default=10.0, ge=0)
     log_max_bytes: int = Field(default=50 * 1024 * 1024, ge=1024)
     env_allow: list[str] = Field(default_factory=list)
+    # Who may submit raw commands (argv lists, env) over HTTP; others submit agent types.
+    raw_commands: Literal["all", "admins"] = "admins"
+    # Host names the HTTP API answers to beyond loopback and the bind address (a DNS name
+    # for `serve --host 0.0.0.0`), and browser origins allowed to change state.
+    allowed_hosts: list[str] = Field(default_factory=list)
+    allowed_origins: list[str] = Field(default_factory=list)
     _source: str | None = PrivateAttr(default=None)
 
     @property

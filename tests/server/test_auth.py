@@ -12,7 +12,7 @@ import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from slotline.config import load_config
+from slotline.config import Config, load_config
 from slotline.errors import InvalidInput
 from slotline.server import ServerOptions, create_token, revoke_token, serve_http, verify_token
 from slotline.server.auth import TokenBook, list_tokens
@@ -83,7 +83,8 @@ def test_viewer_reads_but_cannot_change(server: Running) -> None:
             assert "viewer" in response.json()["detail"] or "admin" in response.json()["detail"]
 
 
-def test_users_see_and_steer_only_their_own_tasks(server: Running) -> None:
+def test_users_see_and_steer_only_their_own_tasks(make_server: ServerFactory) -> None:
+    server = make_server(config=Config(raw_commands="all"))
     ann = server.token("ann", "user")
     bob = server.token("bob", "user")
     with server.client(ann) as http:

@@ -19,6 +19,7 @@ from slotline.server.auth import TokenBook, default_tokens_path
 from slotline.server.context import ServerOptions, ServerState, State
 from slotline.server.errors import BodyLimit, install_error_handlers
 from slotline.server.events import EventHub
+from slotline.server.guard import RequestGuard
 from slotline.server.metrics import StoreCollector
 from slotline.store import Store
 
@@ -53,7 +54,8 @@ def create_app(
     Args:
         store: the store every route reads and steers.
         config: the effective configuration (agent types for submit, /api/config).
-        options: server knobs: token file, body cap, stream queue size, origins…
+        options: server knobs: token file, body cap, stream queue size, hosts and
+            origins…
     """
     options = options or ServerOptions()
     state = ServerState(
@@ -85,6 +87,12 @@ def create_app(
     app.state.slotline = state
     install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=options.max_body_bytes)
+    # Added last, so it runs first: a foreign Host or Origin gets nowhere near a route.
+    app.add_middleware(
+        RequestGuard,
+        allowed_hosts=(*options.allowed_hosts, *state.config.allowed_hosts),
+        allowed_origins=(*options.allowed_origins, *state.config.allowed_origins),
+    )
     for router in (
         health,
         routes.router,

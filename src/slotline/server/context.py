@@ -27,7 +27,7 @@ R = TypeVar("R")
 
 @dataclass(frozen=True)
 class ServerOptions:
-    """Knobs of the HTTP server that are not part of slotline.yaml."""
+    """Knobs of the HTTP server (slotline.yaml's `raw_commands` aside, not in the file)."""
 
     tokens_path: Path | None = None
     # Set when listening beyond loopback: with every token revoked, refuse all callers
@@ -35,9 +35,15 @@ class ServerOptions:
     require_tokens: bool = False
     # Bodies larger than this are refused with 413 before they are read in full.
     max_body_bytes: int = 2 * 1024 * 1024
-    # Raw commands (argv lists) from admins only; agent types and callables stay open.
-    raw_commands_admin_only: bool = False
-    # Browser origins allowed on the WebSocket besides the server's own.
+    # Raw commands (argv lists, env) from admins only; agent types and callables stay
+    # open. None: as slotline.yaml's `raw_commands` says (admins, by default).
+    raw_commands_admin_only: bool | None = None
+    # Host names (`name` for any port, `name:port`, `*.domain`, `*`) the server answers
+    # to besides loopback names and the address a connection arrived on, with its port;
+    # `serve_http` adds the host it binds. Other Hosts are refused (DNS rebinding).
+    allowed_hosts: tuple[str, ...] = ()
+    # Browser origins (`https://dash.example:8443`; `*` for any) allowed to change things
+    # (POST…) and open the WebSocket, besides the server's own.
     allowed_origins: tuple[str, ...] = ()
     # Seconds of silence after which an event stream sends a heartbeat.
     heartbeat: float = 15.0
@@ -62,6 +68,12 @@ class ServerState:
     # Set when the server begins to stop: open streams end instead of holding it up.
     closing: asyncio.Event = field(default_factory=asyncio.Event)
 
+    @property
+    def raw_commands_admin_only(self) -> bool:
+        """Whether raw commands are for admins: the options say, else slotline.yaml."""
+        chosen = self.options.raw_commands_admin_only
+        return self.config.raw_commands == "admins" if chosen is None else chosen
+
     def close_streams(self) -> None:
         self.closing.set()
         self.hub.close("the server is stopping")
@@ -78,8 +90,14 @@ class ServerState:
         """
         task = await self.call(self.store.get, ref)
         if not who.sees(task):
-            raise NotFound(f"no task matches {ref!r}", task_id=ref)
+            raise hidden(ref)
         return task
+
+
+def hidden(ref: str) -> NotFound:
+    """What the store says of an unknown `ref`, for a task the caller may not see."""
+    ref = ref.strip().lower()
+    return NotFound(f"no task matches {ref!r}", task_id=ref)
 
 
 def server_state(conn: HTTPConnection) -> ServerState:

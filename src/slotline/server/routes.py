@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query
 
 from slotline.config import Config, expand_agent_type
+from slotline.errors import NotFound, UnknownDependency
 from slotline.models import Priority, Status, Task
 from slotline.server.auth import Principal
-from slotline.server.context import Reader, ServerState, State, Writer
+from slotline.server.context import Reader, ServerState, State, Writer, hidden
 from slotline.server.errors import ERROR_RESPONSES
 from slotline.server.schemas import (
     MAX_SEQ,
@@ -25,6 +27,7 @@ from slotline.server.schemas import (
     task_json,
 )
 from slotline.spec import TaskSpec, parse_spec
+from slotline.store import Store
 
 MAX_PAGE = 1000
 LIST_SCAN = 1_000_000
@@ -32,9 +35,16 @@ LIST_SCAN = 1_000_000
 router = APIRouter(prefix="/api/tasks", tags=["tasks"], responses=ERROR_RESPONSES)
 
 
-def build_spec(body: SubmitBody, config: Config, who: Principal, admin_only_raw: bool) -> TaskSpec:
+def build_spec(
+    body: SubmitBody,
+    config: Config,
+    who: Principal,
+    admin_only_raw: bool,
+    exempt: frozenset[str] = frozenset(),
+) -> TaskSpec:
     """The TaskSpec a submit body asks for: an agent type's command filled from the
-    config, the caller's name as `user` for a user token, raw commands checked.
+    config, the caller's name as `user` for a user token, raw commands checked, and an
+    agent outside the global pool (`exempt`) reached by non-admins only as its type.
 
     Raises:
         InvalidInput: a field is wrong (the message names it), or an unknown agent type.
@@ -49,6 +59,15 @@ def build_spec(body: SubmitBody, config: Config, who: Principal, admin_only_raw:
     if admin_only_raw and not who.is_admin and data.get("env"):
         # An environment (LD_PRELOAD, PATH…) can run code as surely as a command can.
         raise HTTPException(403, "env is for admins here; agent types set their own")
+    agent = data.get("agent")
+    if not who.is_admin and agent in exempt and not _as_its_type(data, prompt):
+        # Anything else under that name would run outside max_concurrent.
+        raise HTTPException(
+            403,
+            f"agent {agent!r} runs outside the global pool: submit it only as its agent "
+            f'type, {{"agent": {json.dumps(agent)}, "prompt": …}}, without command, '
+            "callable, kind or env",
+        )
     raw = bool(data.get("command"))
     data = expand_agent_type(config, data, prompt)
     if raw and admin_only_raw and not who.is_admin:
@@ -56,6 +75,64 @@ def build_spec(body: SubmitBody, config: Config, who: Principal, admin_only_raw:
             403, "raw commands are for admins here; submit an agent type with a prompt"
         )
     return parse_spec(data)
+
+
+def _as_its_type(data: dict[str, Any], prompt: str | None) -> bool:
+    """Whether a submit is its agent type's own command filled with a prompt."""
+    own = ("command", "callable", "args", "env")
+    if prompt is None or data.get("kind") not in (None, "command"):
+        return False
+    return not any(data.get(field) for field in own)
+
+
+def _visible_refs(store: Store, who: Principal, spec: TaskSpec) -> TaskSpec:
+    """`spec` with its parent and dependencies as full ids, each checked to be a task
+    `who` may see; one it may not see is answered exactly as an unknown one would be, so
+    neither its existence nor its status (through `status_reason`) shows.
+
+    Raises:
+        NotFound: the parent is unknown or not visible.
+        UnknownDependency: a dependency is unknown or not visible.
+    """
+
+    def visible(ref: str) -> str:
+        task = store.get(ref)
+        if not who.sees(task):
+            raise hidden(ref)
+        return task.id
+
+    parent = None if spec.parent_id is None else visible(spec.parent_id)
+    needs = []
+    for ref in spec.depends_on:
+        try:
+            needs.append(visible(ref))
+        except NotFound:
+            raise UnknownDependency(f"unknown dependency {ref!r}: no such task") from None
+    return spec.model_copy(update={"parent_id": parent, "depends_on": needs})
+
+
+async def _exempt_agents(state: ServerState) -> frozenset[str]:
+    """Agents outside the global pool: by slotline.yaml, or set in the store at runtime."""
+    declared = {name for name, agent in state.config.agents.items() if not agent.global_pool}
+    settings = await state.call(state.store.settings)
+    return frozenset(declared | set(settings["exempt_agents"]))
+
+
+async def _specs(state: ServerState, who: Principal, bodies: list[SubmitBody]) -> list[TaskSpec]:
+    """The checked specs of a submit (one body) or a batch: `build_spec`, then, for a user
+    token, its parents and dependencies limited to the user's own tasks."""
+    exempt = frozenset[str]()
+    if not who.is_admin and any(body.agent for body in bodies):
+        exempt = await _exempt_agents(state)
+    admin_only = state.raw_commands_admin_only
+    specs = [build_spec(body, state.config, who, admin_only, exempt) for body in bodies]
+    if who.role != "user" or not any(s.parent_id or s.depends_on for s in specs):
+        return specs
+
+    def check_all() -> list[TaskSpec]:
+        return [_visible_refs(state.store, who, spec) for spec in specs]
+
+    return await state.call(check_all)
 
 
 async def _steerable(state: ServerState, who: Principal, ref: str) -> Task:
@@ -73,7 +150,7 @@ async def _fresh(state: ServerState, task_id: str) -> dict[str, Any]:
 @router.post("", status_code=201, response_model=TaskOut)
 async def submit(state: State, who: Writer, body: SubmitBody) -> dict[str, Any]:
     """Submit one task. It is queued, waiting on dependencies, held, or blocked."""
-    spec = build_spec(body, state.config, who, state.options.raw_commands_admin_only)
+    (spec,) = await _specs(state, who, [body])
     task = await state.call(state.store.submit, spec)
     return await _fresh(state, task.id)
 
@@ -81,8 +158,7 @@ async def submit(state: State, who: Writer, body: SubmitBody) -> dict[str, Any]:
 @router.post("/batch", status_code=201, response_model=list[TaskOut])
 async def submit_batch(state: State, who: Writer, body: BatchBody) -> list[dict[str, Any]]:
     """Submit several tasks in one transaction: all are created, or none."""
-    admin_only = state.options.raw_commands_admin_only
-    specs = [build_spec(item, state.config, who, admin_only) for item in body.tasks]
+    specs = await _specs(state, who, body.tasks)
     created = await state.call(state.store.submit_many, specs)
     return [await _fresh(state, t.id) for t in created]
 

@@ -17,6 +17,7 @@ from slotline.errors import InvalidInput
 from slotline.server.app import create_app
 from slotline.server.auth import TokenBook, default_tokens_path
 from slotline.server.context import ServerOptions, ServerState
+from slotline.server.guard import WILDCARD_HOSTS, host_name
 from slotline.store import Store
 
 log = logging.getLogger("slotline.server")
@@ -104,6 +105,9 @@ async def serve_http(
         options = dataclasses.replace(options, require_tokens=True)
     sock = _listen(host, port)
     bound = sock.getsockname()[1]
+    if host.lower() not in WILDCARD_HOSTS:  # the name it was told to listen on is its own
+        named = f"{host_name(host.lower())}:{bound}"
+        options = dataclasses.replace(options, allowed_hosts=(*options.allowed_hosts, named))
     app = create_app(store, config, options)
     server = _Server(
         uvicorn.Config(
