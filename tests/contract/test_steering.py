@@ -418,3 +418,20 @@ def test_hold_drops_a_pending_start_now(store: Store) -> None:
     store.release(bumped.id)
     # Released, it waits for a free slot like any other task: no longer "start now".
     assert store.claim("n").claims == []
+
+
+def test_the_position_of_one_task_matches_the_whole_queue(store: Store) -> None:
+    # Given a line shaped by priorities, boosts and moves,
+    rng = random.Random(7)
+    tasks = [
+        store.submit({"command": [f"t{i}"], "priority": rng.choice(["low", "normal", "high"])})
+        for i in range(12)
+    ]
+    store.boost(tasks[5].id)
+    store.boost(tasks[9].id)
+    store.move(tasks[0].id, to=3)
+    store.move(tasks[11].id, before=tasks[2].id)
+    store.set_priority(tasks[4].id, "urgent")
+    # then each task's own position is its place in the queue.
+    for position, queued in enumerate(store.status().queued, 1):
+        assert store.get(queued.id).position == position

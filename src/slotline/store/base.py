@@ -77,7 +77,13 @@ class Store(RunVerbs, NodeVerbs):
             task = ops.resolve(tx, ref)
             position = None
             if task.status is Status.QUEUED:
-                position = self._positions(tx).get(task.id)
+                if ops.read_settings(tx)["aging_interval"]:
+                    position = self._positions(tx).get(task.id)
+                else:  # the stored order is the queue order: count who is ahead
+                    position = ops.count(
+                        tx, "queue_position", boosted=task.boosted,
+                        priority=int(task.priority), rank=task.rank,
+                    )  # fmt: skip
             return ops.with_attempts(tx, task, position)
 
     def _positions(self, tx: Tx) -> dict[str, int]:

@@ -236,3 +236,12 @@ UPDATE tasks
 SET status = 'queued', status_reason = :status_reason, not_before = NULL,
     kill_request = NULL, attempt_base = attempt_base + 1
 WHERE id = :id;
+
+-- name: queue_position
+-- 1 + the queued tasks ahead in (boosted first, priority, rank) order.
+SELECT COUNT(*) + 1 AS n FROM tasks
+WHERE status = 'queued' AND (
+    (boosted AND NOT :boosted)
+    OR (boosted = :boosted AND priority < :priority)
+    OR (boosted = :boosted AND priority = :priority AND rank < :rank)
+);
