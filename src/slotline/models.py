@@ -100,6 +100,8 @@ TRANSITIONS: dict[str, dict[Status, Status]] = {
         Status.HELD: Status.EXPIRED,
     },
     "unblock": {Status.WAITING: Status.QUEUED},
+    # A task submitted held while waiting on dependencies: held once they succeeded.
+    "unblock_held": {Status.WAITING: Status.HELD},
     "block": {Status.WAITING: Status.BLOCKED, Status.HELD: Status.BLOCKED},
     "hold": {Status.QUEUED: Status.HELD},
     "release": {Status.HELD: Status.QUEUED},
@@ -245,6 +247,7 @@ class Task:
     current_attempt: str | None
     memory_mb: int | None = None
     expected_duration: float | None = None
+    hold_when_ready: bool = False
     attempts: tuple[Attempt, ...] = ()
     position: int | None = None
 

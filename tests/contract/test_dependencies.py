@@ -237,3 +237,15 @@ def test_add_dependency_accepts_a_diamond(store: Store, submit: SubmitFn) -> Non
     bottom = submit("bottom", depends_on=[left.id])
 
     assert store.add_dependency(bottom.id, right.id).depends_on == (left.id, right.id)
+
+
+def test_a_task_submitted_held_stays_held_once_its_dependencies_succeed(store: Store) -> None:
+    first = store.submit({"command": ["first"]})
+    later = store.submit({"command": ["later"], "depends_on": [first.id], "hold": True})
+    assert store.get(later.id).status is Status.WAITING
+    (claim,) = store.claim("n").claims
+    store.finish(claim.attempt.id, claim.attempt.token, 0)
+    assert store.get(later.id).status is Status.HELD
+    assert store.claim("n").claims == []
+    store.release(later.id)
+    assert [c.task.id for c in store.claim("n").claims] == [later.id]

@@ -229,6 +229,7 @@ class Store(RunVerbs, NodeVerbs):
             queued_at=now if status in (Status.QUEUED, Status.HELD) else None,
             memory_mb=spec.memory_mb,
             expected_duration=spec.expected_duration,
+            hold_when_ready=spec.hold and status is Status.WAITING,
         )
         for dep in needs:
             tx.run("dep_insert", task_id=task_id, dep_id=dep.id)

@@ -62,15 +62,17 @@ def propagate_end(tx: Tx, task_id: str, status: Status, now: float) -> None:
             if dependent.status is not Status.WAITING:
                 continue
             if all(d.status is Status.SUCCEEDED for d in _deps(tx, dependent.id)):
-                check_transition("unblock", dependent.id, dependent.status)
+                verb = "unblock_held" if dependent.hold_when_ready else "unblock"
+                to = check_transition(verb, dependent.id, dependent.status)
                 tx.run(
                     "task_enqueue",
                     id=dependent.id,
+                    status=to.value,
                     status_reason=None,
                     rank=ops.next_rank(tx),
                     now=now,
                 )
-                ops.change(tx, dependent, "ready", Status.QUEUED, now, dependency=task_id)
+                ops.change(tx, dependent, "ready", to, now, dependency=task_id)
         return
     stack = [(task_id, status)]
     while stack:

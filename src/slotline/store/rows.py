@@ -59,6 +59,7 @@ def task_from_row(
         current_attempt=row["current_attempt"],
         memory_mb=row["memory_mb"],
         expected_duration=_opt_float(row["expected_duration"]),
+        hold_when_ready=bool(row["hold_when_ready"]),
         attempts=attempts,
         position=position,
     )

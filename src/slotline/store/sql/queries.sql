@@ -6,12 +6,12 @@ INSERT INTO tasks (
     id, kind, command, callable, args, title, agent, workspace, owner, labels, env,
     priority, boosted, start_now, rank, status, status_reason, depends_on, parent_id, depth,
     max_attempts, backoff, timeout, queue_ttl, created_at, queued_at, memory_mb,
-    expected_duration
+    expected_duration, hold_when_ready
 ) VALUES (
     :id, :kind, :command, :callable, :args, :title, :agent, :workspace, :owner, :labels, :env,
     :priority, FALSE, FALSE, :rank, :status, :status_reason, :depends_on, :parent_id, :depth,
     :max_attempts, :backoff, :timeout, :queue_ttl, :created_at, :queued_at, :memory_mb,
-    :expected_duration
+    :expected_duration, :hold_when_ready
 );
 
 -- name: dep_insert
@@ -95,8 +95,8 @@ UPDATE tasks SET status = :status, status_reason = :status_reason WHERE id = :id
 
 -- name: task_enqueue
 UPDATE tasks
-SET status = 'queued', status_reason = :status_reason, rank = :rank, queued_at = :now,
-    not_before = NULL
+SET status = :status, status_reason = :status_reason, rank = :rank, queued_at = :now,
+    not_before = NULL, hold_when_ready = FALSE
 WHERE id = :id;
 
 -- name: task_claim
