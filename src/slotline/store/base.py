@@ -98,7 +98,22 @@ class Store(RunVerbs, NodeVerbs):
             else:
                 rows = tx.rows("tasks_by_status", status=Status(status).value, limit=limit)
             positions = self._positions(tx)
-            return [ops.with_attempts(tx, task_from_row(r), positions.get(r["id"])) for r in rows]
+            # Attempts in one query, not one per task: a listing reads two result sets.
+            if status is None:
+                attempt_rows = tx.rows("attempts_all")
+            else:
+                attempt_rows = tx.rows("attempts_by_task_status", status=Status(status).value)
+            attempts: dict[str, list[Attempt]] = {}
+            for row in attempt_rows:
+                attempts.setdefault(row["task_id"], []).append(attempt_from_row(row))
+            return [
+                replace(
+                    task_from_row(r),
+                    attempts=tuple(sorted(attempts.get(r["id"], ()), key=lambda a: a.number)),
+                    position=positions.get(r["id"]),
+                )
+                for r in rows
+            ]
 
     def status(self, now: float | None = None) -> QueueStatus:
         """Capacity (active of max, slots free) and the queued tasks in order."""

@@ -245,3 +245,7 @@ WHERE status = 'queued' AND (
     OR (boosted = :boosted AND priority < :priority)
     OR (boosted = :boosted AND priority = :priority AND rank < :rank)
 );
+
+-- name: attempts_by_task_status
+SELECT a.* FROM attempts a JOIN tasks t ON t.id = a.task_id
+WHERE t.status = :status ORDER BY a.task_id, a.number;
