@@ -270,9 +270,14 @@ def _describe(
     return "invalid configuration: " + "; ".join(parts)
 
 
+def redact_url(url: str) -> str:
+    """The URL with any password replaced by `***`."""
+    return re.sub(r"://([^:/@]+):[^@/]+@", r"://\1:***@", url)
+
+
 def redacted(config: Config) -> dict[str, Any]:
     """The effective configuration as JSON, with any password in the store URL hidden."""
     data = config.model_dump(mode="json")
     if data.get("store"):
-        data["store"] = re.sub(r"://([^:/@]+):[^@/]+@", r"://\1:***@", data["store"])
+        data["store"] = redact_url(data["store"])
     return data

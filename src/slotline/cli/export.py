@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from slotline import __version__
 from slotline.cli.backend import Backend
 from slotline.cli.context import CliState, json_option, pass_state
 from slotline.cli.render import print_json
+from slotline.config import redact_url
 from slotline.models import Status, iso, utcnow
 
 ALL_TASKS = 1_000_000_000
@@ -51,11 +51,6 @@ def snapshot(store: Backend) -> dict[str, Any]:
         "status": line,
         "tasks": [t.to_dict() for t in tasks],
     }
-
-
-def redact_url(url: str) -> str:
-    """The store URL with any password replaced by `***`."""
-    return re.sub(r"://([^:/@]+):[^@/]+@", r"://\1:***@", url)
 
 
 @click.command()
