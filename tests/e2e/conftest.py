@@ -179,3 +179,36 @@ def wait_for(check: Callable[[], object], timeout: float = 30.0) -> None:
     while not check():
         assert time.monotonic() < deadline, "condition not reached in time"
         time.sleep(0.05)
+
+
+Spawn = Callable[..., subprocess.Popen[str]]
+
+
+@pytest.fixture
+def spawn_env(base_env: dict[str, str]) -> dict[str, str]:
+    """The environment `spawn` starts commands with (a test module may override it)."""
+    return base_env
+
+
+@pytest.fixture
+def spawn(spawn_env: dict[str, str], tmp_path: Path) -> Iterator[Spawn]:
+    """Start `python -m slotline ARGS…` in the background; killed if still running."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(*args: str) -> subprocess.Popen[str]:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "slotline", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=spawn_env,
+            cwd=tmp_path,
+        )
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()

@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from overlap import peak
+
 from .conftest import Run, Serve, ok, submit, wait_for
 
 
@@ -26,17 +28,11 @@ def iso_seconds(text: str) -> float:
 
 
 def peak_concurrency(tasks: list[dict[str, Any]]) -> int:
-    edges = []
-    for task in tasks:
-        for attempt in task["attempts"]:
-            edges.append((iso_seconds(attempt["started_at"]), 1))
-            edges.append((iso_seconds(attempt["finished_at"]), -1))
-    edges.sort()
-    running = peak = 0
-    for _, step in edges:
-        running += step
-        peak = max(peak, running)
-    return peak
+    return peak(
+        (iso_seconds(a["started_at"]), iso_seconds(a["finished_at"]))
+        for task in tasks
+        for a in task["attempts"]
+    )
 
 
 def test_the_limit_holds_and_every_task_runs(cli: Run, serve: Serve) -> None:

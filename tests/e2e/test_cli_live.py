@@ -4,46 +4,16 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
-
-import pytest
 
 from slotline.models import Status
 from slotline.store import Store
 
-from .conftest import Run, Serve
+from .conftest import Run, Serve, Spawn
 
-Spawn = Callable[..., subprocess.Popen[str]]
 # A command that prints `one`, waits until the test creates the file `go`, prints `two`.
 GATED = ["sh", "-c", "echo one; while [ ! -e go ]; do sleep 0.02; done; echo two"]
-
-
-@pytest.fixture
-def spawn(base_env: dict[str, str], tmp_path: Path) -> Iterator[Spawn]:
-    """Start `python -m slotline ARGS…` in the background; killed if still running."""
-    started: list[subprocess.Popen[str]] = []
-
-    def start(*args: str) -> subprocess.Popen[str]:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "slotline", *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=base_env,
-            cwd=tmp_path,
-        )
-        started.append(proc)
-        return proc
-
-    yield start
-    for proc in started:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate()
 
 
 def line_of(stream: IO[str] | None) -> str:

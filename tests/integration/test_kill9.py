@@ -11,7 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from slotline.models import Attempt, Status
+from overlap import peak
+from slotline.models import Status
 from slotline.store import open_store
 
 KILLS = 12
@@ -28,19 +29,6 @@ def start_node(store_path: Path, tmp_path: Path) -> subprocess.Popen[bytes]:
         env=env,
         cwd=tmp_path,
     )  # fmt: skip
-
-
-def peak_running(attempts: list[Attempt]) -> int:
-    edges = []
-    for a in attempts:
-        assert a.finished_at is not None
-        edges += [(a.started_at, 1), (a.finished_at, -1)]
-    edges.sort(key=lambda e: (e[0], e[1]))
-    running = peak = 0
-    for _, step in edges:
-        running += step
-        peak = max(peak, running)
-    return peak
 
 
 def test_kill_9_loop_keeps_every_task_and_the_limit(tmp_path: Path) -> None:
@@ -95,7 +83,7 @@ def test_kill_9_loop_keeps_every_task_and_the_limit(tmp_path: Path) -> None:
             assert earlier.finished_at <= later.started_at
     # no more than the limit ran at once,
     every = store.attempts()
-    assert peak_running(every) <= LIMIT
+    assert peak((a.started_at, a.finished_at) for a in every) <= LIMIT
     # the kills did land on running agents, which later nodes re-adopted,
     actions = [e.data["action"] for e in store.events() if e.kind == "reconciled"]
     assert "adopted" in actions

@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
+from overlap import peak
 from slotline.admission import Guard, Sample
 from slotline.config import Admission
 from slotline.errors import InvalidInput, StoreError
-from slotline.models import Attempt, Status, Task
+from slotline.models import Status, Task
 from slotline.node import Node
 from slotline.runner.process import process_start_time
 from slotline.store import Store, open_store
@@ -57,20 +58,6 @@ def has_pid(store: Store, task_id: str) -> bool:
     return bool(attempts) and attempts[-1].pid is not None
 
 
-def max_overlap(attempts: list[Attempt]) -> int:
-    """The most attempts that were running at one instant (from start/end times)."""
-    edges = []
-    for a in attempts:
-        assert a.finished_at is not None
-        edges += [(a.started_at, 1), (a.finished_at, -1)]
-    edges.sort(key=lambda e: (e[0], e[1]))
-    running = peak = 0
-    for _, step in edges:
-        running += step
-        peak = max(peak, running)
-    return peak
-
-
 def submit(store: Store, *argv: str, **fields: object) -> Task:
     return store.submit({"command": list(argv), **fields})
 
@@ -85,7 +72,7 @@ def test_limit_is_respected_and_every_task_runs(store: Store, tmp_path: Path) ->
 
     asyncio.run(scenario())
     assert all(store.get(t.id).status is Status.SUCCEEDED for t in tasks)
-    assert max_overlap(store.attempts()) == 2
+    assert peak((a.started_at, a.finished_at) for a in store.attempts()) == 2
 
 
 def test_priority_order_decides_who_starts_first(store: Store, tmp_path: Path) -> None:

@@ -11,7 +11,6 @@ import multiprocessing
 import random
 import time
 from collections import Counter
-from collections.abc import Iterable
 from contextlib import closing
 from itertools import pairwise
 from multiprocessing.synchronize import Barrier
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from overlap import peaks
 from slotline.models import Attempt, Event, Status, Task
 from slotline.store import Claim, open_store
 
@@ -62,25 +62,6 @@ def run_node(url: str, node_id: str, n_tasks: int, total: int, seed: int, start:
                 time.sleep(0.002)  # poll: other nodes still run the last tasks
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{node_id}: tasks still unfinished after {WORK_DEADLINE_S}s")
-
-
-def peaks(intervals: Iterable[tuple[float, float, str | None]]) -> tuple[int, Counter[str]]:
-    """The most intervals open at once, overall and per label; an interval that ends
-    at the instant another starts does not overlap it."""
-    points = []
-    for start, end, label in intervals:
-        points += [(start, 1, label), (end, -1, label)]
-    points.sort(key=lambda p: (p[0], p[1]))
-    now, most = 0, 0
-    per: Counter[str] = Counter()
-    per_most: Counter[str] = Counter()
-    for _, delta, label in points:
-        now += delta
-        most = max(most, now)
-        if label is not None:
-            per[label] += delta
-            per_most[label] = max(per_most[label], per[label])
-    return most, per_most
 
 
 def audit(tasks: list[Task], attempts: list[Attempt], events: list[Event], total: int) -> None:
