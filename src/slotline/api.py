@@ -71,7 +71,8 @@ class Queue:
             callable: name of a function registered on the node (instead of a command).
             **fields: any TaskSpec field: priority ("urgent"|"high"|"normal"|"low", P0..P3),
                 title, agent, workspace, user, labels, env, depends_on, parent_id,
-                max_attempts, backoff, timeout, queue_ttl, hold, args.
+                max_attempts, backoff, timeout, queue_ttl, hold, args, expected_duration
+                (seconds, for ETAs).
 
         Returns:
             The task as stored, with its status (queued, waiting, held or blocked).

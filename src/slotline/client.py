@@ -14,20 +14,28 @@ a server that cannot be reached raises ServerUnavailable, a refused token Access
 from __future__ import annotations
 
 import json
+import urllib.parse
 from collections.abc import Iterable, Iterator
-from datetime import datetime
 from typing import Any
 
 import httpx
 
 from slotline import errors
-from slotline.models import Attempt, Event, Kind, Limit, Priority, Status, Task
+from slotline.models import Event, Priority, Status, Task
 from slotline.spec import TaskSpec
 from slotline.store import QueueStatus
 from slotline.store.core import Watcher
 from slotline.store.ops import Settings
+from slotline.store.steering import BulkResult
+from slotline.wire import event_from_json, settings_from_json, task_from_json
 
 PAGE = 1000
+
+
+def _task_path(ref: str, verb: str | None = None) -> str:
+    """A task's URL path; the ref is escaped, so no ref (`../../pause`) reaches another route."""
+    path = f"/api/tasks/{urllib.parse.quote(ref, safe='')}"
+    return path if verb is None else f"{path}/{verb}"
 
 
 class AccessDenied(errors.SlotlineError):
@@ -55,93 +63,6 @@ _ERRORS: dict[str, type[errors.SlotlineError]] = {
 }
 
 
-def _epoch(text: str | None) -> float | None:
-    if text is None:
-        return None
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-
-
-def attempt_from_json(data: dict[str, Any], task_id: str) -> Attempt:
-    return Attempt(
-        id=data["id"],
-        task_id=task_id,
-        number=data["number"],
-        token="",  # never sent by the server
-        node_id=data.get("node_id"),
-        pid=data.get("pid"),
-        pid_started=None,
-        started_at=_epoch(data.get("started_at")) or 0.0,
-        finished_at=_epoch(data.get("finished_at")),
-        exit_code=data.get("exit_code"),
-        outcome=data.get("outcome"),
-        reason=data.get("reason"),
-        over_limit=bool(data.get("over_limit")),
-        lease_expires_at=None,
-        log_path=data.get("log_path"),
-        cpu_percent=data.get("cpu_percent"),
-        rss_bytes=data.get("rss_bytes"),
-        peak_cpu_percent=data.get("peak_cpu_percent"),
-        peak_rss_bytes=data.get("peak_rss_bytes"),
-    )
-
-
-def task_from_json(data: dict[str, Any]) -> Task:
-    """A Task from the API's JSON (env, args and rank are not sent: they stay empty)."""
-    attempts = tuple(attempt_from_json(a, data["id"]) for a in data.get("attempts", ()))
-    return Task(
-        id=data["id"],
-        kind=Kind(data["kind"]),
-        command=tuple(data.get("command", ())),
-        callable=data.get("callable"),
-        args={},
-        title=data["title"],
-        agent=data.get("agent"),
-        workspace=data.get("workspace"),
-        user=data.get("user"),
-        labels=dict(data.get("labels", {})),
-        env={},
-        priority=Priority.parse(data["priority"]),
-        boosted=bool(data.get("boosted")),
-        start_now=bool(data.get("start_now")),
-        rank="",
-        status=Status(data["status"]),
-        status_reason=data.get("status_reason"),
-        depends_on=tuple(data.get("depends_on", ())),
-        parent_id=data.get("parent_id"),
-        depth=int(data.get("depth", 0)),
-        max_attempts=int(data.get("max_attempts", 1)),
-        backoff=float(data.get("backoff", 0.0)),
-        timeout=data.get("timeout"),
-        queue_ttl=data.get("queue_ttl"),
-        not_before=_epoch(data.get("not_before")),
-        kill_request=data.get("stop_requested"),
-        restart_requested=data.get("stop_requested") == "restart",
-        created_at=_epoch(data.get("created_at")) or 0.0,
-        queued_at=_epoch(data.get("queued_at")),
-        started_at=_epoch(data.get("started_at")),
-        finished_at=_epoch(data.get("finished_at")),
-        exit_code=data.get("exit_code"),
-        failure_reason=data.get("failure_reason"),
-        attempt_count=max((a.number for a in attempts), default=0),
-        attempt_base=0,
-        current_attempt=data.get("current_attempt"),
-        memory_mb=data.get("memory_mb"),
-        expected_duration=data.get("expected_duration"),
-        attempts=attempts,
-        position=data.get("position"),
-    )
-
-
-def event_from_json(data: dict[str, Any]) -> Event:
-    return Event(
-        seq=int(data["seq"]),
-        at=_epoch(data.get("at")) or 0.0,
-        kind=data["kind"],
-        task_id=data.get("task_id"),
-        data=dict(data.get("data", {})),
-    )
-
-
 def response_error(response: httpx.Response) -> errors.SlotlineError:
     """The exception a failed response stands for: the store's own (by the body's `type`),
     AccessDenied for 401/403, InvalidInput for other 4xx refusals, else ServerUnavailable."""
@@ -154,17 +75,11 @@ def response_error(response: httpx.Response) -> errors.SlotlineError:
         return AccessDenied(f"token refused: {detail}", status_code=response.status_code)
     cls = _ERRORS.get(kind)
     if cls is not None:
-        extra = {k: v for k, v in body.items() if k in ("status", "limit", "max")}
+        extra = {k: v for k, v in body.items() if k in ("status", "limit", "max", "retry_after")}
         return cls(detail, **extra)
     if response.status_code in (400, 413, 422):
         return errors.InvalidInput(detail)
     return ServerUnavailable(f"the server answered {response.status_code}: {detail}")
-
-
-def settings_from_json(data: dict[str, Any]) -> Settings:
-    values = {k: v for k, v in data.items() if k != "limits"}
-    per_key = tuple(Limit(x["key"], x.get("value"), int(x["max"])) for x in data["limits"])
-    return Settings(values, per_key)
 
 
 class SlotlineClient:
@@ -228,7 +143,7 @@ class SlotlineClient:
 
     def get(self, ref: str) -> Task:
         """One task by id or unique prefix, with attempts and position."""
-        return self._task("GET", f"/api/tasks/{ref}")
+        return self._task("GET", _task_path(ref))
 
     def list_tasks(
         self, status: Status | str | None = None, limit: int = 10_000, **filters: Any
@@ -248,8 +163,18 @@ class SlotlineClient:
                 break
         return found
 
-    def status(self) -> QueueStatus:
-        data = self._request("GET", "/api/status")
+    def status(
+        self, mine: bool = False, root: str | None = None, limit: int | None = None
+    ) -> QueueStatus:
+        """Capacity and the line (its first `limit` tasks, if given); with `mine`, also the
+        caller's own live tasks (a task token's subtree, a user's tasks, or the subtree of
+        `root`)."""
+        params: dict[str, Any] = {"mine": "true"} if mine else {}
+        if mine and root:
+            params["root"] = root
+        if limit is not None:
+            params["limit"] = limit
+        data = self._request("GET", "/api/status", params=params)
         return QueueStatus(
             active=data["active"],
             max_concurrent=data["max_concurrent"],
@@ -258,6 +183,9 @@ class SlotlineClient:
             queued=[task_from_json(t) for t in data["queued"]],
             running=[task_from_json(t) for t in data["running"]],
             admission=data.get("admission_hold"),
+            mine=None if data.get("mine") is None else [task_from_json(t) for t in data["mine"]],
+            queued_total=data.get("queued_total"),
+            next_up_hidden=data.get("next_up") is None and bool(data["queued"]),
         )
 
     def events(self, since: int = 0, limit: int = 1000) -> list[Event]:
@@ -310,7 +238,7 @@ class SlotlineClient:
         """The whole output of an attempt (the last one by default)."""
         params = {} if attempt is None else {"attempt": attempt}
         try:
-            response = self._http.get(f"/api/tasks/{ref}/log", params=params)
+            response = self._http.get(_task_path(ref, "log"), params=params)
         except httpx.HTTPError as exc:
             raise self._unreachable(exc) from exc
         if not response.is_success:
@@ -322,7 +250,7 @@ class SlotlineClient:
         params: dict[str, Any] = {"follow": "true"}
         if attempt is not None:
             params["attempt"] = attempt
-        with self._http.stream("GET", f"/api/tasks/{ref}/log", params=params, timeout=None) as r:
+        with self._http.stream("GET", _task_path(ref, "log"), params=params, timeout=None) as r:
             if not r.is_success:
                 r.read()
                 raise response_error(r)
@@ -338,16 +266,16 @@ class SlotlineClient:
         return [task_from_json(t) for t in self._request("POST", "/api/tasks/batch", json=body)]
 
     def cancel(self, ref: str, cascade: bool = False) -> Task:
-        return self._task("POST", f"/api/tasks/{ref}/cancel", {"cascade": cascade})
+        return self._task("POST", _task_path(ref, "cancel"), {"cascade": cascade})
 
     def terminate(self, ref: str, reason: str = "by request") -> Task:
-        return self._task("POST", f"/api/tasks/{ref}/terminate", {"reason": reason})
+        return self._task("POST", _task_path(ref, "terminate"), {"reason": reason})
 
     def boost(self, ref: str) -> Task:
-        return self._task("POST", f"/api/tasks/{ref}/boost")
+        return self._task("POST", _task_path(ref, "boost"))
 
     def bump(self, ref: str) -> Task:
-        return self._task("POST", f"/api/tasks/{ref}/bump")
+        return self._task("POST", _task_path(ref, "bump"))
 
     def move(
         self,
@@ -359,21 +287,40 @@ class SlotlineClient:
     ) -> Task:
         pairs = (("to", to), ("before", before), ("after", after))
         body = {k: v for k, v in pairs if v is not None}
-        return self._task("POST", f"/api/tasks/{ref}/move", body)
+        return self._task("POST", _task_path(ref, "move"), body)
 
-    def set_priority(self, ref: str, level: str | int | Priority) -> Task:
-        return self._task(
-            "POST", f"/api/tasks/{ref}/priority", {"priority": Priority.parse(level).label}
-        )
+    def set_priority(
+        self, ref: str, level: str | int | Priority, reason: str | None = None
+    ) -> Task:
+        body = {"priority": Priority.parse(level).label, "reason": reason}
+        return self._task("POST", _task_path(ref, "priority"), body)
+
+    def bulk(
+        self,
+        verb: str,
+        refs: list[str],
+        *,
+        priority: str | int | Priority | None = None,
+        reason: str | None = None,
+        force: bool = False,
+    ) -> BulkResult:
+        level = None if priority is None else Priority.parse(priority).label
+        body = {"verb": verb, "ids": refs, "priority": level, "reason": reason, "force": force}
+        data = self._request("POST", "/api/tasks/bulk", json=body)
+        return BulkResult(data["verb"], data["done"], data["skipped"])
+
+    def emergency_stop(self, reason: str = "emergency stop") -> list[str]:
+        data = self._request("POST", "/api/emergency-stop", json={"reason": reason})
+        return list(data["stopped"])
 
     def restart(self, ref: str, force: bool = False) -> Task:
-        return self._task("POST", f"/api/tasks/{ref}/restart", {"force": force})
+        return self._task("POST", _task_path(ref, "restart"), {"force": force})
 
     def hold(self, ref: str) -> Task:
-        return self._task("POST", f"/api/tasks/{ref}/hold")
+        return self._task("POST", _task_path(ref, "hold"))
 
     def release(self, ref: str) -> Task:
-        return self._task("POST", f"/api/tasks/{ref}/release")
+        return self._task("POST", _task_path(ref, "release"))
 
     def pause(self) -> None:
         self._request("POST", "/api/pause")

@@ -16,6 +16,7 @@ import pydantic
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
+from slotline.bounds import MAX_COUNT, MAX_SECONDS, normalize_workspace
 from slotline.errors import InvalidInput
 from slotline.models import check_limit_key
 
@@ -30,7 +31,7 @@ class LimitConfig(BaseModel):
 
     key: str
     value: str | None = None
-    max: int = Field(ge=0)
+    max: int = Field(ge=0, le=MAX_COUNT)
 
     @field_validator("key")
     @classmethod
@@ -44,43 +45,77 @@ class LimitConfig(BaseModel):
 class AgentType(BaseModel):
     """An agent others may submit by name: the config owns the command, they give a prompt."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
     command: list[str] = Field(min_length=1)
-    max_concurrent: int | None = Field(default=None, ge=0)
+    max_concurrent: int | None = Field(default=None, ge=0, le=MAX_COUNT)
     global_pool: bool = True
-    timeout: float | None = Field(default=None, gt=0)
+    timeout: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
     max_attempts: int = Field(default=1, ge=1, le=100)
-    memory_mb: int | None = Field(default=None, gt=0)
-    expected_duration: float | None = Field(default=None, gt=0)
+    memory_mb: int | None = Field(default=None, gt=0, le=16 * 1024 * 1024)
+    expected_duration: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
+    # A prompt that is a whole argv element may start with `-` only if the type says so
+    # (see `check_options`); a command that takes options from its users opts in here.
+    prompt_may_start_with_dash: bool = False
 
     @field_validator("command")
     @classmethod
     def _placeholders(cls, command: list[str]) -> list[str]:
+        if not command[0] or "{" in command[0]:
+            raise ValueError("the program (first element) must be a fixed, non-empty name")
         for element in command:
+            if "\x00" in element:
+                raise ValueError("command elements must not contain NUL bytes")
             for name in _PLACEHOLDER.findall(element):
                 if name not in PLACEHOLDERS:
                     known = ", ".join(sorted(PLACEHOLDERS))
                     raise ValueError(f"unknown placeholder {{{name}}}; known: {known}")
         return command
 
+    def check_options(self, name: str, values: Mapping[str, str]) -> None:
+        """The one rule against option injection: a value (prompt, title, user) must not
+        start an argv element with `-` unless a `--` element comes before it: the command
+        would read it as an option (`--output=/some/file`). `--` before the placeholder,
+        or `--flag={prompt}`, is safe; a type whose command takes options from its users
+        sets `prompt_may_start_with_dash` (for the prompt only).
+
+        Raises:
+            InvalidInput: a value would be read as an option; the message names it.
+        """
+        for element in self.command:
+            if element == "--":
+                return  # every later element is an operand
+            first = _PLACEHOLDER.match(element)
+            if first is None or not self._fill(element, values).startswith("-"):
+                continue
+            # The placeholder whose value put the dash there (earlier ones may be empty).
+            field = next(f for f in _PLACEHOLDER.findall(element) if values.get(f, ""))
+            if field == "prompt" and self.prompt_may_start_with_dash:
+                continue
+            opt_in = ", or set prompt_may_start_with_dash: true" if field == "prompt" else ""
+            raise InvalidInput(
+                f"{field}: must not start with '-' for agent type {name!r}: its command "
+                f"would read it as an option (the agent type can put '--' before "
+                f"{{{field}}}, or write it as --flag={{{field}}}{opt_in})"
+            )
+
     def argv(self, values: Mapping[str, str]) -> list[str]:
         """The command with each placeholder replaced inside its own argv element: a
         prompt with spaces or quotes stays one element and is never shell-parsed."""
+        return [self._fill(element, values) for element in self.command]
 
-        def fill(match: re.Match[str]) -> str:
-            return values.get(match.group(1), "")
-
-        return [_PLACEHOLDER.sub(fill, element) for element in self.command]
+    @staticmethod
+    def _fill(element: str, values: Mapping[str, str]) -> str:
+        return _PLACEHOLDER.sub(lambda match: values.get(match.group(1), ""), element)
 
 
 class Admission(BaseModel):
     """No new start while the machine is past these thresholds."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     max_cpu_percent: float | None = Field(default=None, gt=0, le=100)
-    min_available_mb: int | None = Field(default=None, ge=0)
+    min_available_mb: int | None = Field(default=None, ge=0, le=2**40)
     # Shrink the effective limit under pressure and grow it back afterwards.
     adaptive: bool = False
 
@@ -88,19 +123,25 @@ class Admission(BaseModel):
 class Config(BaseModel):
     """The whole configuration; every key is optional."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     store: str | None = None
-    max_concurrent: int = Field(default=3, ge=0)
+    max_concurrent: int = Field(default=3, ge=0, le=MAX_COUNT)
     limits: list[LimitConfig] = Field(default_factory=list)
     agents: dict[str, AgentType] = Field(default_factory=dict)
     admission: Admission = Field(default_factory=Admission)
-    aging_interval: float | None = Field(default=None, gt=0)
-    max_depth: int = Field(default=5, ge=0)
-    max_children: int = Field(default=100, ge=0)
-    max_queue_size: int = Field(default=10_000, ge=0)
-    kill_grace: float = Field(default=10.0, ge=0)
-    log_max_bytes: int = Field(default=50 * 1024 * 1024, ge=1024)
+    aging_interval: float | None = Field(default=None, ge=1, le=MAX_SECONDS)
+    max_depth: int = Field(default=5, ge=0, le=MAX_COUNT)
+    max_children: int = Field(default=100, ge=0, le=MAX_COUNT)
+    max_queue_size: int = Field(default=10_000, ge=0, le=MAX_COUNT)
+    # Tasks waiting to start of any one user; None: no bound but max_queue_size.
+    max_queued_per_user: int | None = Field(default=None, ge=0, le=MAX_COUNT)
+    kill_grace: float = Field(default=10.0, ge=0, le=MAX_SECONDS)
+    # This node's own: how long its runs stay its own without a heartbeat (other nodes
+    # reap them after that), and how many it runs at most (None: no cap of its own).
+    lease: float = Field(default=30.0, ge=1, le=86_400)
+    slots: int | None = Field(default=None, ge=0, le=100_000)
+    log_max_bytes: int = Field(default=50 * 1024 * 1024, ge=1024, le=2**50)
     env_allow: list[str] = Field(default_factory=list)
     # Who may submit raw commands (argv lists, env) over HTTP; others submit agent types.
     raw_commands: Literal["all", "admins"] = "admins"
@@ -108,6 +149,9 @@ class Config(BaseModel):
     # for `serve --host 0.0.0.0`), and browser origins allowed to change state.
     allowed_hosts: list[str] = Field(default_factory=list)
     allowed_origins: list[str] = Field(default_factory=list)
+    # `none`: open mode asked for: the HTTP API (on loopback only) takes every caller as
+    # the local admin, even once tokens have existed. `tokens`: tokens once any exist.
+    auth: Literal["tokens", "none"] = "tokens"
     _source: str | None = PrivateAttr(default=None)
 
     @property
@@ -129,7 +173,9 @@ def expand_agent_type(config: Config, data: dict[str, Any], prompt: str | None) 
     where the caller gave none. Fields with a command of their own pass through.
 
     Raises:
-        InvalidInput: a prompt without an agent type, or an unknown agent type.
+        InvalidInput: a prompt without an agent type, an unknown agent type, a value
+            that would become an option (`AgentType.check_options`), or a relative
+            workspace.
     """
     agent = data.get("agent")
     if data.get("command") or data.get("callable") or data.get("kind") not in (None, "command"):
@@ -143,6 +189,9 @@ def expand_agent_type(config: Config, data: dict[str, Any], prompt: str | None) 
     template = config.agent(agent)  # an unknown type is refused, naming the known ones
     if prompt is None:
         raise InvalidInput(f"agent type {agent!r} needs a prompt")
+    workspace = data.get("workspace")
+    if workspace is not None:
+        data = {**data, "workspace": normalize_workspace(workspace)}
     values = {
         "prompt": prompt,
         "workspace": data.get("workspace") or "",
@@ -150,6 +199,7 @@ def expand_agent_type(config: Config, data: dict[str, Any], prompt: str | None) 
         "user": data.get("user") or "",
         "agent": agent,
     }
+    template.check_options(agent, values)
     filled = {k: v for k, v in data.items() if v is not None}
     filled["command"] = template.argv(values)
     defaults = {
@@ -173,8 +223,11 @@ ENV_KEYS = (
     "max_depth",
     "max_children",
     "max_queue_size",
+    "max_queued_per_user",
     "kill_grace",
     "log_max_bytes",
+    "lease",
+    "slots",
 )
 
 
@@ -273,6 +326,11 @@ def _describe(
 def redact_url(url: str) -> str:
     """The URL with any password replaced by `***`."""
     return re.sub(r"://([^:/@]+):[^@/]+@", r"://\1:***@", url)
+
+
+def holds_secret(url: str) -> bool:
+    """Whether a store URL carries a password (in its authority or its query)."""
+    return redact_url(url) != url or bool(re.search(r"(?i)[?&]password=", url))
 
 
 def redacted(config: Config) -> dict[str, Any]:

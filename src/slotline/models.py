@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import enum
+import functools
+import math
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from slotline.errors import InvalidInput
 
@@ -148,9 +153,23 @@ def check_transition(verb: str, task_id: str, status: Status) -> Status:
     return target
 
 
+@functools.cache
+def _clock_offset() -> float:
+    # For tests only: SLOTLINE_CLOCK_OFFSET=SECONDS shifts this process's clock, to prove
+    # that the nodes of a PostgreSQL store go by the database's clock, not their own.
+    given = os.environ.get("SLOTLINE_CLOCK_OFFSET", "").strip()
+    try:
+        offset = float(given or 0)
+    except ValueError:
+        raise InvalidInput(f"SLOTLINE_CLOCK_OFFSET={given!r} is not a number of seconds") from None
+    if not math.isfinite(offset):
+        raise InvalidInput("SLOTLINE_CLOCK_OFFSET must be a finite number of seconds")
+    return offset
+
+
 def utcnow() -> float:
     """Wall clock in epoch seconds; the unit every stored time uses."""
-    return datetime.now(UTC).timestamp()
+    return datetime.now(UTC).timestamp() + _clock_offset()
 
 
 def iso(ts: float | None) -> str | None:
@@ -205,6 +224,32 @@ class Attempt:
         }
 
 
+class Keyed(Protocol):
+    """What a limit key is read from: a `Task`, or the ETA simulation's lighter entry."""
+
+    @property
+    def agent(self) -> str | None: ...
+    @property
+    def workspace(self) -> str | None: ...
+    @property
+    def user(self) -> str | None: ...
+    @property
+    def labels(self) -> Mapping[str, str]: ...
+
+
+def limit_key_value(task: Keyed, key: str) -> str | None:
+    """The value of a limit key (`agent`, `workspace`, `user`, `label:NAME`) for `task`."""
+    if key == "agent":
+        return task.agent
+    if key == "workspace":
+        return task.workspace
+    if key == "user":
+        return task.user
+    if key.startswith("label:"):
+        return task.labels.get(key[len("label:") :])
+    raise InvalidInput(f"unknown limit key {key!r}")
+
+
 @dataclass(frozen=True, slots=True)
 class Task:
     """A unit of work as stored. `position` is filled in by queue reads only."""
@@ -250,18 +295,15 @@ class Task:
     hold_when_ready: bool = False
     attempts: tuple[Attempt, ...] = ()
     position: int | None = None
+    # Estimates filled in by queue reads (scheduler/eta.py); None when unknown. Derived
+    # from the clock, not state: two reads of an unchanged task compare equal.
+    eta_start: float | None = field(default=None, compare=False)
+    eta_finish: float | None = field(default=None, compare=False)
+    eta_basis: str | None = field(default=None, compare=False)
 
     def key_value(self, key: str) -> str | None:
         """The value of a limit key (`agent`, `workspace`, `user`, `label:NAME`) for this task."""
-        if key == "agent":
-            return self.agent
-        if key == "workspace":
-            return self.workspace
-        if key == "user":
-            return self.user
-        if key.startswith("label:"):
-            return self.labels.get(key[len("label:") :])
-        raise InvalidInput(f"unknown limit key {key!r}")
+        return limit_key_value(self, key)
 
     def to_dict(self) -> dict[str, Any]:
         """The stable JSON shape documented in docs/cli.md."""
@@ -280,6 +322,9 @@ class Task:
             "priority": self.priority.label,
             "boosted": self.boosted,
             "position": self.position,
+            "eta_start": iso(self.eta_start),
+            "eta_finish": iso(self.eta_finish),
+            "eta_basis": self.eta_basis,
             "depends_on": list(self.depends_on),
             "parent_id": self.parent_id,
             "max_attempts": self.max_attempts,
@@ -296,6 +341,21 @@ class Task:
             "failure_reason": self.failure_reason,
             "attempts": [a.to_dict() for a in self.attempts],
         }
+
+
+@dataclass(frozen=True, slots=True)
+class KillRequest:
+    """A running attempt on a node that someone asked to stop."""
+
+    task_id: str
+    attempt_id: str
+    pid: int | None
+    kind: str
+
+
+def log_file(log_dir: Path, task_id: str, number: int) -> str:
+    """Where the output of attempt `number` of a task goes, under a node's log folder."""
+    return str(log_dir / task_id / f"{number}.log")
 
 
 @dataclass(frozen=True, slots=True)

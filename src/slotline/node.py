@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import signal
 import socket
@@ -28,7 +29,8 @@ from slotline.runner.env import BASE_ALLOW
 from slotline.runner.process import DEFAULT_LOG_MAX, process_start_time
 from slotline.runner.proctree import TreeSampler
 from slotline.runner.supervisor import _Run
-from slotline.store import Store
+from slotline.store import Report, StartReport, Store
+from slotline.store.runs import LEASE_SECONDS
 
 log = logging.getLogger("slotline.node")
 
@@ -57,23 +59,38 @@ class Node(Adopter):
         log_dir: Path | None = None,
         callables: Mapping[str, TaskFunction] | None = None,
         kill_grace: float = 10.0,
-        heartbeat: float = 5.0,
-        lease: float = 30.0,
+        heartbeat: float | None = None,
+        lease: float = LEASE_SECONDS,
+        slots: int | None = None,
         env_allow: Sequence[str] = BASE_ALLOW,
         log_max_bytes: int = DEFAULT_LOG_MAX,
         admission: Admission | None = None,
         guard: Guard | None = None,
+        api_url: str | None = None,
+        sample_interval: float = 10.0,
     ) -> None:
         self.store = store
         self.node_id = node_id or default_node_id()
         self.log_dir = log_dir or default_log_dir(store)
         self.registry = Registry(callables)
         self.kill_grace = kill_grace
-        self.heartbeat_interval = heartbeat
+        if not (math.isfinite(lease) and lease > 0):
+            raise InvalidInput(f"lease must be a positive number of seconds, not {lease!r}")
+        if slots is not None and slots < 0:
+            raise InvalidInput(f"slots must be 0 or more, not {slots}")
+        # A few heartbeats per lease: one late beat must not get a live node reaped.
+        self.heartbeat_interval = heartbeat if heartbeat is not None else min(5.0, lease / 3)
+        self.slots = slots
+        # The store's clock minus ours: timeouts and wake-ups are measured on the store's.
+        self._skew = 0.0
         self.guard_interval = 2.0
+        # How often the line is sampled for the dashboard's charts (0: never).
+        self.sample_interval = sample_interval
         self._sampler = TreeSampler()
         self.lease = lease
         self.env_allow = tuple(env_allow)
+        # The HTTP API runs reach slotline through (with a task token); None: the store.
+        self.api_url = api_url
         self.log_max_bytes = log_max_bytes
         self.guard = guard or Guard(admission or Admission())
         self._verdict = Verdict()
@@ -81,6 +98,8 @@ class Node(Adopter):
         self._changed = asyncio.Event()
         self._stopping = False
         self._stoppers: set[asyncio.Task[None]] = set()
+        self._reports = []
+        self._dispatching = False
 
     def register(self, name: str) -> Callable[[TaskFunction], TaskFunction]:
         """Decorator: make `function` runnable as callable task `name` on this node."""
@@ -109,6 +128,7 @@ class Node(Adopter):
         log.info("node started", extra={"node": self.node_id, "store": self.store.url})
         beat = asyncio.create_task(self._heartbeat(stop))
         guard = asyncio.create_task(self._guard(stop))
+        charts = asyncio.create_task(self._sample_line(stop))
         reconciled = False
         failures = 0
         try:
@@ -119,8 +139,8 @@ class Node(Adopter):
                     if not reconciled:
                         await self._reconcile()
                         reconciled = True
-                    next_wake = await self._dispatch()
-                    await self._handle_kills()
+                        self._dispatching = True
+                    next_wake = await self._dispatch(watcher.id)
                     failures = 0
                 except SlotlineError:
                     # The store is unreachable or busy: keep supervising, try again soon.
@@ -133,10 +153,10 @@ class Node(Adopter):
                     return
                 delay = self.heartbeat_interval
                 if next_wake is not None:
-                    delay = max(0.0, min(delay, next_wake - utcnow()))
+                    delay = max(0.0, min(delay, next_wake - self._store_now()))
                 await self._sleep(watcher, stop, delay)
         finally:
-            for background in (beat, guard):
+            for background in (beat, guard, charts):
                 background.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await background
@@ -153,7 +173,8 @@ class Node(Adopter):
         """Register, refusing while another live node has this id: it would reconcile and
         signal this node's runs as its own."""
         row = self.store.node(self.node_id)
-        if row is not None and float(row["heartbeat_at"]) > utcnow() - self.lease:
+        self._skew = self.store.clock() - utcnow()
+        if row is not None and float(row["heartbeat_at"]) > self._store_now() - self.lease:
             here = row["host"] == socket.gethostname()
             itself = here and row["pid"] == os.getpid()
             alive = here and _running_since(int(row["pid"]), float(row["started_at"]))
@@ -177,20 +198,43 @@ class Node(Adopter):
                 waiter.cancel()
             await asyncio.gather(*waiters, return_exceptions=True)
 
-    async def _dispatch(self) -> float | None:
+    async def _dispatch(self, watcher: str) -> float | None:
         kinds = {Kind.COMMAND.value}
         if self.registry.names():
             kinds.add(Kind.CALLABLE.value)
-        result = await asyncio.to_thread(
-            self.store.claim,
-            self.node_id,
-            kinds=frozenset(kinds),
-            lease=self.lease,
-            hold=self._verdict.hold,
-            limit=self._verdict.limit,
-        )
+        pending, self._reports = self._reports, []
+        starts = [(r, done) for r, done in pending if isinstance(r, StartReport)]
+        ends = [(r, done) for r, done in pending if isinstance(r, Report)]
+        try:
+            result = await asyncio.to_thread(
+                self.store.claim,
+                self.node_id,
+                kinds=frozenset(kinds),
+                lease=self.lease,
+                hold=self._verdict.hold,
+                limit=self._verdict.limit,
+                slots=self.slots,
+                started=[report for report, _ in starts],
+                finished=[report for report, _ in ends],
+                log_dir=self.log_dir,
+                watcher=watcher,
+            )
+        except BaseException:
+            self._reports[:0] = pending  # not committed: they go with the next claim
+            raise
+        for (_, done), refused in zip(starts, result.recorded, strict=True):
+            if not done.done():  # its waiter may have been cancelled meanwhile
+                done.set_result(refused)
+        for (end, done), refused in zip(ends, result.finished, strict=True):
+            # The claim refilled the slot: the run is over for the loop's bookkeeping.
+            self._runs.pop(end.attempt_id, None)
+            if not done.done():
+                done.set_result(refused)
+        if result.now is not None:
+            self._skew = result.now - utcnow()
         for claim in result.claims:
             self._begin(claim)
+        self._handle_kills(result.kills)
         return result.next_wake
 
     async def _guard(self, stop: asyncio.Event) -> None:
@@ -211,8 +255,17 @@ class Node(Adopter):
                     self.store.set_pressure, self.node_id, verdict.reason, verdict.hold
                 )
                 self._changed.set()
-        except SlotlineError:
+        except Exception:  # the guard goes on sampling; a failure is logged, not fatal
             log.exception("resource guard failed", extra={"node": self.node_id})
+
+    async def _sample_line(self, stop: asyncio.Event) -> None:
+        """Write a sample of the line every `sample_interval` seconds (the charts)."""
+        while self.sample_interval > 0 and not stop.is_set():
+            try:
+                await asyncio.to_thread(self.store.record_sample, self.sample_interval)
+            except SlotlineError:
+                log.exception("sampling the line failed", extra={"node": self.node_id})
+            await asyncio.sleep(self.sample_interval)
 
     async def _heartbeat(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -222,7 +275,9 @@ class Node(Adopter):
                 await self._fence()
                 await self._sample_usage()
                 await self._reap_lapsed()
-            except SlotlineError:
+            except Exception:
+                # Whatever failed (the store, a bug), the next beat must come: a node that
+                # stops heartbeating is taken for dead and its runs are started elsewhere.
                 log.exception("heartbeat failed", extra={"node": self.node_id})
 
     # -- shutdown -------------------------------------------------------------------------
@@ -231,6 +286,7 @@ class Node(Adopter):
         """Stop supervising. Processes keep running (a restarted node re-adopts them);
         callables cannot outlive the node: they are interrupted and their outcome recorded."""
         self._stopping = True
+        await self._commit_pending()
         pending = []
         for run in list(self._runs.values()):
             if run.inner is not None:

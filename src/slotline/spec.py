@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from slotline.bounds import (
+    MAX_LABEL_VALUE,
+    MAX_LABELS,
+    MAX_SECONDS,
+    normalize_workspace,
+)
 from slotline.errors import InvalidInput
 from slotline.models import Kind, Priority
 
@@ -21,7 +28,8 @@ class TaskSpec(BaseModel):
     """A task to submit. Exactly one of `command` (an argv list) or `callable` is given,
     unless `kind` is external."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Every number is finite (no inf or NaN reaches the store) and bounded by `bounds`.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     command: list[str] = Field(default_factory=list, max_length=MAX_ARGV)
     callable: str | None = None
@@ -31,17 +39,17 @@ class TaskSpec(BaseModel):
     agent: str | None = None
     workspace: str | None = Field(default=None, max_length=4096)
     user: str | None = None
-    labels: dict[str, str] = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict, max_length=MAX_LABELS)
     env: dict[str, str] = Field(default_factory=dict)
     priority: Priority = Priority.NORMAL
     depends_on: list[str] = Field(default_factory=list, max_length=1000)
     parent_id: str | None = None
     max_attempts: int = Field(default=1, ge=1, le=100)
     backoff: float = Field(default=5.0, ge=0, le=86400)
-    timeout: float | None = Field(default=None, gt=0)
-    queue_ttl: float | None = Field(default=None, gt=0)
+    timeout: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
+    queue_ttl: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
     memory_mb: int | None = Field(default=None, gt=0, le=16 * 1024 * 1024)
-    expected_duration: float | None = Field(default=None, gt=0)
+    expected_duration: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
     hold: bool = False
 
     @field_validator("priority", mode="before")
@@ -60,6 +68,34 @@ class TaskSpec(BaseModel):
             raise ValueError(f"argv is larger than {MAX_ARG_BYTES} bytes")
         return value
 
+    @field_validator("title")
+    @classmethod
+    def _title(cls, value: str | None) -> str | None:
+        if value is not None and "\x00" in value:
+            raise ValueError("must not contain NUL bytes")
+        return value
+
+    @field_validator("workspace")
+    @classmethod
+    def _workspace(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            return normalize_workspace(value)
+        except InvalidInput as exc:
+            raise ValueError(str(exc).removeprefix("workspace ")) from None
+
+    @field_validator("args")
+    @classmethod
+    def _args(cls, value: dict[str, Any]) -> dict[str, Any]:
+        try:
+            text = json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError):
+            raise ValueError("must be JSON, without NaN or Infinity") from None
+        if "\\u0000" in text:
+            raise ValueError("must not contain NUL bytes")
+        return value
+
     @field_validator("agent", "user", "callable")
     @classmethod
     def _name(cls, value: str | None) -> str | None:
@@ -70,9 +106,13 @@ class TaskSpec(BaseModel):
     @field_validator("labels")
     @classmethod
     def _labels(cls, value: dict[str, str]) -> dict[str, str]:
-        for key in value:
+        for key, item in value.items():
             if not _NAME.match(key):
                 raise ValueError(f"label name {key!r} must be 1-128 letters, digits or . _ @ / + -")
+            if len(item) > MAX_LABEL_VALUE or "\x00" in item:
+                raise ValueError(
+                    f"label {key}: a value is at most {MAX_LABEL_VALUE} characters, without NUL"
+                )
         return value
 
     @field_validator("env")

@@ -116,7 +116,10 @@ def test_watcher_wakes_on_a_change_made_through_another_store_object(store_url: 
             assert await watcher.wait(10) is True
             # A change committed while waiting wakes the waiter.
             waiting = asyncio.create_task(watcher.wait(10))
-            await asyncio.sleep(0)
+            # The loop goes idle only once the waiter is parked on its socket: still
+            # waiting then, with nothing pending, it is woken by the commit alone.
+            done, _ = await asyncio.wait({waiting}, timeout=0.1)
+            assert not done
             await asyncio.to_thread(second.submit, COMMAND)
             assert await asyncio.wait_for(waiting, 15) is True
 
@@ -231,3 +234,27 @@ def test_a_new_sqlite_store_is_private_to_its_owner(tmp_path: Path) -> None:
     open_store(path).close()
     assert path.stat().st_mode & 0o777 == 0o600
     assert path.parent.stat().st_mode & 0o777 == 0o700
+
+
+def test_a_failing_query_is_a_store_error_and_changes_nothing(store_url: str) -> None:
+    # Given a store whose events table someone renamed away (a damaged database),
+    def rename(old: str, new: str) -> None:
+        if "://" in store_url:
+            conninfo, schema = split_url(store_url)
+            with psycopg.connect(conninfo, autocommit=True) as conn:
+                conn.execute(f'ALTER TABLE "{schema}".{old} RENAME TO {new}')
+        else:
+            with closing(sqlite3.connect(store_url)) as conn:
+                conn.execute(f"ALTER TABLE {old} RENAME TO {new}")
+
+    with opened(store_url) as store:
+        task = store.submit(COMMAND)
+        rename("events", "events_away")
+        # when a verb's query fails, then it raises StoreError (the type every caller
+        # retries or reports) chained to the driver's error, and its writes are undone.
+        with pytest.raises(StoreError, match="events") as raised:
+            store.cancel(task.id)
+        assert isinstance(raised.value.__cause__, sqlite3.Error | psycopg.Error)
+        rename("events_away", "events")
+        assert store.get(task.id).status is Status.QUEUED
+        assert store.cancel(task.id).status is Status.CANCELLED

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from slotline.errors import InvalidInput
+from slotline.errors import InvalidInput, StaleAttempt
 from slotline.models import Status
-from slotline.store import Store
+from slotline.store import Report, Store
 
-from .conftest import ClaimFn, FinishFn, LineFn, SubmitFn, titles
+from .conftest import NODE, ClaimFn, Clock, FinishFn, LineFn, SubmitFn, titles
 
 
 def test_queue_order_is_priority_then_submission(
@@ -312,3 +315,162 @@ def test_aging_raises_a_long_waiting_task_one_level_per_interval(store: Store) -
     # and dispatch follows the same order.
     (claim,) = store.claim("n", now=100).claims
     assert claim.task.id == old.id
+
+
+# -- what a claim records and returns (pinned by mutation testing, see docs/testing.md) ----
+
+
+def test_a_lowered_limit_for_one_claim_starts_only_that_many(
+    store: Store, submit: SubmitFn, clock: Clock
+) -> None:
+    # The resource guard's adaptive limit: this claim may fill 1 slot of the 3.
+    for name in "abc":
+        submit(name)
+    assert len(store.claim(NODE, now=clock.now, limit=1).claims) == 1
+    assert len(store.claim(NODE, now=clock.now, limit=5).claims) == 2  # never above the setting
+
+
+def test_a_claim_records_its_start_its_lease_and_an_event_with_the_attempt(
+    store: Store, submit: SubmitFn, clock: Clock
+) -> None:
+    task = submit("a")
+
+    result = store.claim(NODE, now=clock.now, lease=30)
+
+    (claim,) = result.claims
+    assert result.now == clock.now  # the clock the claim went by, for the node's skew
+    assert result.next_wake is None  # nothing to wait for
+    assert store.get(task.id).started_at == clock.now
+    assert claim.attempt.lease_expires_at == clock.now + 30
+    (event,) = [e for e in store.events() if e.kind == "claimed"]
+    assert event.task_id == task.id
+    assert event.data == {
+        "attempt": claim.attempt.id, "number": 1, "node": NODE, "over_limit": False,
+        "from": "queued", "to": "running",
+    }  # fmt: skip
+
+
+def test_an_attempt_within_its_lease_is_not_reaped_even_if_its_node_is_silent(
+    store: Store, submit: SubmitFn, clock: Clock
+) -> None:
+    submit("a")
+    (claim,) = store.claim("silent", now=clock.now, lease=30).claims
+    a = claim.attempt
+    # No heartbeat from its node for a minute, but its lease runs 30 s from the claim:
+    with pytest.raises(StaleAttempt, match="alive"):
+        store.finish(a.id, a.token, None, "reaped", now=clock.now + 20, reap_after=1)
+    reaped = store.finish(a.id, a.token, None, "reaped", now=clock.now + 31, reap_after=1)
+    assert reaped.status is Status.FAILED
+
+
+def test_a_claim_wakes_watchers_when_it_starts_or_expires_something(
+    store: Store, submit: SubmitFn, clock: Clock
+) -> None:
+    watcher = store.watcher()
+
+    async def woken() -> bool:
+        return await watcher.wait(0.5)
+
+    try:
+        assert store.claim(NODE, now=clock.now).claims == []
+        assert asyncio.run(woken()) is False  # nothing happened: nobody is woken
+        submit("a")
+        asyncio.run(woken())
+        store.claim(NODE, now=clock.now)
+        assert asyncio.run(woken()) is True  # it started a task
+        store.set_setting("max_concurrent", 1)
+        late = submit("b", queue_ttl=10)
+        asyncio.run(woken())
+        assert store.claim(NODE, now=clock.advance(60)).claims == []
+        assert store.get(late.id).status is Status.EXPIRED
+        assert asyncio.run(woken()) is True  # it expired one
+    finally:
+        watcher.close()
+
+
+def test_a_claim_returns_the_task_and_attempt_as_stored(
+    store: Store, submit: SubmitFn, tmp_path: Path
+) -> None:
+    # Given a boosted command and a callable (whose start is recorded with its claim),
+    command = submit("command", command=["true"])
+    store.boost(command.id)
+    store.submit({"title": "function", "callable": "noop"})
+
+    # when a node claims both, giving its log folder,
+    result = store.claim(NODE, log_dir=tmp_path)
+
+    # then what the claim returns is what the store now holds.
+    assert len(result.claims) == 2
+    for claimed in result.claims:
+        stored = store.get(claimed.task.id)
+        assert replace(claimed.task, attempts=stored.attempts) == stored
+        assert stored.attempts == (claimed.attempt,)
+    function = next(c for c in result.claims if c.task.title == "function")
+    assert function.attempt.log_path == str(tmp_path / function.task.id / "1.log")
+
+
+def test_outcomes_handed_to_a_claim_commit_each_on_its_own_and_free_their_slots(
+    store: Store, submit: SubmitFn, claim: ClaimFn
+) -> None:
+    # Given one slot, taken by a task, and a report with a wrong token for it,
+    store.set_setting("max_concurrent", 1)
+    first = submit("first")
+    submit("second")
+    (running,) = claim()
+    bad = Report(running.attempt.id, "not-the-token", 0)
+    good = Report(running.attempt.id, running.attempt.token, 0)
+
+    # when both are handed to one claim,
+    result = store.claim(NODE, finished=[bad, good])
+
+    # then the bad one is refused, the good one committed, and its slot refilled.
+    refused, committed = result.finished
+    assert isinstance(refused, StaleAttempt)
+    assert committed is None
+    assert store.get(first.id).status is Status.SUCCEEDED
+    assert titles(result.claims) == ["second"]
+
+
+def test_status_of_the_head_shows_the_first_tasks_and_counts_the_whole_line(
+    store: Store, submit: SubmitFn
+) -> None:
+    # Given a line of five, one of them urgent,
+    for title in ("a", "b", "c", "d"):
+        submit(title)
+    submit("urgent", priority="urgent")
+
+    # when the status of its first two is read,
+    head = store.status(limit=2)
+
+    # then they are the first two of the whole line, with their positions, and the
+    # total counts all five.
+    whole = store.status()
+    assert titles(head.queued) == titles(whole.queued)[:2] == ["urgent", "a"]
+    assert [t.position for t in head.queued] == [1, 2]
+    assert (head.queued_total, whole.queued_total) == (5, 5)
+    assert head.to_dict()["next_up"] == whole.to_dict()["next_up"]
+    assert all(t.eta_start is not None for t in head.queued)
+
+
+def test_only_commands_that_ran_teach_run_times(
+    store: Store, submit: SubmitFn, claim: ClaimFn, finish: FinishFn, clock: Clock
+) -> None:
+    # A command that never got a process (its workspace was missing) and one whose
+    # program could not be executed end at once: neither says how long runs take.
+    for title in ("no process", "not executable"):
+        submit(title, agent="coder")
+    never, unexecutable = claim()
+    clock.advance(0.01)
+    finish(never, exit_code=None, reason="cannot start: workspace does not exist")
+    attempt = unexecutable.attempt
+    store.record_start(attempt.id, attempt.token, pid=4242)
+    finish(unexecutable, exit_code=127)
+    waiting = submit("next", agent="coder")
+    assert "no runs yet" in (store.get(waiting.id).eta_basis or "")
+    # One that ran does.
+    (ran,) = claim()
+    store.record_start(ran.attempt.id, ran.attempt.token, pid=4243)
+    clock.advance(30)
+    finish(ran, exit_code=1)
+    later = submit("later", agent="coder")
+    assert "recent runs of agent coder (n=1)" in (store.get(later.id).eta_basis or "")

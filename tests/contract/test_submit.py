@@ -186,6 +186,43 @@ def test_max_children_counts_active_children(store: Store, submit: SubmitFn) -> 
     assert submit("three", parent_id=parent.id).parent_id == parent.id
 
 
+def test_max_queued_per_user_bounds_each_user_alone(store: Store, submit: SubmitFn) -> None:
+    store.set_setting("max_queued_per_user", 2)
+    submit("a1", user="ann", expected_duration=10)
+    submit("a2", user="ann")
+    submit("b1", user="bob")
+    before = (len(store.list_tasks()), store.last_seq())
+
+    with pytest.raises(BoundExceeded, match="'ann' has 2 tasks waiting") as refused:
+        submit("a3", user="ann")
+    assert refused.value.details["limit"] == "max_queued_per_user"
+    # Room when ann's first task starts (now: nothing runs ahead of it).
+    assert refused.value.details["retry_after"] == 0
+    assert_nothing_created(store, *before)
+    with pytest.raises(BoundExceeded):  # a batch counts as a whole
+        store.submit_many([{"command": ["true"], "user": "bob"}] * 2)
+    assert submit("b2", user="bob").user == "bob"  # others are not held back by ann
+    assert submit("nobody").user is None
+    store.set_setting("max_queued_per_user", None)
+    assert submit("a3", user="ann").user == "ann"
+
+
+def test_a_refused_submit_says_when_to_retry(store: Store, submit: SubmitFn) -> None:
+    store.set_setting("max_children", 1)
+    parent = submit("parent")
+    submit("child", parent_id=parent.id, expected_duration=100)
+    # Room for another child when the child is estimated to end: it starts now, runs 100 s.
+    with pytest.raises(BoundExceeded) as refused:
+        submit("second", parent_id=parent.id)
+    assert 90 < refused.value.details["retry_after"] <= 100
+    assert refused.value.details["parent_id"] == parent.id
+    # A full queue frees a place when the next task in line starts: now, here.
+    store.set_setting("max_queue_size", 2)
+    with pytest.raises(BoundExceeded) as full:
+        submit("third")
+    assert full.value.details["retry_after"] == 0
+
+
 def test_submit_held_keeps_the_task_out_of_the_line(
     store: Store, submit: SubmitFn, claim: ClaimFn
 ) -> None:

@@ -8,19 +8,32 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import re
 import signal
 import subprocess
 import sys
-import time
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 
 from slotline.store import Store, open_store
+
+# Each CLI call here is a new Python process (about 0.5 s of start-up on a quiet machine,
+# five times that on a loaded one), and a test makes up to twenty: the per-test guard
+# against a hang is longer here than pyproject's 120 s.
+E2E_TIMEOUT = 300
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("timeout") is None and "/e2e/" in str(item.path):
+            item.add_marker(pytest.mark.timeout(E2E_TIMEOUT))
+
 
 ISO_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
 TASK_FIELDS = {
@@ -31,7 +44,7 @@ ATTEMPT_FIELDS = {"id", "number", "pid", "started_at", "finished_at", "exit_code
 COMMANDS = (
     "serve", "submit", "show", "ls", "status", "events", "cancel", "terminate", "boost", "bump",
     "move", "priority", "restart", "hold", "release", "pause", "resume", "clear", "limits",
-    "logs", "stats", "top", "export", "redrive", "config", "token",
+    "logs", "stats", "top", "export", "redrive", "config", "token", "bulk", "stop", "mcp",
 )  # fmt: skip
 STATUS_FIELDS = {"active", "max_concurrent", "slots_available", "at_capacity", "paused", "queued"}
 
@@ -173,14 +186,6 @@ def serve(base_env: dict[str, str], tmp_path: Path) -> Iterator[Serve]:
         assert "Traceback" not in err
 
 
-def wait_for(check: Callable[[], object], timeout: float = 30.0) -> None:
-    """Poll `check` until it returns something true; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.05)
-
-
 Spawn = Callable[..., subprocess.Popen[str]]
 
 
@@ -212,3 +217,98 @@ def spawn(spawn_env: dict[str, str], tmp_path: Path) -> Iterator[Spawn]:
         if proc.poll() is None:
             proc.kill()
         proc.communicate()
+
+
+# -- a server over HTTP, with a token file (test_cli_remote, test_mcp) --------------------
+
+LINE_TIMEOUT = 20.0
+API_READY = "HTTP API at "
+
+
+class Lines:
+    """The lines a process writes to a pipe, read in a thread so a test can wait for the
+    next one with a deadline instead of blocking for ever."""
+
+    def __init__(self, stream: IO[str] | None) -> None:
+        assert stream is not None
+        self._lines: queue.Queue[str] = queue.Queue()
+        self._thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _pump(self, stream: IO[str]) -> None:
+        for line in stream:
+            self._lines.put(line)
+        self._lines.put("")  # end of the stream
+
+    def next(self, timeout: float = LINE_TIMEOUT) -> str:
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"no line within {timeout}s") from None
+        assert line, "the process closed its output"
+        return line
+
+    def until(self, wanted: Callable[[str], bool], timeout: float = LINE_TIMEOUT) -> str:
+        while not wanted(line := self.next(timeout)):
+            pass
+        return line
+
+
+@pytest.fixture
+def tokens_file(tmp_path: Path) -> Path:
+    return tmp_path / "config" / "tokens.json"
+
+
+@pytest.fixture
+def env(base_env: dict[str, str], tokens_file: Path) -> dict[str, str]:
+    return {**base_env, "SLOTLINE_TOKENS": str(tokens_file)}
+
+
+@pytest.fixture
+def run(cli: Run, tokens_file: Path) -> Run:
+    """`cli` with the test's token file, which the server reads too."""
+
+    def call(*args: str, env: dict[str, str | None] | None = None) -> Result:
+        return cli(*args, env={"SLOTLINE_TOKENS": str(tokens_file), **(env or {})})
+
+    return call
+
+
+Start = Callable[..., str]
+
+
+@pytest.fixture
+def serve_http(env: dict[str, str], tmp_path: Path) -> Iterator[Start]:
+    """Start `slotline serve --port 0` on 127.0.0.1 and return its URL once the HTTP server
+    is ready; the test's end stops it with SIGTERM and checks it stopped cleanly."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(*args: str) -> str:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "slotline",
+                "serve",
+                "--port",
+                "0",
+                "--node-id",
+                "remote",
+                *args,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+        )
+        started.append(proc)
+        ready = Lines(proc.stdout).until(lambda line: line.startswith(API_READY))
+        return ready[len(API_READY) :].split()[0]
+
+    yield start
+    for proc in started:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err
+        assert "Traceback" not in err

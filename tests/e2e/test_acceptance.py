@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from overlap import peak
+from waiting import until
 
-from .conftest import Run, Serve, ok, submit, wait_for
+from .conftest import Run, Serve, ok, submit
 
 
 def show(cli: Run, task_id: str) -> dict[str, Any]:
@@ -42,7 +43,7 @@ def test_the_limit_holds_and_every_task_runs(cli: Run, serve: Serve) -> None:
     ok(cli("--json", "pause"))
     ids = [submit(cli, "--", "sleep", "0.3")["id"] for _ in range(5)]
     ok(cli("--json", "resume"))
-    wait_for(lambda: all(status_of(cli, i) == "succeeded" for i in ids))
+    until(lambda: all(status_of(cli, i) == "succeeded" for i in ids))
     assert peak_concurrency([show(cli, i) for i in ids]) == 2
 
 
@@ -55,41 +56,42 @@ def test_higher_priority_starts_first(cli: Run, serve: Serve) -> None:
     queued = ok(cli("--json", "status"))["queued"]
     assert [t["id"] for t in queued] == [urgent, normal, low]
     ok(cli("--json", "resume"))
-    wait_for(lambda: status_of(cli, low) == "succeeded")
+    until(lambda: status_of(cli, low) == "succeeded")
     starts = {i: show(cli, i)["started_at"] for i in (low, normal, urgent)}
     assert starts[urgent] < starts[normal] < starts[low]
 
 
 def test_bump_runs_over_the_limit_and_holds_back_the_rest(cli: Run, serve: Serve) -> None:
+    # (runs that last until cancelled: on a busy machine the CLI calls take many seconds)
     serve("--max-concurrent", "1")
-    first = submit(cli, "--", "sleep", "30")["id"]
-    wait_for(lambda: status_of(cli, first) == "running")
-    urgent = submit(cli, "--", "sleep", "30")["id"]
+    first = submit(cli, "--", "sleep", "600")["id"]
+    until(lambda: status_of(cli, first) == "running")
+    urgent = submit(cli, "--", "sleep", "600")["id"]
     later = submit(cli, "--", "true")["id"]
 
     ok(cli("--json", "bump", urgent))
-    wait_for(lambda: status_of(cli, urgent) == "running")
+    until(lambda: status_of(cli, urgent) == "running")
     assert show(cli, urgent)["attempts"][0]["over_limit"] is True
     status = ok(cli("--json", "status"))
     assert (status["active"], status["max_concurrent"], status["at_capacity"]) == (2, 1, True)
     assert [t["id"] for t in status["queued"]] == [later]
 
     ok(cli("--json", "cancel", urgent))
-    wait_for(lambda: status_of(cli, urgent) == "cancelled")
+    until(lambda: status_of(cli, urgent) == "cancelled")
     assert status_of(cli, later) == "queued"  # back at the limit, not under it
     ok(cli("--json", "cancel", first))
-    wait_for(lambda: status_of(cli, later) == "succeeded")
+    until(lambda: status_of(cli, later) == "succeeded")
 
 
 def test_cancelling_a_running_process_frees_its_slot(cli: Run, serve: Serve) -> None:
     serve("--max-concurrent", "1")
-    agent = submit(cli, "--", "sleep", "30")["id"]
+    agent = submit(cli, "--", "sleep", "600")["id"]  # until cancelled
     nxt = submit(cli, "--", "true")["id"]
-    wait_for(lambda: show(cli, agent)["attempts"] and show(cli, agent)["attempts"][0]["pid"])
+    until(lambda: show(cli, agent)["attempts"] and show(cli, agent)["attempts"][0]["pid"])
     pid = show(cli, agent)["attempts"][0]["pid"]
 
     ok(cli("--json", "cancel", agent))
-    wait_for(lambda: status_of(cli, nxt) == "succeeded")
+    until(lambda: status_of(cli, nxt) == "succeeded")
     assert status_of(cli, agent) == "cancelled"
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
@@ -98,12 +100,12 @@ def test_cancelling_a_running_process_frees_its_slot(cli: Run, serve: Serve) -> 
 def test_a_failed_task_restarts_with_its_history(cli: Run, serve: Serve) -> None:
     serve()
     task = submit(cli, "--", "sh", "-c", "exit 3")["id"]
-    wait_for(lambda: status_of(cli, task) == "failed")
+    until(lambda: status_of(cli, task) == "failed")
     failed = show(cli, task)
     assert (failed["exit_code"], failed["failure_reason"]) == (3, "exit code 3")
 
     ok(cli("--json", "restart", task))
-    wait_for(lambda: len(show(cli, task)["attempts"]) == 2 and status_of(cli, task) == "failed")
+    until(lambda: len(show(cli, task)["attempts"]) == 2 and status_of(cli, task) == "failed")
     assert [a["exit_code"] for a in show(cli, task)["attempts"]] == [3, 3]
 
 
@@ -115,11 +117,11 @@ def test_a_dependency_chain_runs_in_order_and_a_failure_blocks(cli: Run, serve: 
     broken = submit(cli, "--", "sh", "-c", "exit 1")["id"]
     blocked = submit(cli, "--after", broken, "--", "true")["id"]
 
-    wait_for(lambda: status_of(cli, third) == "succeeded")
+    until(lambda: status_of(cli, third) == "succeeded")
     times = [show(cli, i) for i in (first, second, third)]
     assert times[0]["finished_at"] <= times[1]["started_at"]
     assert times[1]["finished_at"] <= times[2]["started_at"]
-    wait_for(lambda: status_of(cli, blocked) == "blocked")
+    until(lambda: status_of(cli, blocked) == "blocked")
     assert broken[:8] in show(cli, blocked)["status_reason"]
 
 
@@ -128,5 +130,5 @@ def test_a_task_not_started_within_its_ttl_expires(cli: Run, serve: Serve) -> No
     ok(cli("--json", "pause"))
     stale = submit(cli, "--ttl", "0.5", "--", "true")["id"]
     # The node is paused, so only its own timer can expire the task.
-    wait_for(lambda: status_of(cli, stale) == "expired")
+    until(lambda: status_of(cli, stale) == "expired")
     assert "TTL" in show(cli, stale)["failure_reason"]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .conftest import Run, Serve, ok, wait_for
+from waiting import until
+
+from .conftest import Run, Serve, ok
 
 CONFIG = """\
 max_concurrent: 2
@@ -84,5 +86,5 @@ def test_serve_applies_the_config_and_runs_the_agent(
         cli("--json", "--config", config, "submit", "--agent", "echoer", "--workspace",
             str(work), "--prompt", "hello world")
     )  # fmt: skip
-    wait_for(lambda: ok(cli("--json", "show", task["id"]))["status"] == "succeeded")
+    until(lambda: ok(cli("--json", "show", task["id"]))["status"] == "succeeded")
     assert (work / "prompt.txt").read_text() == "hello world"

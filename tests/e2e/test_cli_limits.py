@@ -38,6 +38,11 @@ def test_limits_set_parses_every_key_form(cli: Run) -> None:
     assert re.search(r"^max_concurrent\s+5\s", table, re.MULTILINE)
     assert re.search(r"^label:team\[infra\]\s+1\s", table, re.MULTILINE)
     assert re.search(r"^workspace\s+1\s", table, re.MULTILINE)
+    assert re.search(r"^max_queued_per_user\s+none\s", table, re.MULTILINE)
+    bounded = ok(cli("--json", "limits", "--set", "max_queued_per_user=4"))
+    assert bounded["max_queued_per_user"] == 4
+    unbounded = ok(cli("--json", "limits", "--set", "max_queued_per_user=none"))
+    assert unbounded["max_queued_per_user"] is None
 
 
 @pytest.mark.parametrize(

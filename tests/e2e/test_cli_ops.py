@@ -114,7 +114,7 @@ def test_stats_counts_states_and_times_each_agent_type(
     assert table.code == 0
     assert "5 tasks: 1 queued, 1 running, 2 succeeded, 1 failed" in table.out
     assert "claude" in table.out
-    assert "WAIT AVG" in table.out
+    assert "WAIT    P50    P95" in table.out
     assert "throughput: 0.05/min in the last hour (3 ended)" in table.out
 
 

@@ -4,114 +4,20 @@ same lines and exit codes, live follows over the event stream, and API tokens.""
 from __future__ import annotations
 
 import json
-import queue
 import signal
 import socket
 import subprocess
 import sys
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 
 from slotline.models import Status
 from slotline.store import Store
 
-from .conftest import Result, Run, ok
-
-LINE_TIMEOUT = 20.0
-API_READY = "HTTP API at "
-
-
-class Lines:
-    """The lines a process writes to a pipe, read in a thread so a test can wait for the
-    next one with a deadline instead of blocking for ever."""
-
-    def __init__(self, stream: IO[str] | None) -> None:
-        assert stream is not None
-        self._lines: queue.Queue[str] = queue.Queue()
-        self._thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
-        self._thread.start()
-
-    def _pump(self, stream: IO[str]) -> None:
-        for line in stream:
-            self._lines.put(line)
-        self._lines.put("")  # end of the stream
-
-    def next(self, timeout: float = LINE_TIMEOUT) -> str:
-        try:
-            line = self._lines.get(timeout=timeout)
-        except queue.Empty:
-            raise AssertionError(f"no line within {timeout}s") from None
-        assert line, "the process closed its output"
-        return line
-
-    def until(self, wanted: Callable[[str], bool], timeout: float = LINE_TIMEOUT) -> str:
-        while not wanted(line := self.next(timeout)):
-            pass
-        return line
-
-
-@pytest.fixture
-def tokens_file(tmp_path: Path) -> Path:
-    return tmp_path / "config" / "tokens.json"
-
-
-@pytest.fixture
-def env(base_env: dict[str, str], tokens_file: Path) -> dict[str, str]:
-    return {**base_env, "SLOTLINE_TOKENS": str(tokens_file)}
-
-
-@pytest.fixture
-def run(cli: Run, tokens_file: Path) -> Run:
-    """`cli` with the test's token file, which the server reads too."""
-
-    def call(*args: str, env: dict[str, str | None] | None = None) -> Result:
-        return cli(*args, env={"SLOTLINE_TOKENS": str(tokens_file), **(env or {})})
-
-    return call
-
-
-Start = Callable[..., str]
-
-
-@pytest.fixture
-def serve_http(env: dict[str, str], tmp_path: Path) -> Iterator[Start]:
-    """Start `slotline serve --port 0` on 127.0.0.1 and return its URL once the HTTP server
-    is ready; the test's end stops it with SIGTERM and checks it stopped cleanly."""
-    started: list[subprocess.Popen[str]] = []
-
-    def start(*args: str) -> str:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "slotline",
-                "serve",
-                "--port",
-                "0",
-                "--node-id",
-                "remote",
-                *args,
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-            cwd=tmp_path,
-        )
-        started.append(proc)
-        ready = Lines(proc.stdout).until(lambda line: line.startswith(API_READY))
-        return ready[len(API_READY) :].split()[0]
-
-    yield start
-    for proc in started:
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=30)
-        assert proc.returncode == 0, err
-        assert "Traceback" not in err
+from .conftest import LINE_TIMEOUT, Lines, Run, Start, ok
 
 
 @pytest.fixture
@@ -353,3 +259,75 @@ def test_url_usage_errors_and_an_unreachable_server(run: Run, tmp_path: Path) ->
     assert serve.code == 2
     assert "serve runs a node on a store" in serve.error_line()
     assert run("--token", "slt_x", "ls").code == 2
+
+
+SUBMITTER = """
+import os, subprocess, sys
+print("url", os.environ.get("SLOTLINE_URL"), "store" if "SLOTLINE_STORE" in os.environ else "-")
+print("token", os.environ.get("SLOTLINE_TOKEN", "")[:9])
+sys.exit(subprocess.run([sys.executable, "-m", "slotline", "submit", "-t", "child", "--", "true"],
+                        timeout=60).returncode)
+"""
+
+
+def test_a_task_run_by_serve_submits_through_its_api_with_a_task_token(
+    run: Run, serve_http: Start
+) -> None:
+    admin = ok(run("--json", "token", "create", "--role", "admin", "--name", "root"))["token"]
+    url = serve_http()
+    remote = ("--url", url, "--token", admin)
+    submitted = run(*remote, "--json", "submit", "--wait", "--", sys.executable, "-c", SUBMITTER)
+    parent = submitted.json()
+    assert parent["status"] == "succeeded", run(*remote, "logs", parent["id"]).out
+    log = run(*remote, "logs", parent["id"]).out
+    assert f"url {url} -" in log  # the API, not the store
+    assert "token slt_task." in log
+    children = ok(run(*remote, "--json", "ls"))
+    child = next(t for t in children if t["title"] == "child")
+    assert ok(run(*remote, "--json", "show", child["id"]))["parent_id"] == parent["id"]
+
+
+AGENT_SUBMITTER = """
+import subprocess, sys
+sys.exit(subprocess.run([sys.executable, "-m", "slotline", "--json", "submit", "--agent", "echoer",
+                         "--prompt", "from a run"], timeout=60).returncode)
+"""
+
+
+def test_the_server_fills_agent_types_for_user_tokens_and_runs(
+    run: Run, serve_http: Start, tmp_path: Path
+) -> None:
+    # Given a server whose slotline.yaml has an agent type (raw commands are for admins)
+    (tmp_path / "slotline.yaml").write_text(
+        "agents:\n  echoer:\n    command: [echo, --, '{prompt}']\n"
+    )
+    admin = ok(run("--json", "token", "create", "--role", "admin", "--name", "root"))["token"]
+    user = ok(run("--json", "token", "create", "--role", "user", "--name", "ann"))["token"]
+    url = serve_http()
+    # When a user submits by agent type, the server expands it: no raw command is sent
+    as_user = ("--url", url, "--token", user, "--json")
+    task = ok(run(*as_user, "submit", "--wait", "--agent", "echoer", "--prompt", "-n hi"))
+    assert task["command"] == ["echo", "--", "-n hi"]
+    assert task["status"] == "succeeded"
+    # And a run, whose working directory (its workspace) has no slotline.yaml, does too
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    remote = ("--url", url, "--token", admin)
+    parent = ok(
+        run(
+            *remote,
+            "--json",
+            "submit",
+            "--wait",
+            "--workspace",
+            str(workspace),
+            "--",
+            sys.executable,
+            "-c",
+            AGENT_SUBMITTER,
+        )
+    )
+    assert parent["status"] == "succeeded", run(*remote, "logs", parent["id"]).out
+    child = next(t for t in ok(run(*remote, "--json", "ls")) if t["parent_id"] == parent["id"])
+    assert child["command"] == ["echo", "--", "from a run"]
+    assert child["agent"] == "echoer"

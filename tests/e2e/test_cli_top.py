@@ -15,6 +15,7 @@ import pytest
 
 from slotline.models import Status
 from slotline.store import Store
+from waiting import until
 
 from .conftest import Run
 
@@ -83,13 +84,6 @@ def until_pane(tmux: Callable[..., str], text: str) -> str:
         if text in screen:
             return screen
         assert time.monotonic() < deadline, f"{text!r} never showed; the screen:\n{screen}"
-        time.sleep(0.05)
-
-
-def until(check: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + 30
-    while not check():
-        assert time.monotonic() < deadline, "condition not reached in time"
         time.sleep(0.05)
 
 

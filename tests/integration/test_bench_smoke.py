@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib
 from pathlib import Path
 from types import ModuleType
@@ -57,3 +58,18 @@ def test_process_drain_in_a_child_reports_every_task_and_its_memory(
 
     assert result["succeeded"] == 3
     assert result["peak_rss_kb"] > 0
+
+
+def test_scale_workload_measures_every_read_and_the_node_behind_a_backlog(
+    bench: ModuleType, tmp_path: Path
+) -> None:
+    scale = importlib.import_module("bench.scale")
+    args = argparse.Namespace(repeat=1, node_seconds=0.5, postgres=None)
+
+    result = scale.measure("sqlite", 50, args, tmp_path)
+
+    assert result["queued"] == 50
+    for name in ("status_head_ms", "position_ms", "submit_ms", "get_with_eta_ms"):
+        assert len(result[name]) == 3  # median, min, max
+    assert result["node"]["rate"] > 0
+    assert "| sqlite | 50 |" in scale.render([result])

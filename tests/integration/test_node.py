@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import errno
+import logging
 import re
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ from slotline.models import Status, Task
 from slotline.node import Node
 from slotline.runner.process import process_start_time
 from slotline.store import Store, open_store
+from waiting import until, until_async
 
 
 @pytest.fixture
@@ -44,18 +47,24 @@ async def running_node(store: Store, tmp_path: Path, **options: object) -> Async
         await asyncio.wait_for(task, 30)
 
 
-async def until(predicate: Callable[[], bool], timeout: float = 20.0) -> None:
-    """Wait for a condition, checking often; fail if it does not hold in time."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.02)
-
-
 def has_pid(store: Store, task_id: str) -> bool:
     attempts = store.get(task_id).attempts
     return bool(attempts) and attempts[-1].pid is not None
+
+
+def claim_ends(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """When each claim on `store` returned (monotonic clock); the real claim runs. A test
+    that needs the node to have looked at the queue waits on this, not on a sleep."""
+    ends: list[float] = []
+    real = store.claim
+
+    def claim(*args: Any, **kwargs: Any) -> Any:
+        result = real(*args, **kwargs)
+        ends.append(time.monotonic())
+        return result
+
+    monkeypatch.setattr(store, "claim", claim)
+    return ends
 
 
 def submit(store: Store, *argv: str, **fields: object) -> Task:
@@ -157,10 +166,10 @@ def test_cancel_of_a_running_process_frees_its_slot(store: Store, tmp_path: Path
 
     async def scenario() -> None:
         async with running_node(store, tmp_path):
-            await until(lambda: has_pid(store, long.id))
+            await until_async(lambda: has_pid(store, long.id))
             assert store.get(nxt.id).status is Status.QUEUED
             store.cancel(long.id)
-            await until(lambda: store.get(nxt.id).status is Status.SUCCEEDED)
+            await until_async(lambda: store.get(nxt.id).status is Status.SUCCEEDED)
 
     asyncio.run(scenario())
     cancelled = store.get(long.id)
@@ -177,9 +186,9 @@ def test_terminate_fails_the_task_and_starts_the_next(store: Store, tmp_path: Pa
 
     async def scenario() -> None:
         async with running_node(store, tmp_path):
-            await until(lambda: has_pid(store, agent.id))
+            await until_async(lambda: has_pid(store, agent.id))
             store.terminate(agent.id, "stuck")
-            await until(lambda: store.get(nxt.id).status is Status.SUCCEEDED)
+            await until_async(lambda: store.get(nxt.id).status is Status.SUCCEEDED)
 
     asyncio.run(scenario())
     assert store.get(agent.id).status is Status.FAILED
@@ -194,35 +203,40 @@ def test_bump_starts_over_the_limit_and_nothing_else_starts(store: Store, tmp_pa
 
     async def scenario() -> None:
         async with running_node(store, tmp_path):
-            await until(lambda: store.get(first.id).status is Status.RUNNING)
+            await until_async(lambda: store.get(first.id).status is Status.RUNNING)
             store.bump(urgent.id)
-            await until(lambda: store.get(urgent.id).status is Status.RUNNING)
+            await until_async(lambda: store.get(urgent.id).status is Status.RUNNING)
             assert store.get(urgent.id).attempts[0].over_limit
             assert store.status().over_limit
             store.cancel(urgent.id)
-            await until(lambda: store.get(urgent.id).status is Status.CANCELLED)
+            await until_async(lambda: store.get(urgent.id).status is Status.CANCELLED)
             # Back at the limit: the queued task still waits for the first one.
             assert store.get(waiting.id).status is Status.QUEUED
             store.cancel(first.id)
-            await until(lambda: store.get(waiting.id).status is Status.SUCCEEDED)
+            await until_async(lambda: store.get(waiting.id).status is Status.SUCCEEDED)
 
     asyncio.run(scenario())
 
 
-def test_submit_from_another_process_wakes_the_node(store: Store, tmp_path: Path) -> None:
-    # Given a node whose heartbeat (its only timer) is far away,
+def test_submit_from_another_process_wakes_the_node(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a node whose heartbeat (its only timer) is far away, and which has looked at
+    # the empty queue (from then on only a wake-up makes it look again),
     # when another process submits a task,
     # then the node starts it: it was woken by the store, not by a poll.
+    claims = claim_ends(store, monkeypatch)
+
     async def scenario() -> None:
         async with running_node(store, tmp_path, heartbeat=300.0):
-            await asyncio.sleep(0.2)  # let the node reach its wait
+            await until_async(lambda: claims, what="the node's first claim")
             code = (
                 "from slotline.store import open_store;"
                 f"open_store({str(store.url.removeprefix('sqlite://'))!r})"
                 ".submit({'command': ['true'], 'title': 'from afar'})"
             )
             subprocess.run([sys.executable, "-c", code], check=True)
-            await until(
+            await until_async(
                 lambda: any(t.status is Status.SUCCEEDED for t in store.list_tasks()),
                 timeout=15,
             )
@@ -254,7 +268,7 @@ def test_an_agent_started_before_a_restart_is_readopted(store: Store, tmp_path: 
 
     async def first_life() -> None:
         async with running_node(store, tmp_path):
-            await until(lambda: has_pid(store, agent.id))
+            await until_async(lambda: has_pid(store, agent.id))
 
     asyncio.run(first_life())
     assert store.get(agent.id).status is Status.RUNNING  # the process outlived the node
@@ -314,7 +328,7 @@ def test_cpu_and_memory_of_the_process_tree_are_recorded(store: Store, tmp_path:
 
     async def scenario() -> None:
         async with running_node(store, tmp_path, heartbeat=0.1):
-            await until(lambda: store.get(busy.id).status is Status.SUCCEEDED)
+            await until_async(lambda: store.get(busy.id).status is Status.SUCCEEDED)
 
     asyncio.run(scenario())
     attempt = store.get(busy.id).attempts[0]
@@ -337,11 +351,11 @@ def test_admission_guard_holds_new_starts_while_the_machine_is_pressed(
     async def scenario() -> None:
         async with running_node(store, tmp_path, guard=guard) as node:
             node.guard_interval = 0.05
-            await until(lambda: store.status().admission is not None)
+            await until_async(lambda: store.status().admission is not None)
             assert store.status().admission == "CPU at 99% (limit 90%)"
             assert store.get(waiting.id).status is Status.QUEUED
             readings["cpu"] = 10.0
-            await until(lambda: store.get(waiting.id).status is Status.SUCCEEDED)
+            await until_async(lambda: store.get(waiting.id).status is Status.SUCCEEDED)
             assert store.status().admission is None
 
     asyncio.run(scenario())
@@ -367,14 +381,14 @@ def test_a_cancel_that_arrives_while_the_process_is_being_spawned_is_not_lost(
 
     async def scenario() -> None:
         async with running_node(store, tmp_path) as node:
-            await until(lambda: store.get(agent.id).status is Status.RUNNING)
+            await until_async(lambda: store.get(agent.id).status is Status.RUNNING)
             # when the task is cancelled before its process exists,
             store.cancel(agent.id)
             # (the node has taken the request while the spawn is still held back)
-            await until(lambda: any(r.stop_reason for r in node._runs.values()))
+            await until_async(lambda: any(r.stop_reason for r in node._runs.values()))
             gate.set()
             # then the process, once started, is stopped and the task ends cancelled.
-            await until(lambda: store.get(agent.id).status is Status.CANCELLED)
+            await until_async(lambda: store.get(agent.id).status is Status.CANCELLED)
 
     asyncio.run(scenario())
 
@@ -385,13 +399,13 @@ def test_a_node_stops_a_run_that_another_node_reaped(store: Store, tmp_path: Pat
 
     async def scenario() -> None:
         async with running_node(store, tmp_path, heartbeat=0.1):
-            await until(lambda: has_pid(store, agent.id))
+            await until_async(lambda: has_pid(store, agent.id))
             attempt = store.get(agent.id).attempts[0]
             assert attempt.pid is not None
             # when another node finishes its attempt as interrupted,
             store.finish(attempt.id, attempt.token, None, "interrupted: reaped elsewhere")
             # then this node stops the process: the task never runs twice at once.
-            await until(lambda: process_start_time(attempt.pid) is None)  # type: ignore[arg-type]
+            await until_async(lambda: process_start_time(attempt.pid) is None)  # type: ignore[arg-type]
 
     asyncio.run(scenario())
     assert store.get(agent.id).status is Status.FAILED
@@ -405,10 +419,7 @@ def test_a_second_live_node_with_the_same_id_is_refused(store: Store, tmp_path: 
         stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 30
-        while store.node("twin") is None:  # wait until the other node has registered
-            assert time.monotonic() < deadline, "the other node did not start"
-            time.sleep(0.05)
+        until(lambda: store.node("twin"), what="the other node registered")
         with pytest.raises(InvalidInput, match="another node named 'twin' is running"):
             asyncio.run(Node(store, node_id="twin", log_dir=tmp_path / "l").run_until_idle(10))
     finally:
@@ -419,35 +430,40 @@ def test_a_second_live_node_with_the_same_id_is_refused(store: Store, tmp_path: 
 def test_the_node_rides_out_store_failures(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given a store that fails a claim and then a finish, as a busy database would,
+    # Given a store that fails a claim, then twice the commit of the task's outcome (the
+    # node commits outcomes with its next claim), as a busy database would,
     failures = {"claim": 1, "finish": 2}
-    for verb in failures:
-        real = getattr(store, verb)
+    real = store.claim
 
-        def flaky(*args: object, _verb: str = verb, _real: Any = real, **kw: object) -> Any:
-            if failures[_verb] > 0:
-                failures[_verb] -= 1
-                raise StoreError(f"{_verb} failed: database is locked")
-            return _real(*args, **kw)
+    def flaky(*args: object, **kw: Any) -> Any:
+        verb = "finish" if kw.get("finished") else "claim"
+        if failures[verb] > 0:
+            failures[verb] -= 1
+            raise StoreError(f"{verb} failed: database is locked")
+        return real(*args, **kw)
 
-        monkeypatch.setattr(store, verb, flaky)
+    monkeypatch.setattr(store, "claim", flaky)
     task = submit(store, "true")
     # when the node runs, then the task still ends, recorded once.
     asyncio.run(Node(store, log_dir=tmp_path / "logs").run_until_idle(timeout=30))
     assert store.get(task.id).status is Status.SUCCEEDED
     assert failures == {"claim": 0, "finish": 0}
+    assert [e.kind for e in store.task_events(task.id)].count("succeeded") == 1
 
 
 def test_a_timed_out_sync_callable_keeps_its_slot_until_it_returns(
-    store: Store, tmp_path: Path
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import threading
 
     release = threading.Event()
+    began: list[float] = []
     ended: list[float] = []
+    claims = claim_ends(store, monkeypatch)
 
     def stubborn() -> None:
-        release.wait(10)
+        began.append(time.monotonic())
+        release.wait(30)
         ended.append(time.time())
 
     store.set_setting("max_concurrent", 1)
@@ -455,13 +471,23 @@ def test_a_timed_out_sync_callable_keeps_its_slot_until_it_returns(
     nxt = store.submit({"callable": "stubborn"})
 
     async def scenario() -> None:
-        node = Node(store, log_dir=tmp_path / "logs", callables={"stubborn": stubborn})
+        # (a heartbeat of 0.05 s: the node looks at the queue that often)
+        node = Node(
+            store, log_dir=tmp_path / "logs", callables={"stubborn": stubborn}, heartbeat=0.05
+        )
         stop = asyncio.Event()
         running = asyncio.create_task(node.run(stop))
-        await asyncio.sleep(0.6)  # well past the timeout: the thread still runs
+        await until_async(lambda: began, what="the first call runs")
+        # Its 0.2 s timeout ran out before this moment (it was armed before the call began);
+        # three claims made after it leave the next task queued: the thread still runs.
+        timed_out = began[0] + 0.2
+        await until_async(
+            lambda: sum(end > timed_out for end in claims) >= 3, what="claims after the timeout"
+        )
         assert store.get(nxt.id).status is Status.QUEUED
+        assert not ended
         release.set()
-        await until(lambda: store.get(nxt.id).status is Status.SUCCEEDED)
+        await until_async(lambda: store.get(nxt.id).status is Status.SUCCEEDED)
         stop.set()
         await running
 
@@ -470,3 +496,77 @@ def test_a_timed_out_sync_callable_keeps_its_slot_until_it_returns(
     assert task.failure_reason == "timed out after 0.2s"
     assert task.attempts[0].finished_at is not None
     assert task.attempts[0].finished_at >= ended[0]
+
+
+def test_each_node_has_its_own_guard_verdict(store: Store, tmp_path: Path) -> None:
+    # Given two nodes on one store, one whose machine stays pressed,
+    def guard(readings: dict[str, float]) -> Guard:
+        sample = lambda: Sample(cpu_percent=readings["cpu"], available_mb=10_000)  # noqa: E731
+        return Guard(Admission(max_cpu_percent=90), sampler=sample)
+
+    pressed, other = {"cpu": 99.0}, {"cpu": 95.0}
+
+    async def scenario() -> None:
+        async with (
+            running_node(store, tmp_path, node_id="a", guard=guard(pressed)) as a,
+            running_node(store, tmp_path, node_id="b", guard=guard(other)) as b,
+        ):
+            a.guard_interval = b.guard_interval = 0.05
+            # both verdicts are shown by node,
+            both = "a: CPU at 99% (limit 90%); b: CPU at 95% (limit 90%)"
+            await until_async(lambda: store.status().admission == both)
+            # and when the other machine calms down, the pressed one's verdict stays.
+            other["cpu"] = 10.0
+            await until_async(lambda: "b:" not in (store.status().admission or "b:"))
+            assert store.status().admission == "CPU at 99% (limit 90%)"
+
+    asyncio.run(scenario())
+
+
+def test_a_node_runs_no_more_than_its_slots(store: Store, tmp_path: Path) -> None:
+    # Given room for five under the global limit and a node with two slots,
+    store.set_setting("max_concurrent", 5)
+    tasks = [submit(store, "sleep", "0.2") for _ in range(5)]
+    node = Node(store, log_dir=tmp_path / "logs", slots=2)
+    # when it runs the queue,
+    asyncio.run(node.run_until_idle(timeout=60))
+    # then every task ran, never more than two at once.
+    assert all(store.get(t.id).status is Status.SUCCEEDED for t in tasks)
+    assert peak((a.started_at, a.finished_at) for a in store.attempts()) == 2
+
+
+def test_the_heartbeat_outlives_an_error_that_is_not_the_stores(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given a node running a command, beating every 0.05 s,
+    task = submit(store, "sleep", "30")
+
+    async def scenario() -> None:
+        async with running_node(store, tmp_path, heartbeat=0.05) as node:
+            await until_async(lambda: has_pid(store, task.id), what="the command runs")
+            # when sampling its process fails once with an OSError (not a store error),
+            failed_at: list[float] = []
+            real = node._sampler.sample
+
+            def sample(*args: Any, **kwargs: Any) -> Any:
+                if not failed_at:
+                    failed_at.append(store.clock())
+                    raise OSError(errno.EMFILE, "Too many open files")
+                return real(*args, **kwargs)
+
+            monkeypatch.setattr(node._sampler, "sample", sample)
+            await until_async(lambda: failed_at, what="the failing sample")
+            # then the node goes on heartbeating (a node that stops is taken for dead),
+            await until_async(
+                lambda: float((store.node(node.node_id) or {})["heartbeat_at"]) > failed_at[0],
+                timeout=10,
+                what="a heartbeat after the failure",
+            )
+            store.cancel(task.id)
+            await until_async(lambda: store.get(task.id).status is Status.CANCELLED)
+
+    with caplog.at_level(logging.ERROR, logger="slotline.node"):
+        asyncio.run(scenario())
+    # and the failure is in the log, with its cause.
+    assert "heartbeat failed" in caplog.text
+    assert "Too many open files" in caplog.text

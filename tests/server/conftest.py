@@ -9,10 +9,10 @@ the server's loop too, so commands really start and stop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,24 +22,14 @@ import httpx
 import pytest
 
 from slotline.config import Config
+from slotline.errors import InvalidTransition, StaleAttempt
 from slotline.models import Status
 from slotline.node import Node
 from slotline.server import ServerOptions, create_token, serve_http
 from slotline.store import Store, open_store
+from waiting import until
 
 PY = sys.executable
-
-
-def until(predicate: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
-    """Poll `predicate` until it returns something truthy; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {timeout}s")
-        time.sleep(0.02)
 
 
 @dataclass
@@ -79,10 +69,12 @@ def _end_running_tasks(store: Store) -> None:
     Attempts claimed by the test itself (external runners) are finished directly."""
     for task in store.list_tasks(Status.RUNNING):
         attempt = task.attempts[-1]
-        if attempt.node_id == NODE_ID:
-            store.cancel(task.id)
-        else:
-            store.finish(attempt.id, attempt.token, None, "test teardown")
+        # It may end on its own meanwhile: then there is nothing left to stop.
+        with contextlib.suppress(InvalidTransition, StaleAttempt):
+            if attempt.node_id == NODE_ID:
+                store.cancel(task.id)
+            else:
+                store.finish(attempt.id, attempt.token, None, "test teardown")
     until(lambda: not store.list_tasks(Status.RUNNING), what="running tasks ending")
 
 
@@ -91,16 +83,23 @@ ServerFactory = Callable[..., Running]
 
 @pytest.fixture
 def make_server(tmp_path: Path) -> Iterator[ServerFactory]:
-    """make_server(node=False, options=None, config=None, tokens=()) -> Running."""
+    """make_server(node=False, options=None, config=None, tokens_path=None, store_url=None)
+    -> Running. A node's runs reach the server through SLOTLINE_URL, as under `serve`."""
     started: list[Running] = []
     test_store = open_store(tmp_path / "store.db")
+    stores = [test_store]
 
     def start(
         node: bool = False,
         options: ServerOptions | None = None,
         config: Config | None = None,
         tokens_path: Path | None = None,
+        store_url: str | None = None,
     ) -> Running:
+        url = store_url or str(tmp_path / "store.db")
+        own_store = test_store if store_url is None else open_store(store_url)
+        if own_store is not test_store:
+            stores.append(own_store)
         tokens = tokens_path or tmp_path / "tokens.json"
         opts = options or ServerOptions(heartbeat=0.5, compat_start_wait=10.0)
         opts = dataclasses.replace(opts, tokens_path=tokens)
@@ -111,17 +110,17 @@ def make_server(tmp_path: Path) -> Iterator[ServerFactory]:
         async def main() -> None:
             box["loop"] = asyncio.get_running_loop()
             stop = box["stop"] = asyncio.Event()
-            store = open_store(tmp_path / "store.db")
+            store = open_store(url)
+            worker = Node(store, node_id=NODE_ID, log_dir=tmp_path / "logs", kill_grace=2.0)
 
             def on_ready(host: str, port: int) -> None:
-                box["url"] = f"http://{host}:{port}"
+                box["url"] = worker.api_url = f"http://{host}:{port}"
                 ready.set()
 
             jobs = [
                 serve_http(store, config, "127.0.0.1", 0, stop, options=opts, on_ready=on_ready)
             ]
             if node:
-                worker = Node(store, node_id=NODE_ID, log_dir=tmp_path / "logs", kill_grace=2.0)
                 jobs.append(worker.run(stop))
             try:
                 await asyncio.gather(*jobs)
@@ -142,7 +141,7 @@ def make_server(tmp_path: Path) -> Iterator[ServerFactory]:
             raise errors[0]
         running = Running(
             url=box["url"],
-            store=test_store,
+            store=own_store,
             tokens_path=tokens,
             log_dir=tmp_path / "logs",
             thread=thread,
@@ -157,11 +156,13 @@ def make_server(tmp_path: Path) -> Iterator[ServerFactory]:
 
     yield start
     try:
-        _end_running_tasks(test_store)
+        for store in stores:
+            _end_running_tasks(store)
     finally:
         for running in started:
             running.stop()
-        test_store.close()
+        for store in stores:
+            store.close()
 
 
 @pytest.fixture

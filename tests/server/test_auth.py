@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import stat
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import httpx
 import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
+from websockets.typing import Subprotocol
 
 from slotline.config import Config, load_config
 from slotline.errors import InvalidInput
@@ -51,6 +53,25 @@ def test_token_names_and_roles_are_checked(tmp_path: Path) -> None:
     assert revoke_token("ann", path) is True
     assert revoke_token("ann", path) is False
     assert not TokenBook(path).has_tokens()
+
+
+def test_a_token_replaced_within_one_clock_tick_is_seen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One clock reading for both tokens: the file keeps its size to the byte.
+    monkeypatch.setattr("slotline.server.auth.utcnow", lambda: 1_700_000_000.5)
+    path = tmp_path / "tokens.json"
+    old = create_token("ann", "admin", path)
+    book = TokenBook(path)
+    assert book.verify(old) is not None
+    before = path.stat()
+    # Revoked and created again: same name, same size, and (a coarse clock) same mtime.
+    revoke_token("ann", path)
+    new = create_token("ann", "admin", path)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert path.stat().st_size == before.st_size
+    assert book.verify(old) is None
+    assert book.verify(new) is not None
 
 
 def test_every_route_needs_a_valid_token_once_one_exists(server: Running) -> None:
@@ -101,11 +122,21 @@ def test_users_see_and_steer_only_their_own_tasks(make_server: ServerFactory) ->
         status = http.get("/api/status").json()
         assert [t["title"] for t in status["queued"]] == ["bob's"]
         assert status["queued"][0]["position"] == 2
+        # The line's length, not whose tasks are in it; the first in line is ann's.
+        assert status["queued_total"] == 2
+        assert status["next_up"] is None
+        line = http.get("/api/line").json()
+        assert [t["id"] for t in line["queued"]] == [theirs["id"]]
+        assert line["next_up"] is None
         queue = http.get("/api/queue_status").json()
         assert [t["task_id"] for t in queue["queued_tasks"]] == [theirs["id"]]
         kinds = {e["task_id"] for e in http.get("/api/events").json()["events"]}
         assert kinds == {theirs["id"]}
         assert http.post(f"/api/tasks/{theirs['id']}/hold").json()["status"] == "held"
+    with server.client(ann) as http:
+        status = http.get("/api/status").json()
+        assert (status["queued_total"], status["next_up"]) == (1, mine["id"])
+        assert http.get("/api/line").json()["next_up"] == mine["id"]
 
 
 def test_raw_commands_can_be_kept_for_admins(make_server: ServerFactory, tmp_path: Path) -> None:
@@ -167,17 +198,28 @@ def test_websocket_checks_origin_and_token(server: Running) -> None:
     token = server.token("root", "admin")
     with pytest.raises(InvalidStatus):
         connect(url, open_timeout=10).close()
-    with connect(url + f"&token={token}", open_timeout=10) as ws:
+    with pytest.raises(InvalidStatus):  # a token in the URL is refused: URLs get logged
+        connect(url + f"&token={token}", open_timeout=10).close()
+    # A browser offers the token as a subprotocol beside `slotline`, accepted as `slotline`.
+    offered = [Subprotocol("slotline"), Subprotocol(f"slotline-token.{token}")]
+    with connect(url, subprotocols=offered, open_timeout=10) as ws:
+        assert ws.subprotocol == "slotline"
         assert json.loads(ws.recv(timeout=10))["type"] == "heartbeat"
     headers = {"Authorization": f"Bearer {token}"}
     with connect(url, additional_headers=headers, open_timeout=10) as ws:
         assert json.loads(ws.recv(timeout=10))["type"] == "heartbeat"
 
 
-def test_sse_accepts_a_query_token(server: Running) -> None:
+def test_a_token_in_the_url_is_refused_saying_why(server: Running) -> None:
     token = server.token("root", "admin")
     with httpx.Client(base_url=server.url, timeout=10) as http:
         assert http.get("/api/events/stream").status_code == 401
+        refused = http.get("/api/tasks", params={"token": token})
+        assert refused.status_code == 401
+        assert "Authorization: Bearer" in refused.json()["detail"]
         with http.stream("GET", "/api/events/stream", params={"token": token}) as response:
+            assert response.status_code == 401
+        headers = {"Authorization": f"Bearer {token}"}
+        with http.stream("GET", "/api/events/stream", headers=headers) as response:
             assert response.status_code == 200
             assert response.headers["content-type"].startswith("text/event-stream")

@@ -81,7 +81,8 @@ def test_errors_come_back_as_the_store_raises_them(client: SlotlineClient) -> No
     client.set_setting("max_queue_size", 0)
     with pytest.raises(BoundExceeded) as bound:
         client.submit(ECHO)
-    assert bound.value.details == {"limit": "max_queue_size", "max": 0}
+    # Nothing is in line to start, so no estimate says when room comes: the default hint.
+    assert bound.value.details == {"limit": "max_queue_size", "max": 0, "retry_after": 30}
 
 
 def test_follow_yields_history_then_live_events(server: Running, client: SlotlineClient) -> None:
@@ -119,3 +120,13 @@ def test_watcher_wakes_on_each_event_published_after_it_was_made(
             watcher.close()
 
     assert asyncio.run(scenario()) == [True, False, True]
+
+
+def test_a_ref_never_leaves_its_task_route(client: SlotlineClient) -> None:
+    # Unescaped, "/api/tasks/../pause?/bump" is POST /api/pause (the rest is a query).
+    for ref in ("../pause?", "../pause#", "../../api/pause?", "..%2Fpause?"):
+        with pytest.raises((NotFound, InvalidInput)):
+            client.bump(ref)
+        with pytest.raises((NotFound, InvalidInput)):
+            client.hold(ref)
+    assert not client.status().paused

@@ -64,6 +64,10 @@ def test_queue_workflows(hephaestus: Running) -> None:
             "priority_boosted",
             "queue_position",
             "queued_at",
+            # slotline's estimates, beside Hephaestus' own fields
+            "eta_start",
+            "eta_finish",
+            "eta_basis",
         }
         assert (first["task_id"], first["priority"], first["priority_boosted"]) == (
             t3,

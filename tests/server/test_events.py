@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -158,7 +158,15 @@ def test_a_slow_subscriber_never_holds_up_the_others(tmp_path: Any) -> None:
     asyncio.run(scenario())
 
 
-def test_stopping_the_server_ends_open_streams_at_once(make_server: ServerFactory) -> None:
+def drain(conn: ClientConnection) -> None:
+    """Receive until the connection closes (raises ConnectionClosed), at most 100 frames."""
+    for _ in range(100):
+        conn.recv(timeout=10)
+
+
+def test_stopping_the_server_ends_open_streams_at_once(
+    make_server: ServerFactory, caplog: pytest.LogCaptureFixture
+) -> None:
     server = make_server()
     with (
         ws(server, since=None) as conn,
@@ -168,12 +176,13 @@ def test_stopping_the_server_ends_open_streams_at_once(make_server: ServerFactor
         assert events_until_heartbeat(conn) == []
         lines = response.iter_lines()
         assert ": heartbeat" in lines  # reads up to the first heartbeat: the stream is open
-        started = time.monotonic()
-        server.stop()
-        # Well inside uvicorn's 5 s grace period: the streams did not hold it up.
-        assert time.monotonic() - started < 4.0
+        with caplog.at_level(logging.ERROR, logger="uvicorn.error"):
+            server.stop()
+        # The server ended the streams itself: uvicorn did not have to cancel them when
+        # its grace period ran out.
+        assert "timeout graceful shutdown exceeded" not in caplog.text
         assert "event: dropped" in list(lines)
         with pytest.raises(ConnectionClosed) as closed:
-            conn.recv(timeout=10)
+            drain(conn)  # a heartbeat or notice sent before the close may come first
     assert closed.value.rcvd is not None
     assert closed.value.rcvd.code in (1001, 1012)

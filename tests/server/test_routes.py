@@ -189,6 +189,40 @@ def test_queue_bound_is_429_with_the_limit(http: httpx.Client) -> None:
     assert "max_queue_size is 1" in body["detail"]
 
 
+def test_retry_after_is_when_the_next_task_in_line_should_start(
+    server: Running, http: httpx.Client
+) -> None:
+    # Given one slot, taken by a task expected to run 100 s, and one task in line
+    http.post("/api/limits", json={"settings": {"max_concurrent": 1, "max_queue_size": 1}})
+    http.post("/api/tasks", json={"command": ECHO, "expected_duration": 100.0})
+    server.store.claim("external:test")
+    http.post("/api/tasks", json={"command": ECHO})
+    # When a third is submitted, the queue is full until the second starts, in ~100 s
+    response = http.post("/api/tasks", json={"command": ECHO})
+    assert response.status_code == 429
+    wait = int(response.headers["Retry-After"])
+    assert 90 <= wait <= 101
+    assert response.json()["retry_after"] == wait
+
+
+def test_a_user_past_max_queued_per_user_gets_429_with_when_to_retry(
+    server: Running, http: httpx.Client
+) -> None:
+    # Given one slot, taken by a task expected to run 100 s, and one task of ann's in line
+    http.post("/api/limits", json={"settings": {"max_concurrent": 1, "max_queued_per_user": 1}})
+    http.post("/api/tasks", json={"command": ECHO, "expected_duration": 100.0})
+    server.store.claim("external:test")
+    http.post("/api/tasks", json={"command": ECHO, "user": "ann"})
+    # When ann submits another, she waits until hers starts; bob does not wait at all
+    response = http.post("/api/tasks", json={"command": ECHO, "user": "ann"})
+    assert response.status_code == 429
+    assert response.json()["limit"] == "max_queued_per_user"
+    assert 90 <= int(response.headers["Retry-After"]) <= 101
+    assert http.post("/api/tasks", json={"command": ECHO, "user": "bob"}).status_code == 201
+    limits = http.post("/api/limits", json={"settings": {"max_queued_per_user": None}}).json()
+    assert limits["max_queued_per_user"] is None
+
+
 def test_malformed_json_is_400_and_oversized_body_413(make_server: ServerFactory) -> None:
     server = make_server(options=ServerOptions(max_body_bytes=4096))
     with server.client() as http:

@@ -94,3 +94,75 @@ def test_redacted_hides_the_store_password() -> None:
 def test_not_yaml_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput, match="not valid YAML"):
         load_config(write(tmp_path, "agents: [unclosed\n"), env={})
+
+
+def test_a_prompt_that_would_be_an_option_is_refused_unless_the_type_opts_in(
+    tmp_path: Path,
+) -> None:
+    from slotline.config import expand_agent_type
+
+    config = load_config(
+        write(
+            tmp_path,
+            "agents:\n"
+            "  bare: {command: [git, log, '{prompt}']}\n"
+            "  dashed: {command: [git, log, --, '{prompt}']}\n"
+            "  flag: {command: [git, log, '--grep={prompt}']}\n"
+            "  opted: {command: [tool, '{prompt}'], prompt_may_start_with_dash: true}\n",
+        )
+    )
+    with pytest.raises(InvalidInput, match="must not start with '-'"):
+        expand_agent_type(config, {"agent": "bare"}, "--output=/x")
+    assert expand_agent_type(config, {"agent": "bare"}, "a -b")["command"][-1] == "a -b"
+    for agent in ("dashed", "flag", "opted"):
+        filled = expand_agent_type(config, {"agent": agent}, "--output=/x")
+        assert filled["command"][-1].endswith("--output=/x")
+
+
+def test_a_title_or_user_or_a_prompt_inside_an_argument_is_no_option_either(
+    tmp_path: Path,
+) -> None:
+    from slotline.config import expand_agent_type
+
+    config = load_config(
+        write(
+            tmp_path,
+            "agents:\n"
+            "  titled: {command: [git, log, '{title}', --, '{prompt}']}\n"
+            "  user: {command: [tool, '{user}{prompt}'], prompt_may_start_with_dash: true}\n"
+            "  sentence: {command: [tool, '{prompt} please']}\n"
+            "  after: {command: [tool, --, '{title}', '{prompt}']}\n",
+        )
+    )
+    with pytest.raises(InvalidInput, match=r"^title: must not start with '-'"):
+        expand_agent_type(config, {"agent": "titled", "title": "--output=/x"}, "p")
+    # The prompt's opt-in does not cover the user name that precedes it.
+    with pytest.raises(InvalidInput, match=r"^user: must not start with '-'"):
+        expand_agent_type(config, {"agent": "user", "user": "-e"}, "p")
+    # An empty user leaves the prompt first, and the prompt may start with a dash there.
+    assert expand_agent_type(config, {"agent": "user"}, "-e")["command"] == ["tool", "-e"]
+    with pytest.raises(InvalidInput, match=r"^prompt: must not start with '-'"):
+        expand_agent_type(config, {"agent": "sentence"}, "--output=/x")
+    filled = expand_agent_type(config, {"agent": "after", "title": "-t"}, "-p")
+    assert filled["command"] == ["tool", "--", "-t", "-p"]
+
+
+@pytest.mark.parametrize(
+    "agent",
+    [
+        "{command: ['{prompt}', x]}",
+        "{command: [tool, '{prompt}'], prompt_may_start_with_dash: 'yes'}",
+        "{command: [tool], timeout: '60'}",
+        "{command: [tool], timeout: .inf}",
+        "{command: [tool], max_concurrent: 99999999999999}",
+    ],
+)
+def test_agent_types_are_validated_strictly(tmp_path: Path, agent: str) -> None:
+    with pytest.raises(InvalidInput, match=r"agents\.a"):
+        load_config(write(tmp_path, f"agents:\n  a: {agent}\n"))
+
+
+@pytest.mark.parametrize("text", ["aging_interval: .inf", "max_concurrent: 9999999999999"])
+def test_numbers_in_the_file_are_finite_and_bounded(tmp_path: Path, text: str) -> None:
+    with pytest.raises(InvalidInput):
+        load_config(write(tmp_path, text + "\n"))

@@ -1,7 +1,8 @@
 """The `slotline` command line: the group, its commands, and one-line errors with exit codes.
 
 Exit codes: 0 done, 1 slotline refused (a SlotlineError: unknown id, illegal state…),
-2 bad usage (unknown option, malformed value), 130 interrupted.
+2 bad usage (unknown option, malformed value), 75 full (a queue or spawn bound refused a
+submit: try again later, as the message says), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ import click
 from click.core import ParameterSource
 
 from slotline import __version__
+from slotline.cli.bulk import bulk, stop
 from slotline.cli.config import show_config
 from slotline.cli.context import CliState, report_error
 from slotline.cli.export import export
 from slotline.cli.limits import limits
 from slotline.cli.logs import logs
+from slotline.cli.mcp import mcp_command
 from slotline.cli.redrive import redrive
 from slotline.cli.serve import serve
 from slotline.cli.stats import stats
@@ -42,9 +45,10 @@ from slotline.cli.tokens import token
 from slotline.cli.top import top
 from slotline.cli.views import events, list_tasks, queue_status_command, show_task
 from slotline.client import AccessDenied
-from slotline.errors import SlotlineError
+from slotline.errors import BoundExceeded, SlotlineError
 
 EXIT_REFUSED = 1
+EXIT_FULL = 75  # EX_TEMPFAIL: a bound refused a submit; try again later
 EXIT_INTERRUPTED = 130
 
 
@@ -125,6 +129,7 @@ def choose_target(
 
 for command in (
     serve,
+    mcp_command,
     submit,
     show_task,
     list_tasks,
@@ -146,6 +151,8 @@ for command in (
     pause,
     resume,
     clear,
+    bulk,
+    stop,
     redrive,
     limits,
     show_config,
@@ -173,6 +180,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     except click.ClickException as exc:
         report_error(exc.format_message(), type(exc).__name__, _json_mode(state, args))
         code = exc.exit_code
+    except BoundExceeded as exc:
+        report_error(full_message(exc), type(exc).__name__, _json_mode(state, args))
+        code = EXIT_FULL
     except SlotlineError as exc:
         message = str(exc)
         if isinstance(exc, AccessDenied) and state.token is None:
@@ -192,6 +202,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         report_error(message, type(exc).__name__, _json_mode(state, args))
         code = EXIT_REFUSED
     sys.exit(code)
+
+
+def full_message(exc: BoundExceeded) -> str:
+    """A bound's refusal, with when to try again (from the ETAs) when waiting can help."""
+    if exc.details.get("limit") == "max_depth":
+        return f"{exc}; waiting will not help: submit from a shallower task"
+    hint = exc.details.get("retry_after")
+    when = "later" if hint is None else f"in ~{max(1, round(float(hint)))}s"
+    return f"{exc}; try again {when}, or submit with --wait-for-room"
 
 
 def _usage_message(exc: click.UsageError) -> str:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from slotline.config import Config, expand_agent_type
 from slotline.models import Event, Priority, Status, Task
 from slotline.spec import TaskSpec
-from slotline.store import QueueStatus
+from slotline.store import QueueStatus, Store
 from slotline.store.core import Watcher
 from slotline.store.ops import Settings
+from slotline.store.steering import BulkResult
 
 
 class Backend(Protocol):
@@ -22,7 +24,7 @@ class Backend(Protocol):
 
     def list_tasks(self, status: Status | None = None, limit: int = 10_000) -> list[Task]: ...
 
-    def status(self) -> QueueStatus: ...
+    def status(self, *, limit: int | None = None) -> QueueStatus: ...
 
     def events(self, since: int = 0, limit: int = 1000) -> list[Event]: ...
 
@@ -53,7 +55,21 @@ class Backend(Protocol):
         after: str | None = None,
     ) -> Task: ...
 
-    def set_priority(self, ref: str, level: str | int | Priority) -> Task: ...
+    def set_priority(
+        self, ref: str, level: str | int | Priority, reason: str | None = None
+    ) -> Task: ...
+
+    def bulk(
+        self,
+        verb: str,
+        refs: list[str],
+        *,
+        priority: str | int | Priority | None = None,
+        reason: str | None = None,
+        force: bool = False,
+    ) -> BulkResult: ...
+
+    def emergency_stop(self, reason: str = "emergency stop") -> list[str]: ...
 
     def restart(self, ref: str, force: bool = False) -> Task: ...
 
@@ -72,3 +88,24 @@ class Backend(Protocol):
     def set_limit(self, key: str, value: str | None, max_running: int | None) -> None: ...
 
     def close(self) -> None: ...
+
+
+def agent_type_fields(
+    backend: Backend, config: Config, fields: dict[str, Any], prompt: str | None
+) -> dict[str, Any]:
+    """Submit fields for an agent type, filled where the type is defined. A server fills
+    its own types: the caller's slotline.yaml may lack them (a run's working directory is
+    its workspace) and a user or task token may not send the raw command they expand to.
+    On a store, the local configuration fills them (`expand_agent_type`).
+
+    Raises:
+        InvalidInput: on a store, as `expand_agent_type` does.
+    """
+    if isinstance(backend, Store):
+        return expand_agent_type(config, fields, prompt)
+    data = {key: value for key, value in fields.items() if value is not None}
+    if not data.get("command"):
+        data.pop("command", None)
+    if prompt is not None:
+        data["prompt"] = prompt
+    return data

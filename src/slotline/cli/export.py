@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from pathlib import Path
@@ -13,7 +12,7 @@ import click
 from slotline import __version__
 from slotline.cli.backend import Backend
 from slotline.cli.context import CliState, json_option, pass_state
-from slotline.cli.render import print_json
+from slotline.cli.render import print_json, strict_json
 from slotline.config import redact_url
 from slotline.models import Status, iso, utcnow
 
@@ -74,7 +73,7 @@ def export(state: CliState, output: Path | None) -> None:
     if output is None:
         print_json(data)
         return
-    _write_atomically(output, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    _write_atomically(output, strict_json(data, indent=2) + "\n")
     if state.json:
         print_json(
             {"output": str(output), "tasks": len(data["tasks"]), "last_seq": data["last_seq"]}

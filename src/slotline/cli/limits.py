@@ -11,8 +11,9 @@ import click
 from slotline.cli.backend import Backend
 from slotline.cli.context import CliState, json_option, pass_state
 from slotline.cli.render import limits_table, print_json, show
+from slotline.errors import InvalidInput
 from slotline.models import LIMIT_KEYS
-from slotline.store.steering import SETTING_RULES
+from slotline.store.settings_verbs import NONE_MEANS_NO_BOUND, SETTING_RULES, check_limit_max
 
 # KEY[VALUE]=N: the value in brackets runs to the last `]=`, so it may hold `=` or `]`.
 _ASSIGNMENT = re.compile(r"^(?P<key>[^\[=]+?)(?:\[(?P<value>.*)\])?=(?P<n>[^=]*)$")
@@ -60,7 +61,7 @@ def parse_assignment(text: str) -> Assignment:
         # Tasks store their workspace as an absolute path; name it the same way.
         value = str(Path(value).expanduser().resolve())
     if number == "none":
-        if not per_key and key != "aging_interval":
+        if not per_key and key not in NONE_MEANS_NO_BOUND:
             raise click.BadParameter(f"{key} cannot be none; give a number", param_hint="--set")
         return Assignment(key, value, None, per_key)
     kind = int if per_key else SETTING_RULES[key][0]
@@ -68,12 +69,17 @@ def parse_assignment(text: str) -> Assignment:
         parsed: int | float = int(number) if kind is int else float(number)
     except ValueError:
         what = "a whole number" if kind is int else "a number"
-        extra = " or none" if per_key or key == "aging_interval" else ""
+        extra = " or none" if per_key or key in NONE_MEANS_NO_BOUND else ""
         raise click.BadParameter(
             f"{key} must be {what}{extra}, got {number!r}", param_hint="--set"
         ) from None
     if parsed < 0:
-        raise click.BadParameter(f"{key} must be 0 or more, got {parsed:g}", param_hint="--set")
+        raise click.BadParameter(f"{key} must be 0 or more, got {number}", param_hint="--set")
+    if per_key:  # settings are checked by the store (or the server), as on every surface
+        try:
+            parsed = check_limit_max(parsed)
+        except InvalidInput as exc:
+            raise click.BadParameter(f"{key}: {exc}", param_hint="--set") from None
     return Assignment(key, value, parsed, per_key)
 
 

@@ -10,6 +10,7 @@ from typing import BinaryIO
 
 import click
 
+from slotline.bounds import MAX_INT
 from slotline.cli.backend import Backend
 from slotline.cli.context import CliState, pass_state
 from slotline.cli.interrupt import run_until_interrupted
@@ -36,7 +37,7 @@ CHUNK = 1 << 16
     "--attempt",
     "number",
     metavar="N",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=MAX_INT),
     help="Attempt N (1, 2, …; default: the latest).",
 )
 @pass_state
@@ -219,9 +220,11 @@ async def _follow(
                 if not blocking:
                     await watcher.wait(POLL_SECONDS)
                 continue
-            if number is not None or _ended(task):
+            later = bool(task.attempts) and task.attempts[-1].number > wanted
+            if number is not None or (_ended(task) and not later):
                 return
-            # A retry or restart follows: go on with the next attempt once it starts.
+            # A retry or restart follows (or already ran, on a busy machine the whole of it
+            # may have before this read): go on with the next attempt.
             wanted, offset, waiting_noted, next_attempt = wanted + 1, 0, True, True
     finally:
         watcher.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import shlex
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
@@ -11,6 +12,7 @@ from typing import Any
 
 import click
 from rich import box
+from rich.cells import cell_len
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -43,12 +45,72 @@ def show(*renderables: RenderableType) -> None:
 
 
 def print_json(data: Any) -> None:
-    """JSON on stdout, exactly as documented in docs/cli.md."""
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+    """JSON on stdout, exactly as documented in docs/cli.md: strict JSON, so a value that
+    JSON cannot hold (inf, NaN) is an error, never `Infinity` in the output."""
+    click.echo(strict_json(data, indent=2))
+
+
+def strict_json(data: Any, indent: int | None = None) -> str:
+    """The one JSON encoding of CLI output (`--json`, `events --json`, `export`)."""
+    return json.dumps(data, indent=indent, ensure_ascii=False, allow_nan=False)
 
 
 def short_id(task_id: str | None) -> str:
     return task_id[:8] if task_id else "-"
+
+
+def short_ids(ids: Iterable[str]) -> dict[str, str]:
+    """Each id's prefix of at least 8 digits, long enough that no two in `ids` share it
+    (a listing shows prefixes a person can paste back)."""
+    unique = sorted(set(ids))
+    width = 8
+    while width < 32 and len({i[:width] for i in unique}) < len(unique):
+        width += 2
+    return {i: i[:width] for i in unique}
+
+
+# Terminal control characters: C0, DEL, C1, and the bidirectional overrides that reorder
+# what a terminal shows. A title or label set over HTTP may hold any of them.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(value: str) -> str:
+    """`value` with every terminal control character escaped (ESC as backslash-x1b), so
+    that text from a task can neither move the cursor, recolour nor rewrite the screen.
+    The one escaping of task text for people: `ls`, `show`, `status`, `top`, `events`."""
+
+    def escape(match: re.Match[str]) -> str:
+        char = match.group()
+        code = ord(char)
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+    return _CONTROL.sub(escape, value)
+
+
+def text(value: str | None, style: str = "") -> Text:
+    """Task text (title, label, agent…) as a rich Text, escaped by `printable`."""
+    return Text(printable(value or "-"), style=style)
+
+
+def keep_widths(table: Table) -> Table:
+    """Columns without a ratio (ids, states, numbers) keep their full width when the
+    terminal is narrow; only the ratio columns (titles) shrink. Call after adding rows.
+
+    Rich shares the width by ratio only in an expanded table; otherwise a long title
+    makes it shrink every column evenly, down to nothing."""
+    table.expand = any(column.ratio for column in table.columns)
+    for column in table.columns:
+        if column.ratio:
+            continue
+        widths = [_width(column.header), *(_width(cell) for cell in column.cells)]
+        column.min_width = min(max(widths), column.max_width or 10**6)
+    return table
+
+
+def _width(cell: object) -> int:
+    if isinstance(cell, Text):
+        return cell.cell_len
+    return cell_len(cell) if isinstance(cell, str) else 0
 
 
 def ago(ts: float | None, now: float) -> str:
@@ -69,6 +131,20 @@ def _span(seconds: float) -> str:
         hours, rest = divmod(int(seconds), 3600)
         return f"{hours}h{rest // 60:02d}m" if hours < 10 else f"{hours}h"
     return f"{int(seconds // 86400)}d"
+
+
+def _until(ts: float | None, now: float) -> str:
+    """An estimate relative to now: `in ~3m`, `now`, or `-` when there is none."""
+    if ts is None:
+        return "-"
+    return "now" if ts - now < 1 else f"in ~{_span(ts - now)}"
+
+
+def eta_text(task: Task, now: float) -> str:
+    """`ls`: the estimated start of a task in line, the estimated end of a running one."""
+    if task.status is Status.RUNNING:
+        return "ends " + _until(task.eta_finish, now) if task.eta_finish else "-"
+    return _until(task.eta_start, now)
 
 
 def duration(seconds: float | None) -> str:
@@ -106,17 +182,21 @@ def task_table(tasks: Iterable[Task], now: float) -> Table:
     _title_column(table)
     table.add_column("AGENT", no_wrap=True, overflow="ellipsis", max_width=16)
     table.add_column("AGE", no_wrap=True, justify="right")
+    table.add_column("ETA", no_wrap=True, justify="right")
+    tasks = list(tasks)
+    ids = short_ids(t.id for t in tasks)
     for task in tasks:
         table.add_row(
-            short_id(task.id),
+            ids[task.id],
             status_text(task.status),
             _priority(task),
             "-" if task.position is None else str(task.position),
-            Text(task.title),
-            Text(task.agent or "-"),
+            text(task.title),
+            text(task.agent),
             ago(task.created_at, now),
+            eta_text(task, now),
         )
-    return table
+    return keep_widths(table)
 
 
 def _priority(task: Task) -> Text:
@@ -138,40 +218,45 @@ def queue_status(
     ]
     if others:
         parts.append(Text("not in line: " + ", ".join(others), style="dim"))
+    ids = short_ids(t.id for t in (*status.running, *status.queued))
     running = _table("ID", title=f"RUNNING ({len(status.running)})")
     _title_column(running)
-    for name in ("AGENT", "PID", "STARTED"):
+    for name in ("AGENT", "PID", "STARTED", "ENDS"):
         running.add_column(name, no_wrap=True)
     for task in status.running:
         attempt = task.attempts[-1] if task.attempts else None
         pid = attempt.pid if attempt is not None else None
         marker = " (over limit)" if attempt is not None and attempt.over_limit else ""
         running.add_row(
-            short_id(task.id),
-            Text(task.title + marker),
-            Text(task.agent or "-"),
+            ids[task.id],
+            text(task.title + marker),
+            text(task.agent),
             "-" if pid is None else str(pid),
             ago(task.started_at, now),
+            _until(task.eta_finish, now),
         )
-    parts.append(running if status.running else Text("nothing running", style="dim"))
-    queued = _table("POS", "", "ID", "PRI", title=f"QUEUED ({len(status.queued)})")
+    parts.append(keep_widths(running) if status.running else Text("nothing running", style="dim"))
+    total = len(status.queued) if status.queued_total is None else status.queued_total
+    queued = _table("POS", "", "ID", "PRI", title=f"QUEUED ({total})")
     _title_column(queued)
     queued.add_column("AGENT", no_wrap=True, overflow="ellipsis", max_width=16)
     queued.add_column("WAITING", no_wrap=True, justify="right")
+    queued.add_column("STARTS", no_wrap=True, justify="right")
     shown = status.queued if show_queued is None else status.queued[:show_queued]
     for task in shown:
         queued.add_row(
             str(task.position),
             Text(NEXT_UP, style="bold green") if task.position == 1 else "",
-            short_id(task.id),
+            ids[task.id],
             _priority(task),
-            Text(task.title),
-            Text(task.agent or "-"),
+            text(task.title),
+            text(task.agent),
             duration(now - (task.queued_at or task.created_at)),
+            _until(task.eta_start, now),
         )
-    parts.append(queued if status.queued else Text("nothing queued", style="dim"))
-    if len(shown) < len(status.queued):
-        more = len(status.queued) - len(shown)
+    parts.append(keep_widths(queued) if status.queued else Text("nothing queued", style="dim"))
+    if len(shown) < total:
+        more = total - len(shown)
         parts.append(Text(f"… and {more} more (slotline status --all)", style="dim"))
     return Group(*parts)
 
@@ -199,18 +284,18 @@ def task_detail(task: Task, now: float) -> RenderableType:
     if task.position is not None:
         state.append(f" (position {task.position}{', NEXT UP' if task.position == 1 else ''})")
     if task.status_reason:
-        state.append(f" — {task.status_reason}")
+        state.append(f" — {printable(task.status_reason)}")
     rows: list[tuple[str, str | Text | None]] = [
         ("id", task.id),
         ("status", state),
-        ("title", Text(task.title)),
-        ("command", Text(shlex.join(task.command)) if task.command else None),
+        ("title", text(task.title)),
+        ("command", text(shlex.join(task.command)) if task.command else None),
         ("callable", task.callable),
         ("priority", task.priority.label + (" (boosted)" if task.boosted else "")),
         ("agent", task.agent),
-        ("workspace", task.workspace),
+        ("workspace", text(task.workspace) if task.workspace else None),
         ("user", task.user),
-        ("labels", ", ".join(f"{k}={v}" for k, v in sorted(task.labels.items())) or None),
+        ("labels", text(_labels(task.labels)) if task.labels else None),
         ("depends on", ", ".join(short_id(d) for d in task.depends_on) or None),
         ("parent", short_id(task.parent_id) if task.parent_id else None),
         ("attempts", f"{len(task.attempts)} (max {task.max_attempts})"),
@@ -220,8 +305,11 @@ def task_detail(task: Task, now: float) -> RenderableType:
         ("not before", timestamp(task.not_before, now) if task.not_before else None),
         ("started", timestamp(task.started_at, now) if task.started_at else None),
         ("finished", timestamp(task.finished_at, now) if task.finished_at else None),
+        ("eta start", timestamp(task.eta_start, now) if task.eta_start else None),
+        ("eta finish", timestamp(task.eta_finish, now) if task.eta_finish else None),
+        ("eta basis", task.eta_basis),
         ("exit code", None if task.exit_code is None else str(task.exit_code)),
-        ("failure", task.failure_reason),
+        ("failure", text(task.failure_reason) if task.failure_reason else None),
         ("log", task.attempts[-1].log_path if task.attempts else None),
     ]
     for name, value in rows:
@@ -244,9 +332,13 @@ def task_detail(task: Task, now: float) -> RenderableType:
             ago(attempt.started_at, now),
             duration(took),
             "-" if attempt.exit_code is None else str(attempt.exit_code),
-            Text(outcome),
+            text(outcome),
         )
     return Group(fields, Text(), attempts)
+
+
+def _labels(labels: Mapping[str, str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
 
 def event_line(event: Event) -> str:
@@ -258,23 +350,28 @@ def event_line(event: Event) -> str:
 
 def _value(value: Any) -> str:
     if isinstance(value, str) and value and not any(c.isspace() or c in "\"'" for c in value):
-        return value
-    return json.dumps(value, ensure_ascii=False)
+        return printable(value)
+    return printable(json.dumps(value, ensure_ascii=False))
 
 
 def limits_table(settings: Settings) -> RenderableType:
     """`slotline limits`: the global cap, per-key caps, exempt agents and spawn bounds."""
-    table = _table("LIMIT", "MAX", "MEANING")
+    table = _table()
+    table.add_column("LIMIT", no_wrap=True, overflow="ellipsis", ratio=1, min_width=14)
+    table.add_column("MAX", no_wrap=True, justify="right")
+    table.add_column("MEANING", no_wrap=True, overflow="ellipsis", ratio=1, min_width=12)
     table.add_row("max_concurrent", str(settings["max_concurrent"]), "running tasks in all")
     for limit in sorted(settings.per_key, key=lambda lim: (lim.key, lim.value or "")):
-        table.add_row(Text(limit.name), str(limit.max), Text(_limit_meaning(limit)))
+        table.add_row(text(limit.name), str(limit.max), text(_limit_meaning(limit)))
     for name, meaning in (
         ("max_queue_size", "tasks waiting to start"),
+        ("max_queued_per_user", "tasks waiting to start, of one user"),
         ("max_depth", "levels of subtasks"),
         ("max_children", "active subtasks of one task"),
     ):
-        table.add_row(name, str(settings[name]), meaning)
-    lines: list[RenderableType] = [table]
+        bound = settings[name]
+        table.add_row(name, "none" if bound is None else str(bound), meaning)
+    lines: list[RenderableType] = [keep_widths(table)]
     exempt = settings["exempt_agents"]
     if exempt:
         lines.append(Text("outside the global pool: " + ", ".join(exempt)))
@@ -296,11 +393,14 @@ def _limit_meaning(limit: Limit) -> str:
     return f"running tasks with {limit.key} {limit.value}"
 
 
-def describe_place(task: Task) -> str:
-    """`queued, position 2`, `waiting for 3f2a1b2c`, `held`, `blocked: …`."""
+def describe_place(task: Task, now: float | None = None) -> str:
+    """`queued, position 2, starts in ~3m`, `waiting for 3f2a1b2c`, `held`, `blocked: …`."""
     if task.status is Status.QUEUED and task.position is not None:
         where = f"queued, position {task.position}"
-        return where + " (NEXT UP)" if task.position == 1 else where
+        where += " (NEXT UP)" if task.position == 1 else ""
+        if task.eta_start is not None and now is not None:
+            where += f", starts {_until(task.eta_start, now)}"
+        return where
     if task.status is Status.WAITING:
         return "waiting for " + ", ".join(short_id(d) for d in task.depends_on)
     if task.status_reason and task.status_reason != task.status.value:

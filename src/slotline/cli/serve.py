@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
+from slotline.bounds import MAX_COUNT
 from slotline.cli.context import CliState, json_option, pass_state
 from slotline.runner.env import BASE_ALLOW
 
 if TYPE_CHECKING:
     from slotline.config import Config
     from slotline.node import Node
+    from slotline.server.context import ServerOptions
     from slotline.store import Store
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -25,7 +28,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 @click.option(
     "--max-concurrent",
     metavar="N",
-    type=click.IntRange(min=0),
+    type=click.IntRange(min=0, max=MAX_COUNT),
     help="Set the global limit (persisted in the store) before starting.",
 )
 @click.option(
@@ -69,6 +72,39 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 )
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True)
 @click.option("--no-http", is_flag=True, help="Run the node without the HTTP API.")
+@click.option(
+    "--no-auth",
+    is_flag=True,
+    help="Open mode: every caller of the HTTP API is admin, even once tokens have existed "
+    "(loopback only; same as `auth: none` in slotline.yaml).",
+)
+@click.option(
+    "--access-log",
+    is_flag=True,
+    help="Log every HTTP request at info level (tokens in URLs are redacted).",
+)
+@click.option(
+    "--slots",
+    metavar="N",
+    type=click.IntRange(0, 100_000),
+    help="Run at most N tasks on this node, beside the global and per-key limits "
+    "(default: no cap of its own; `slots:` in slotline.yaml).",
+)
+@click.option(
+    "--lease",
+    metavar="SECONDS",
+    type=click.FloatRange(1, 86_400),
+    help="How long this node's runs stay its own without a heartbeat; another node of "
+    "the store finishes them after that (default: 30; `lease:` in slotline.yaml).",
+)
+@click.option(
+    "--sample-interval",
+    metavar="SECONDS",
+    type=click.FloatRange(0, 3600),
+    default=10.0,
+    show_default=True,
+    help="How often the line is sampled for the dashboard's charts (0: never).",
+)
 @json_option
 @pass_state
 def serve(
@@ -82,6 +118,11 @@ def serve(
     host: str,
     port: int,
     no_http: bool,
+    no_auth: bool,
+    access_log: bool,
+    slots: int | None,
+    lease: float | None,
+    sample_interval: float,
 ) -> None:
     """Run a node until Ctrl-C or SIGTERM.
 
@@ -92,6 +133,8 @@ def serve(
     from slotline.config import load_config
     from slotline.logfmt import configure as configure_logging
     from slotline.node import Node
+    from slotline.server.context import ServerOptions
+    from slotline.server.serve import open_listener
 
     if state.url is not None:
         raise click.UsageError(
@@ -100,10 +143,19 @@ def serve(
         )
     configure_logging(log_level, log_format)
     config = load_config(
-        config_path or state.config_path, overrides={"max_concurrent": max_concurrent}
+        config_path or state.config_path,
+        overrides={
+            "max_concurrent": max_concurrent,
+            "auth": "none" if no_auth else None,
+            "slots": slots,
+            "lease": lease,
+        },
     )
     if state.store_url is None and config.store:
         state.store_url = config.store
+    # The port first: a node that cannot serve its API stops before it changes anything.
+    options = ServerOptions(access_log=access_log, open_mode=config.auth == "none")
+    sock = None if no_http else open_listener(host, port, options)
     store = state.local_store
     applied = apply_config(store, config)
     node = Node(
@@ -114,6 +166,9 @@ def serve(
         log_max_bytes=config.log_max_bytes,
         env_allow=(*BASE_ALLOW, *config.env_allow),
         admission=config.admission,
+        lease=config.lease,
+        slots=config.slots,
+        sample_interval=sample_interval,
     )
     limit = store.settings()["max_concurrent"]
     if state.json:
@@ -121,6 +176,8 @@ def serve(
             "node_id": node.node_id,
             "store": store.url,
             "max_concurrent": limit,
+            "slots": node.slots,
+            "lease": node.lease,
             "log_dir": str(node.log_dir),
             "config": applied,
         }
@@ -133,13 +190,26 @@ def serve(
 
     def ready(bound_host: str, bound_port: int) -> None:
         url = f"http://{bound_host}:{bound_port}"
+        node.api_url = local_url(bound_host, bound_port)
+        shown = local_url(bound_host, bound_port)
         click.echo(
-            json.dumps({"http": url})
+            json.dumps({"http": url, "dashboard": f"{shown}/"})
             if state.json
-            else f"HTTP API at {url} (OpenAPI docs at {url}/docs)"
+            else f"HTTP API at {url} (OpenAPI docs at {url}/docs); dashboard at {shown}/"
         )
 
-    asyncio.run(_run(node, config, None if no_http else (host, port), ready))
+    asyncio.run(_run(node, config, None if sock is None else (host, port, sock), ready, options))
+
+
+def local_url(host: str, port: int) -> str:
+    """The URL of the HTTP API for a process on this machine (a run of this node): a
+    wildcard bind is reached on loopback."""
+    if host in ("", "0.0.0.0"):  # noqa: S104 - a name, not a bind
+        host = "127.0.0.1"
+    elif host in ("::", "[::]"):
+        host = "::1"
+    name = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    return f"http://{name}:{port}"
 
 
 def apply_config(store: Store, config: Config) -> str | None:
@@ -149,7 +219,15 @@ def apply_config(store: Store, config: Config) -> str | None:
     the file are added to those set at runtime with `slotline limits`.
     """
     given = config.model_fields_set
-    for name in ("max_concurrent", "aging_interval", "max_depth", "max_children", "max_queue_size"):
+    settings = (
+        "max_concurrent",
+        "aging_interval",
+        "max_depth",
+        "max_children",
+        "max_queue_size",
+        "max_queued_per_user",
+    )
+    for name in settings:
         if name in given:
             store.set_setting(name, getattr(config, name))
     for limit in config.limits:
@@ -166,8 +244,9 @@ def apply_config(store: Store, config: Config) -> str | None:
 async def _run(
     node: Node,
     config: Config,
-    http: tuple[str, int] | None,
+    http: tuple[str, int, socket.socket] | None,
     on_ready: Callable[[str, int], None],
+    options: ServerOptions,
 ) -> None:
     from slotline.node import install_signal_handlers
 
@@ -177,9 +256,11 @@ async def _run(
     if http is not None:
         from slotline.server.serve import serve_http
 
-        jobs.append(
-            asyncio.create_task(serve_http(node.store, config, *http, stop=stop, on_ready=on_ready))
+        host, port, sock = http
+        serving = serve_http(
+            node.store, config, host, port, stop=stop, options=options, on_ready=on_ready, sock=sock
         )
+        jobs.append(asyncio.create_task(serving))
     try:
         for done in asyncio.as_completed(jobs):
             await done  # the first to fail (e.g. the port is taken) stops the rest

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from slotline import stats as queue_stats
 from slotline.cli.context import CliState, json_option, pass_state
-from slotline.cli.render import STATUS_STYLES, ago, print_json, show
+from slotline.cli.render import STATUS_STYLES, ago, keep_widths, print_json, show, text
 from slotline.models import Status, utcnow
 
 ALL_TASKS = 1_000_000_000
@@ -65,25 +65,34 @@ def _counts_line(computed: queue_stats.Stats) -> Text:
 
 
 def _agents_table(agents: list[queue_stats.AgentStats]) -> Table:
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-    table.add_column("AGENT", no_wrap=True, overflow="ellipsis", max_width=20)
-    for name in ("TASKS", "RUNNING", "QUEUED", "OK", "FAILED"):
+    # Avg, p50 and p95 share a column each for waits and run times (TOOK), and the state
+    # headers are short, so that the table fits 80 columns with every number; only the
+    # agent name shrinks.
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
+    table.add_column("AGENT", no_wrap=True, overflow="ellipsis", ratio=1, min_width=5)
+    for name in ("ALL", "RUN", "QUEUED", "OK", "FAIL"):
         table.add_column(name, justify="right", no_wrap=True)
-    for name in ("WAIT AVG", "P50", "P95", "RUN AVG", "P50", "P95"):
-        table.add_column(name, justify="right", no_wrap=True)
+    for what in ("WAIT", "TOOK"):  # the average, then p50 and p95, as the values
+        table.add_column(
+            " ".join(f"{head:>6}" for head in (what, "P50", "P95")), justify="right", no_wrap=True
+        )
     for agent in agents:
         counts = agent.counts
         table.add_row(
-            Text(agent.agent),
+            text(agent.agent),
             str(agent.tasks),
             *(
                 str(counts.get(s.value, 0))
                 for s in (Status.RUNNING, Status.QUEUED, Status.SUCCEEDED, Status.FAILED)
             ),
-            *(seconds(v) for v in (agent.wait.avg, agent.wait.p50, agent.wait.p95)),
-            *(seconds(v) for v in (agent.run.avg, agent.run.p50, agent.run.p95)),
+            _spread(agent.wait),
+            _spread(agent.run),
         )
-    return table
+    return keep_widths(table)
+
+
+def _spread(values: queue_stats.Timing) -> str:
+    return " ".join(f"{seconds(v):>6}" for v in (values.avg, values.p50, values.p95))
 
 
 def _throughput_line(computed: queue_stats.Stats) -> Text:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import click
 
+from slotline.bounds import MAX_INT
 from slotline.cli.context import CliState, json_option, pass_state
 from slotline.cli.render import describe_place, print_json, short_id
 from slotline.cli.submit import parse_priority
@@ -113,7 +114,9 @@ def bump(state: CliState, task_id: str) -> None:
 
 @click.command()
 @task_argument
-@click.option("--to", "to", metavar="N", type=click.IntRange(min=1), help="To position N.")
+@click.option(
+    "--to", "to", metavar="N", type=click.IntRange(min=1, max=MAX_INT), help="To position N."
+)
 @click.option("--before", metavar="ID", help="Just before this queued task.")
 @click.option("--after", metavar="ID", help="Just after this queued task.")
 @json_option
@@ -134,14 +137,15 @@ def move(
 @click.command()
 @task_argument
 @click.argument("level", metavar="LEVEL", callback=parse_priority)
+@click.option("--reason", "-r", metavar="R", help="Why (kept in the event).")
 @json_option
 @pass_state
-def priority(state: CliState, task_id: str, level: Priority) -> None:
+def priority(state: CliState, task_id: str, level: Priority, reason: str | None) -> None:
     """Set the priority of a task not yet started.
 
     LEVEL is urgent, high, normal or low (P0..P3; medium means normal).
     """
-    task = state.store.set_priority(task_id, level)
+    task = state.store.set_priority(task_id, level, reason)
     _report(
         state,
         task,

@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import math
+import time
 from pathlib import Path
 from typing import Any
 
 import click
 
+from slotline.bounds import MAX_SECONDS
+from slotline.cli.backend import Backend, agent_type_fields
 from slotline.cli.context import CliState, json_option, pass_state
+from slotline.cli.interrupt import run_until_interrupted
 from slotline.cli.render import describe_place, print_json, short_id
 from slotline.cli.wait import wait_for
-from slotline.config import expand_agent_type
-from slotline.errors import InvalidInput
-from slotline.models import Priority
+from slotline.errors import BoundExceeded, InvalidInput
+from slotline.models import Priority, Task, utcnow
+
+# How long to wait between tries for room when no estimate says (seconds), and at most.
+ROOM_RETRY_DEFAULT = 5.0
+ROOM_RETRY_MAX = 30.0
 
 DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
@@ -30,8 +39,10 @@ def parse_duration(_ctx: click.Context, param: click.Parameter, value: str | Non
         raise click.BadParameter(
             f"{value!r} is not a duration (seconds, or e.g. 90s, 10m, 2h)", param=param
         ) from None
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise click.BadParameter(f"{value!r} must be more than zero", param=param)
+    if not math.isfinite(seconds) or not 0 < seconds <= MAX_SECONDS:
+        raise click.BadParameter(
+            f"{value!r} must be between zero and {MAX_SECONDS:g} seconds", param=param
+        )
     return seconds
 
 
@@ -141,10 +152,29 @@ def parse_priority(
 @click.option(
     "--memory-mb",
     metavar="MB",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=16 * 1024 * 1024),
     help="Cap the run's memory (address space) at this many MiB.",
 )
+@click.option(
+    "--expected-duration",
+    metavar="S",
+    callback=parse_duration,
+    help="How long a run is expected to take (seconds, or 10m…), for ETAs; default: the "
+    "recent run times of its agent type.",
+)
 @click.option("--hold", is_flag=True, help="Submit held: it does not start until released.")
+@click.option(
+    "--wait-for-room",
+    is_flag=True,
+    help="When the queue (or the parent's children) is full, wait for room and retry "
+    "instead of failing with exit code 75.",
+)
+@click.option(
+    "--room-timeout",
+    metavar="S",
+    callback=parse_duration,
+    help="With --wait-for-room: give up after this long (exit code 75).",
+)
 @click.option(
     "--wait",
     is_flag=True,
@@ -170,7 +200,10 @@ def submit(
     max_attempts: int | None,
     prompt: str | None,
     memory_mb: int | None,
+    expected_duration: float | None,
     hold: bool,
+    wait_for_room: bool,
+    room_timeout: float | None,
     wait: bool,
     command: tuple[str, ...],
 ) -> int:
@@ -197,17 +230,22 @@ def submit(
         "timeout": timeout,
         "queue_ttl": ttl,
         "memory_mb": memory_mb,
+        "expected_duration": expected_duration,
         "hold": hold,
     }
     if prompt is not None or (agent is not None and not command):
-        spec = expand_agent_type(state.config, spec, prompt)
+        spec = agent_type_fields(state.store, state.config, spec, prompt)
     spec = {key: value for key, value in spec.items() if value is not None}
     store = state.store
-    task = store.get(store.submit(spec).id)
+    if wait_for_room:
+        task = submit_when_room(store, spec, room_timeout, quiet=state.json)
+    else:
+        task = store.submit(spec)
+    task = store.get(task.id)
 
     def announce() -> None:
         if not state.json:
-            click.echo(f"submitted {short_id(task.id)}: {describe_place(task)}")
+            click.echo(f"submitted {short_id(task.id)}: {describe_place(task, utcnow())}")
         elif not wait:  # with --wait, the JSON is the task as it ended
             print_json(task.to_dict())
 
@@ -215,3 +253,42 @@ def submit(
         return wait_for(store, task, state.json, announce)
     announce()
     return 0
+
+
+def submit_when_room(
+    store: Backend, spec: dict[str, Any], timeout: float | None, quiet: bool = False
+) -> Task:
+    """Submit, and while a bound refuses it, wait for room (the refusal's retry hint, or
+    any change in the store, whichever comes first) and try again.
+
+    Raises:
+        BoundExceeded: still refused after `timeout` seconds, or a bound that waiting
+            cannot lift (max_depth).
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
+    said = False
+    while True:
+        try:
+            return store.submit(spec)
+        except BoundExceeded as exc:
+            hint = exc.details.get("retry_after")
+            left = None if deadline is None else deadline - time.monotonic()
+            if exc.details.get("limit") == "max_depth" or (left is not None and left <= 0):
+                raise
+            if not quiet and not said:
+                click.echo(f"waiting for room: {exc}", err=True)
+                said = True
+            delay = ROOM_RETRY_DEFAULT if hint is None else float(hint)
+            delay = min(max(delay, 0.2), ROOM_RETRY_MAX, *(() if left is None else (left,)))
+            _, interrupted = run_until_interrupted(functools.partial(_changed, store, delay))
+            if interrupted:
+                raise click.Abort() from None
+
+
+async def _changed(store: Backend, seconds: float) -> None:
+    """Return when the store changes, or after `seconds`."""
+    watcher = await asyncio.to_thread(store.watcher)
+    try:
+        await watcher.wait(seconds)
+    finally:
+        watcher.close()

@@ -78,6 +78,12 @@ def list_command(state: CliState) -> None:
             [{"name": t.name, "role": t.role, "created_at": iso(t.created_at)} for t in found]
         )
         return
+    if not found and path.exists():
+        click.echo(
+            f"no tokens in {path}: as tokens have existed, a server refuses every request "
+            "until one is created (or it runs with `auth: none` / `serve --no-auth`)"
+        )
+        return
     if not found:
         click.echo(f"no tokens in {path}: a server on 127.0.0.1 runs open to local users")
         return
@@ -95,7 +101,8 @@ def list_command(state: CliState) -> None:
 @json_option
 @pass_state
 def revoke(state: CliState, name: str) -> None:
-    """Remove a token; a running server refuses it from its next request."""
+    """Remove a token; a running server refuses it from its next request and ends the
+    streams opened with it. Revoking the last one does not open the server."""
     from slotline.server.auth import default_tokens_path, revoke_token
 
     path = default_tokens_path()

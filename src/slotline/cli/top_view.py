@@ -11,7 +11,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from slotline.cli.render import NEXT_UP, duration, short_id
+from slotline.cli.render import NEXT_UP, duration, eta_text, keep_widths, short_ids, text
 from slotline.models import Task
 from slotline.runner.proctree import Usage, size
 from slotline.store import QueueStatus
@@ -95,6 +95,7 @@ def _running(view: View) -> RenderableType:
     running = view.status.running
     if not running:
         return Text("nothing running", style="dim")
+    ids = short_ids(t.id for t in running)
     table = _table(f"RUNNING ({len(running)})")
     table.add_column("ID", no_wrap=True)
     _title(table)
@@ -106,20 +107,20 @@ def _running(view: View) -> RenderableType:
         pid = attempt.pid if attempt is not None else None
         usage = view.usage.get(task.id)
         started = task.started_at or (attempt.started_at if attempt else None)
-        title = Text(task.title)
+        title = text(task.title)
         if attempt is not None and attempt.over_limit:
             title.append(" (over limit)", style="red")
         table.add_row(
-            short_id(task.id),
+            ids[task.id],
             title,
-            Text(task.agent or "-"),
+            text(task.agent),
             duration(None if started is None else view.now - started),
             "-" if pid is None else str(pid),
             "-" if usage is None else f"{usage.cpu_percent:.0f}",
             "-" if usage is None else size(usage.rss),
             style=SELECTED if task.id == view.selected else None,
         )
-    return table
+    return keep_widths(table)
 
 
 def _queued(view: View) -> RenderableType:
@@ -129,12 +130,14 @@ def _queued(view: View) -> RenderableType:
     room = max(MIN_QUEUE_ROWS, view.height - CHROME_LINES - len(view.status.running))
     start = _window_start(queued, view.selected, room)
     shown = queued[start : start + room]
+    ids = short_ids(t.id for t in queued)
     table = _table(f"QUEUED ({len(queued)})")
     for name in ("POS", "", "ID", "PRI"):
         table.add_column(name, no_wrap=True)
     _title(table)
     table.add_column("AGENT", no_wrap=True, overflow="ellipsis", max_width=16)
     table.add_column("WAITING", no_wrap=True, justify="right")
+    table.add_column("STARTS", no_wrap=True, justify="right")
     for task in shown:
         priority = Text(task.priority.label)
         if task.boosted:
@@ -142,18 +145,19 @@ def _queued(view: View) -> RenderableType:
         table.add_row(
             str(task.position),
             Text(NEXT_UP, style="bold green") if task.position == 1 else "",
-            short_id(task.id),
+            ids[task.id],
             priority,
-            Text(task.title),
-            Text(task.agent or "-"),
+            text(task.title),
+            text(task.agent),
             duration(view.now - (task.queued_at or task.created_at)),
+            eta_text(task, view.now),
             style=SELECTED if task.id == view.selected else None,
         )
     hidden_after = len(queued) - start - len(shown)
     if not start and not hidden_after:
-        return table
+        return keep_widths(table)
     more = Text(f"{start} above, {hidden_after} below", style="dim")
-    return Group(table, more)
+    return Group(keep_widths(table), more)
 
 
 def _window_start(queued: list[Task], selected: str | None, room: int) -> int:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import json
+import os
 from collections.abc import Callable
+from dataclasses import replace
 
 import click
+from rich.text import Text
 
+from slotline.bounds import MAX_INT
 from slotline.cli.backend import Backend
 from slotline.cli.context import CliState, json_option, pass_state
 from slotline.cli.interrupt import run_until_interrupted
@@ -16,10 +19,12 @@ from slotline.cli.render import (
     print_json,
     queue_status,
     show,
+    strict_json,
     task_detail,
     task_table,
 )
 from slotline.models import Event, Status, utcnow
+from slotline.store import QueueStatus
 
 STATUS_QUEUED_SHOWN = 20
 EVENT_PAGE = 1000
@@ -50,7 +55,7 @@ def show_task(state: CliState, task_id: str) -> None:
     "--limit",
     "-n",
     metavar="N",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=MAX_INT),
     default=10_000,
     show_default=True,
     help="At most N tasks (the oldest first).",
@@ -60,7 +65,8 @@ def show_task(state: CliState, task_id: str) -> None:
 def list_tasks(state: CliState, status: str | None, limit: int) -> None:
     """List tasks, oldest first.
 
-    Columns: short id, status, priority, position, title, agent, age.
+    Columns: short id, status, priority, position, title, agent, age, ETA (estimated
+    start; for a running task, its estimated end).
     """
     tasks = state.store.list_tasks(Status(status) if status else None, limit=limit)
     if state.json:
@@ -78,34 +84,65 @@ def list_tasks(state: CliState, status: str | None, limit: int) -> None:
     is_flag=True,
     help=f"List every queued task (default: the first {STATUS_QUEUED_SHOWN}).",
 )
+@click.option(
+    "--mine",
+    is_flag=True,
+    help="Also list your own tasks that have not ended, with positions and ETAs: the "
+    "subtree of $SLOTLINE_TASK_ID (inside a run), or a task or user token's tasks.",
+)
 @json_option
 @pass_state
-def queue_status_command(state: CliState, show_all: bool) -> None:
+def queue_status_command(state: CliState, show_all: bool, mine: bool) -> None:
     """Show capacity, running tasks and the line.
 
     Active of max, slots available, at capacity, paused; the running tasks; the
-    queued tasks in order with their positions, NEXT UP first.
+    queued tasks in order with their positions and estimated starts, NEXT UP first.
     """
-    current = state.store.status()
+    # The JSON answer holds the whole line, as it always has.
+    current = _status(state, mine, None if show_all or state.json else STATUS_QUEUED_SHOWN)
     if state.json:
         print_json(current.to_dict())
         return
     counts = state.store.counts()
-    show(queue_status(current, counts, utcnow(), None if show_all else STATUS_QUEUED_SHOWN))
+    now = utcnow()
+    shown = queue_status(current, counts, now, None if show_all else STATUS_QUEUED_SHOWN)
+    if current.mine is None:
+        show(shown)
+    elif current.mine:
+        show(
+            shown, Text(f"MINE ({len(current.mine)})", style="bold"), task_table(current.mine, now)
+        )
+    else:
+        show(shown, Text("MINE: no live tasks", style="dim"))
+
+
+def _status(state: CliState, mine: bool, limit: int | None) -> QueueStatus:
+    root = os.environ.get("SLOTLINE_TASK_ID") or None
+    remote = state.remote
+    if not mine:
+        return state.store.status(limit=limit)
+    if remote is not None:
+        return remote.status(mine=True, root=root, limit=limit)
+    if root is None:
+        raise click.UsageError(
+            "--mine needs $SLOTLINE_TASK_ID (set inside a run), or --url with a task or user token"
+        )
+    store = state.local_store
+    return replace(store.status(limit=limit), mine=store.mine(root))
 
 
 @click.command("events")
 @click.option(
     "--since",
     metavar="SEQ",
-    type=click.IntRange(min=0),
+    type=click.IntRange(min=0, max=MAX_INT),
     help="Events after this sequence number (default: the latest N).",
 )
 @click.option(
     "--limit",
     "-n",
     metavar="N",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=MAX_INT),
     default=100,
     show_default=True,
     help="At most N events.",
@@ -147,7 +184,7 @@ def events(state: CliState, since: int | None, limit: int, follow: bool) -> None
 
 
 def json_line(event: Event) -> str:
-    return json.dumps(event.to_dict(), ensure_ascii=False)
+    return strict_json(event.to_dict())
 
 
 async def _follow(store: Backend, since: int, emit: Callable[[Event], None]) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from slotline.errors import InvalidInput
+from slotline.runner.files import append_private
 from slotline.runner.process import Outcome
 
 TaskFunction = Callable[..., Any]
@@ -54,9 +55,7 @@ async def run_callable(
     except asyncio.CancelledError:
         raise
     except Exception as exc:
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(log_path, "a") as log:
-            log.write(traceback.format_exc())
+        append_private(log_path, traceback.format_exc())
         return Outcome(1, f"{type(exc).__name__}: {exc}")
     return Outcome(0)
 

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
+import re
 from collections.abc import Mapping, Sequence
 
+from slotline.config import holds_secret
 from slotline.models import Attempt, Task
+from slotline.tasktoken import mint_task_token
 
 # Names passed through from the node's environment; everything else is dropped so that
 # secrets of the node do not leak into agents by accident. Extend with `env_allow`.
@@ -35,13 +39,35 @@ def build_env(
     store_url: str,
     base: Mapping[str, str] | None = None,
     allow: Sequence[str] = BASE_ALLOW,
+    api_url: str | None = None,
 ) -> dict[str, str]:
-    """Allowed base variables, then the task's own, then slotline's (which win)."""
+    """Allowed base variables, then the task's own, then slotline's (which win).
+
+    The run reaches slotline (to submit subtasks, steer them) through the node's HTTP API
+    when it serves one: `SLOTLINE_URL` and a task token in `SLOTLINE_TOKEN`, scoped to
+    the task's subtree and dead once the attempt ends. Else through `SLOTLINE_STORE`,
+    given only when the store URL holds no secret: a store password would let any agent
+    write the store directly, past every role.
+    """
     source = os.environ if base is None else base
-    env = {k: v for k, v in source.items() if any(fnmatch.fnmatchcase(k, p) for p in allow)}
+    allowed = _matcher(tuple(allow)).match
+    env = {k: v for k, v in source.items() if allowed(k)}
     env.update(task.env)
     env["SLOTLINE_TASK_ID"] = task.id
     env["SLOTLINE_ATTEMPT"] = str(attempt.number)
     env["SLOTLINE_ATTEMPT_ID"] = attempt.id
-    env["SLOTLINE_STORE"] = store_url
+    if api_url is not None:
+        env.pop("SLOTLINE_STORE", None)  # one way to slotline: the CLI refuses two
+        env["SLOTLINE_URL"] = api_url
+        env["SLOTLINE_TOKEN"] = mint_task_token(attempt)
+    elif not holds_secret(store_url):
+        env["SLOTLINE_STORE"] = store_url
     return env
+
+
+@functools.cache
+def _matcher(allow: tuple[str, ...]) -> re.Pattern[str]:
+    """One regular expression for the allow-list's patterns (matched case-sensitively, as
+    `fnmatchcase`), compiled once: a spawn tests every variable of the node's
+    environment against it."""
+    return re.compile("|".join(fnmatch.translate(pattern) for pattern in allow))

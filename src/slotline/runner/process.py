@@ -1,22 +1,31 @@
 """The process runner: argv, no shell, own session, cwd = workspace, output to a log file.
 
-Each command runs under `wrap.py`, which writes the exit status to a file, so that the
-outcome survives a restart of the node. A handle can also re-adopt a process started by an
-earlier incarnation of the node, as long as the pid and its start time still match.
+Each command runs under a keeper (`wrap.py`), which writes the exit status to a file, so
+that the outcome survives a restart of the node. Keepers are forked by one keeper server
+per node process (see `wrap.py`), so the node is not their parent: it waits on every
+keeper as it does on one re-adopted after a restart, through a pidfd and the exit file.
+A handle can re-adopt a process started by an earlier incarnation of the node, as long as
+the pid and its start time still match.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
+import json
 import os
 import shutil
 import signal
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
+
+from slotline.runner.files import private_dir
 
 WRAP = str(Path(__file__).with_name("wrap.py"))
 DEFAULT_LOG_MAX = 50 * 1024 * 1024
@@ -73,18 +82,16 @@ class ProcessHandle:
         pid_started: float | None,
         log_path: Path,
         exit_path: Path,
-        child: bool = False,
     ) -> None:
         self.pid = pid
         self.pid_started = pid_started
         self.log_path = log_path
         self.exit_path = exit_path
-        self.child = child
         self.stop_reason: str | None = None
 
     @classmethod
     def adopt(cls, pid: int, pid_started: float, log_path: Path, exit_path: Path) -> ProcessHandle:
-        """Take over a process started by an earlier node (it is not our child)."""
+        """Take over a process started by an earlier node."""
         return cls(pid, pid_started, log_path, exit_path)
 
     def alive(self) -> bool:
@@ -102,17 +109,10 @@ class ProcessHandle:
     async def wait(self) -> Outcome:
         """Wait until the keeper exits, then report the command's exit status."""
         await self._exited()
-        # Kill what the command left in its group while the keeper is still an unreaped
-        # zombie: it holds the group id, so the signal cannot reach a stranger's group.
+        # Kill what the command left in its group. While any of it runs, the group id
+        # (the keeper's pid) stays taken, so the signal cannot reach a stranger's group.
         self._reap_group()
-        keeper_code = None
-        if self.child:
-            with contextlib.suppress(ChildProcessError):
-                _, status = os.waitpid(self.pid, 0)
-                keeper_code = os.waitstatus_to_exitcode(status)
         code = read_exit_file(self.exit_path)
-        if code is None and keeper_code is not None and keeper_code < 0:
-            code = keeper_code  # the keeper itself was killed (SIGKILL to the group)
         reason = self.stop_reason or describe_exit(code)
         return Outcome(code, reason)
 
@@ -134,7 +134,7 @@ class ProcessHandle:
 
         loop.add_reader(fd, exited)
         try:
-            if self.child or self.alive():
+            if self.alive():
                 await done
         finally:
             loop.remove_reader(fd)
@@ -167,6 +167,104 @@ class ProcessHandle:
         self.signal_group(signal.SIGKILL)
 
 
+class KeeperServer:
+    """The keeper server of this process, started on first use and again if it died."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._owner = os.getpid()
+        self._pid: int | None = None
+        self._requests: Any = None
+        self._answers: Any = None
+
+    def start_keeper(self, keeper_argv: list[str], env: dict[str, str], log_path: Path) -> int:
+        """Fork a keeper running `wrap.main(keeper_argv)`; returns its pid (blocking: call
+        it from a worker thread).
+
+        Raises:
+            OSError: the server could not be started, or could not fork the keeper.
+        """
+        request = json.dumps({"argv": keeper_argv, "env": env, "log": str(log_path)})
+        with self._lock:
+            if self._owner != os.getpid():  # a forked copy of the node: not its server
+                self._close_pipes()
+                self._pid = None
+                self._owner = os.getpid()
+            for attempt in (1, 2):
+                if self._requests is None:
+                    self._start()
+                try:
+                    self._requests.write(request + "\n")
+                    self._requests.flush()
+                    answer = self._answers.readline()
+                except OSError:
+                    answer = ""
+                if answer.startswith("!"):
+                    raise OSError(answer[1:].strip())
+                if answer:
+                    return int(answer)
+                self._stop()  # it died: start another, once
+                if attempt == 2:
+                    raise OSError("the keeper server stopped answering")
+        raise AssertionError("unreachable")
+
+    def _start(self) -> None:
+        to_server, requests = os.pipe()
+        answers, from_server = os.pipe()
+        actions: list[tuple[Any, ...]] = [
+            (os.POSIX_SPAWN_DUP2, to_server, 0),
+            (os.POSIX_SPAWN_DUP2, from_server, 1),
+            # Nothing else of the node: its keepers must not inherit a socket or a pipe.
+            *((os.POSIX_SPAWN_CLOSE, fd) for fd in _open_fds() if fd > 2),
+        ]
+        try:
+            self._pid = os.posix_spawn(
+                sys.executable,
+                [sys.executable, "-I", "-S", WRAP, "--serve"],
+                {},
+                file_actions=actions,
+                setsid=True,
+            )
+        finally:
+            os.close(to_server)
+            os.close(from_server)
+        self._requests = os.fdopen(requests, "w")
+        self._answers = os.fdopen(answers, "r")
+
+    def _close_pipes(self) -> None:
+        for stream in (self._requests, self._answers):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+        self._requests = self._answers = None
+
+    def _stop(self) -> None:
+        self._close_pipes()
+        if self._pid is not None:
+            # Closing its stdin ends it; reap it if it has ended, never wait for it (a
+            # wedged server must not hold up a node's exit).
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self._pid, os.WNOHANG)
+            self._pid = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._stop()
+
+
+KEEPERS = KeeperServer()
+# Closing its stdin at exit ends the server (keepers live on); it would end anyway.
+atexit.register(KEEPERS.close)
+
+
+def _open_fds() -> list[int]:
+    """This process's open file descriptors (a closed one is skipped by posix_spawn)."""
+    try:
+        return [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:  # no /proc: the keeper closes what it inherited itself
+        return []
+
+
 async def spawn(
     argv: list[str],
     cwd: str | None,
@@ -190,33 +288,13 @@ async def spawn(
             raise SpawnError(f"command not found or not executable: {program}")
     elif shutil.which(program, path=search) is None:
         raise SpawnError(f"command not found: {program}")
-    log_path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(log_path.parent)
     exit_path = log_path.with_suffix(".exit")
     exit_path.unlink(missing_ok=True)
-    keeper = [
-        sys.executable,
-        "-I",
-        "-S",
-        WRAP,
-        str(exit_path),
-        str(memory_mb or 0),
-        cwd or "",
-        str(log_max_bytes),
-        "--",
-        *argv,
-    ]
-    # posix_spawn, not asyncio's subprocess: the node must be able to stop watching and
-    # exit while the command runs on, to be re-adopted by the next node.
-    actions = [
-        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-        (os.POSIX_SPAWN_OPEN, 1, str(log_path), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600),
-        (os.POSIX_SPAWN_DUP2, 1, 2),
-    ]
+    keeper = [str(exit_path), str(memory_mb or 0), cwd or "", str(log_max_bytes), "--", *argv]
     try:
-        # posix_spawn waits for the keeper's exec (a few ms): keep that off the loop thread.
-        pid = await asyncio.to_thread(
-            os.posix_spawn, sys.executable, keeper, env, file_actions=actions, setsid=True
-        )
+        # The answer comes after the fork (about a millisecond): off the loop thread.
+        pid = await asyncio.to_thread(KEEPERS.start_keeper, keeper, env, log_path)
     except OSError as exc:
         raise SpawnError(f"cannot start {program}: {exc.strerror or exc}") from exc
-    return ProcessHandle(pid, process_start_time(pid), log_path, exit_path, child=True)
+    return ProcessHandle(pid, process_start_time(pid), log_path, exit_path)

@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from slotline.errors import SlotlineError, StaleAttempt, StoreError
-from slotline.models import Attempt, Kind, Task, utcnow
+from slotline.models import Attempt, KillRequest, Kind, Task, log_file, utcnow
 from slotline.runner.callable import Registry, run_callable
 from slotline.runner.env import build_env
 from slotline.runner.process import Outcome, ProcessHandle, SpawnError, spawn
 from slotline.runner.proctree import TreeSampler
-from slotline.store import Claim, Store
+from slotline.store import Claim, Report, StartReport, Store
 
 # The node's logger: records keep the name they had before supervision moved here.
 log = logging.getLogger("slotline.node")
@@ -46,15 +46,26 @@ class Supervisor:
     kill_grace: float
     lease: float
     env_allow: tuple[str, ...]
+    api_url: str | None
     log_max_bytes: int
     _sampler: TreeSampler
     _runs: dict[str, _Run]
     _changed: asyncio.Event
     _stopping: bool
     _stoppers: set[asyncio.Task[None]]
+    _skew: float
+    # Outcomes waiting for the dispatch loop to commit them with its next claim, and
+    # whether it is there to do so (else each outcome is committed on its own).
+    _reports: list[tuple[Report | StartReport, asyncio.Future[SlotlineError | None]]]
+    _dispatching: bool
+
+    def _store_now(self) -> float:
+        """Now on the store's clock (the database server's on PostgreSQL), where every
+        recorded time is: a node whose own clock is off still measures timeouts right."""
+        return utcnow() + self._skew
 
     def _paths(self, task: Task, attempt: Attempt) -> Path:
-        return self.log_dir / task.id / f"{attempt.number}.log"
+        return Path(log_file(self.log_dir, task.id, attempt.number))
 
     def _begin(self, claim: Claim) -> None:
         run = _Run(claim.task, claim.attempt)
@@ -79,9 +90,7 @@ class Supervisor:
             function = self.registry.get(task.callable or "")
             if function is None:
                 return Outcome(None, f"no callable named {task.callable!r} on this node")
-            await self._with_retries(
-                self.store.record_start, attempt.id, attempt.token, None, None, str(log_path)
-            )
+            # Its start was recorded with the claim.
             run.inner = asyncio.create_task(
                 run_callable(function, task.args, task.timeout, log_path)
             )
@@ -95,7 +104,7 @@ class Supervisor:
                 if self._stopping:
                     return Outcome(None, "interrupted: the node stopped")
                 return Outcome(None, "stopped by request")
-        env = build_env(task, attempt, self.store.url, allow=self.env_allow)
+        env = build_env(task, attempt, self.store.url, allow=self.env_allow, api_url=self.api_url)
         try:
             handle = await spawn(
                 list(task.command),
@@ -109,15 +118,12 @@ class Supervisor:
             return Outcome(None, str(exc))
         run.handle = handle
         self._apply_stop(run)
+        started = StartReport(
+            attempt.id, attempt.token, handle.pid, handle.pid_started, str(log_path)
+        )
         try:
-            await self._with_retries(
-                self.store.record_start,
-                attempt.id,
-                attempt.token,
-                handle.pid,
-                handle.pid_started,
-                str(log_path),
-            )
+            # A node that dies before this is committed finds the keeper by its pid file.
+            await self._commit(started)
         except SlotlineError:
             # The attempt is no longer ours to run (or the store is gone while stopping):
             # never leave its process running unsupervised.
@@ -129,7 +135,7 @@ class Supervisor:
     async def _wait(self, run: _Run, handle: ProcessHandle) -> Outcome:
         timeout = run.task.timeout
         if timeout is not None and run.attempt.started_at:
-            timeout = max(0.0, run.attempt.started_at + timeout - utcnow())
+            timeout = max(0.0, run.attempt.started_at + timeout - self._store_now())
         waiting = asyncio.create_task(handle.wait())
         try:
             return await asyncio.wait_for(asyncio.shield(waiting), timeout)
@@ -141,15 +147,11 @@ class Supervisor:
         """Commit the outcome. The run stays tracked until the store has it: a store that
         is briefly unreachable must not leave the task 'running' with nothing running."""
         run.finishing = True
+        report = Report(
+            run.attempt.id, run.attempt.token, outcome.exit_code, outcome.reason, requeue
+        )
         try:
-            await self._with_retries(
-                self.store.finish,
-                run.attempt.id,
-                run.attempt.token,
-                outcome.exit_code,
-                outcome.reason,
-                requeue=requeue,
-            )
+            await self._commit(report)
         except StaleAttempt as exc:
             log.warning("outcome not recorded: %s", exc, extra={"task_id": run.task.id})
         except SlotlineError:
@@ -158,8 +160,58 @@ class Supervisor:
                 extra={"task_id": run.task.id},
             )
         finally:
-            self._runs.pop(run.attempt.id, None)
-            self._changed.set()
+            if self._runs.pop(run.attempt.id, None) is not None:
+                self._changed.set()  # committed outside the loop: it refills the slot
+
+    async def _commit(self, report: Report | StartReport) -> None:
+        """Commit an outcome or a start: with the dispatch loop's next claim while the
+        loop runs (one transaction and one wake-up for every report of a turn, and a slot
+        an outcome freed refilled in the same commit), else on its own.
+
+        Raises:
+            SlotlineError: the store refused the report (a stale attempt).
+        """
+        if not self._dispatching or self._stopping:
+            await self._commit_alone(report)
+            return
+        done: asyncio.Future[SlotlineError | None] = asyncio.get_running_loop().create_future()
+        self._reports.append((report, done))
+        self._changed.set()
+        refused = await done
+        if refused is not None:
+            raise refused
+
+    async def _commit_alone(self, report: Report | StartReport) -> None:
+        if isinstance(report, StartReport):
+            await self._with_retries(
+                self.store.record_start,
+                report.attempt_id,
+                report.token,
+                report.pid,
+                report.pid_started,
+                report.log_path,
+            )
+            return
+        await self._with_retries(
+            self.store.finish,
+            report.attempt_id,
+            report.token,
+            report.exit_code,
+            report.reason,
+            requeue=report.requeue,
+        )
+
+    async def _commit_pending(self) -> None:
+        """Commit each report still waiting for the loop, on its own (the loop stopped)."""
+        pending, self._reports = self._reports, []
+        for report, done in pending:
+            refused = None
+            try:
+                await self._commit_alone(report)
+            except SlotlineError as exc:
+                refused = exc
+            if not done.done():  # its waiter may have been cancelled meanwhile
+                done.set_result(refused)
 
     async def _with_retries(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Call a store verb, retrying while the store itself fails (not on refusals)."""
@@ -174,8 +226,7 @@ class Supervisor:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
-    async def _handle_kills(self) -> None:
-        requests = await asyncio.to_thread(self.store.kill_requests, self.node_id)
+    def _handle_kills(self, requests: list[KillRequest]) -> None:
         for request in requests:
             run = self._runs.get(request.attempt_id)
             if run is None or run.stopping:

@@ -1,11 +1,17 @@
 """The exit-code keeper: runs one command, caps its log, writes its exit status to a file.
 
-Started by the process runner as
-`python -I -S wrap.py EXIT_FILE MEMORY_MB CWD LOG_MAX_BYTES -- ARGV...` in its own session,
+A keeper runs `main(EXIT_FILE MEMORY_MB CWD LOG_MAX_BYTES -- ARGV...)` in its own session,
 with stdout (and stderr) appended to the attempt's log file. It survives the node that
 started it, so a restarted node can collect the exit status of an agent it re-adopted; it
 ignores SIGTERM/SIGINT/SIGHUP (they reach the command through the process group); and it
 imports nothing beyond the standard library core, to start fast.
+
+Keepers are forked by a keeper server, `python -I -S wrap.py --serve`, that a node starts
+once: a fork of this small process costs about a millisecond, where starting an
+interpreter per command cost 10-60 ms of CPU (more on a loaded machine). The server reads
+one request per line on its stdin and answers each with the keeper's pid; it exits when
+its stdin closes (its node stopped or died), and the keepers it forked live on in their
+own sessions. `python -I -S wrap.py EXIT_FILE ...` runs one keeper directly.
 """
 
 # `_signal`, not `signal`: the latter imports enum, which costs ~6 ms at every start.
@@ -21,8 +27,11 @@ def _write(path: str, text: str) -> None:
     tmp = path + ".tmp"
     # Atomic against a crash of any process (rename); no fsync: a machine crash ends the
     # command too, so there would be nothing left to collect.
-    with open(tmp, "w") as handle:
-        handle.write(text)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
     os.replace(tmp, path)
 
 
@@ -80,7 +89,61 @@ def _pump(source: int, pid: int, cap: int) -> int:
     return status
 
 
+def serve() -> int:
+    """Fork a keeper for each request read on stdin: a JSON object with `argv` (the
+    arguments of `main`), `env` (the command's whole environment) and `log` (the log
+    file); answer with its pid, or `!` and why it could not be started."""
+    import json
+
+    # Keepers are reaped by the kernel as they exit: a node waits on them through a
+    # pidfd and reads their exit files, as it does for keepers it re-adopted.
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    for line in sys.stdin:
+        request = json.loads(line)
+        ready, in_session = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            os.close(in_session)
+            sys.stdout.write(f"! {exc.strerror}\n")
+        else:
+            if pid == 0:
+                os.close(ready)
+                _keep(request["argv"], request["env"], request["log"], in_session)
+            os.close(in_session)
+            # Answer once the keeper leads its own session (or is gone): a stop request
+            # signals the group named by its pid, which must exist by then.
+            os.read(ready, 1)
+            sys.stdout.write(f"{pid}\n")
+        os.close(ready)
+        sys.stdout.flush()
+    return 0
+
+
+def _keep(argv: list[str], env: dict[str, str], log: str, in_session: int) -> None:
+    """In a child of the server: become a keeper in a session of its own, never return."""
+    code = 1
+    try:
+        os.setsid()
+        os.close(in_session)  # tells the server
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        os.environ.clear()
+        os.environ.update(env)
+        code = main(argv)
+    finally:
+        os._exit(code)
+
+
 def main(argv: list[str]) -> int:
+    # Nothing of the node but stdin, stdout and stderr: an inherited socket or pipe would
+    # outlive the node in this keeper (the node closes them at spawn too; this is the
+    # fallback where it cannot list its descriptors).
+    os.closerange(3, max(os.sysconf("SC_OPEN_MAX"), 3))
     exit_file, memory_mb, cwd, log_max, sep, *command = argv
     if sep != "--" or not command:
         sys.stderr.write("usage: wrap.py EXIT_FILE MEMORY_MB CWD LOG_MAX_BYTES -- ARGV...\n")
@@ -102,6 +165,11 @@ def main(argv: list[str]) -> int:
     read_end, write_end = os.pipe()
     pid = _start(command, memory_mb, write_end)
     os.close(write_end)
+    # The output pipe becomes the keeper's stdin (the command keeps /dev/null): the keeper
+    # too holds fds 0, 1 and 2 only.
+    os.dup2(read_end, 0)
+    os.close(read_end)
+    read_end = 0
     status = _pump(read_end, pid, int(log_max))
     code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
     _write(exit_file, f"{code}\n")
@@ -109,4 +177,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(serve() if sys.argv[1:] == ["--serve"] else main(sys.argv[1:]))

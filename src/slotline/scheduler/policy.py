@@ -9,8 +9,35 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar
 
-from slotline.models import Limit, Status, Task
+from slotline.models import Limit, Status
+
+
+class Placeable(Protocol):
+    """What the policy reads of a task: a stored `Task`, or the lighter entry the ETA
+    simulation builds from a few columns."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def agent(self) -> str | None: ...
+    @property
+    def priority(self) -> int: ...
+    @property
+    def boosted(self) -> bool: ...
+    @property
+    def rank(self) -> str: ...
+    @property
+    def status(self) -> Status: ...
+    @property
+    def queued_at(self) -> float | None: ...
+    @property
+    def not_before(self) -> float | None: ...
+    def key_value(self, key: str) -> str | None: ...
+
+
+T = TypeVar("T", bound=Placeable)
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,42 +61,46 @@ class Limits:
                 generic = limit.max
         return generic
 
-    def in_pool(self, task: Task) -> bool:
+    def in_pool(self, task: Placeable) -> bool:
         return task.agent is None or task.agent not in self.exempt_agents
 
 
 @dataclass(frozen=True, slots=True)
-class Snapshot:
+class Snapshot(Generic[T]):
     """What the policy sees: running tasks, the queue, the limits, the time.
 
     `queued` holds the queued tasks in store order (boosted, priority, rank); the policy
     reads only as far as it needs to, and re-sorts only when aging is on.
     """
 
-    running: Sequence[Task]
-    queued: Iterable[Task]
+    running: Sequence[T]
+    queued: Iterable[T]
     limits: Limits
     now: float
-    start_now: Sequence[Task] = ()
+    start_now: Sequence[T] = ()
     paused: bool = False
     aging_interval: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class Start:
-    task_id: str
+class Start(Generic[T]):
+    task: T
     over_limit: bool
+
+    @property
+    def task_id(self) -> str:
+        return self.task.id
 
 
 @dataclass(frozen=True, slots=True)
-class Plan:
+class Plan(Generic[T]):
     """What to start now, and when to look again if nothing else happens."""
 
-    start: list[Start] = field(default_factory=list)
+    start: list[Start[T]] = field(default_factory=list)
     next_wake: float | None = None
 
 
-def effective_priority(task: Task, now: float, aging_interval: float | None) -> int:
+def effective_priority(task: Placeable, now: float, aging_interval: float | None) -> int:
     """Priority raised one level per `aging_interval` waited (never above urgent)."""
     if not aging_interval or task.queued_at is None:
         return int(task.priority)
@@ -77,12 +108,12 @@ def effective_priority(task: Task, now: float, aging_interval: float | None) -> 
     return max(0, int(task.priority) - levels)
 
 
-def queue_key(task: Task, now: float, aging_interval: float | None) -> tuple[int, int, str]:
+def queue_key(task: Placeable, now: float, aging_interval: float | None) -> tuple[int, int, str]:
     """Sort key of the queue: boosted first, then effective priority, then rank."""
     return (0 if task.boosted else 1, effective_priority(task, now, aging_interval), task.rank)
 
 
-def order(tasks: Iterable[Task], now: float, aging_interval: float | None = None) -> list[Task]:
+def order(tasks: Iterable[T], now: float, aging_interval: float | None = None) -> list[T]:
     """Queued tasks in dispatch order; position N is index N-1."""
     queued = [t for t in tasks if t.status is Status.QUEUED]
     return sorted(queued, key=lambda t: queue_key(t, now, aging_interval))
@@ -91,7 +122,7 @@ def order(tasks: Iterable[Task], now: float, aging_interval: float | None = None
 class _Usage:
     """Running counts per limit, updated as the plan admits tasks."""
 
-    def __init__(self, limits: Limits, running: Iterable[Task]) -> None:
+    def __init__(self, limits: Limits, running: Iterable[Placeable]) -> None:
         self.limits = limits
         self.global_count = 0
         self.by_key: Counter[tuple[str, str]] = Counter()
@@ -99,7 +130,7 @@ class _Usage:
         for task in running:
             self.add(task)
 
-    def add(self, task: Task) -> None:
+    def add(self, task: Placeable) -> None:
         if self.limits.in_pool(task):
             self.global_count += 1
         for key in self.keys:
@@ -107,7 +138,7 @@ class _Usage:
             if value is not None:
                 self.by_key[key, value] += 1
 
-    def fits(self, task: Task) -> bool:
+    def fits(self, task: Placeable) -> bool:
         if self.limits.in_pool(task) and self.global_count >= self.limits.max_concurrent:
             return False
         for key in self.keys:
@@ -123,7 +154,7 @@ class _Usage:
         return self.global_count >= self.limits.max_concurrent
 
 
-def plan(snapshot: Snapshot, runnable: Callable[[Task], bool] | None = None) -> Plan:
+def plan(snapshot: Snapshot[T], runnable: Callable[[T], bool] | None = None) -> Plan[T]:
     """Decide which queued tasks start now.
 
     Every free slot is filled in one pass, in queue order; a task whose per-key limit is
@@ -133,16 +164,16 @@ def plan(snapshot: Snapshot, runnable: Callable[[Task], bool] | None = None) -> 
     now = snapshot.now
     can_run = runnable or (lambda _task: True)
     usage = _Usage(snapshot.limits, snapshot.running)
-    starts: list[Start] = []
+    starts: list[Start[T]] = []
     wake: list[float] = []
     for task in snapshot.start_now:
         if can_run(task):
-            starts.append(Start(task.id, over_limit=not usage.fits(task)))
+            starts.append(Start(task, over_limit=not usage.fits(task)))
             usage.add(task)
     if snapshot.paused:
         return Plan(start=starts)
     started = {s.task_id for s in starts}
-    line: Iterable[Task] = snapshot.queued
+    line: Iterable[T] = snapshot.queued
     if snapshot.aging_interval:
         line = order(line, now, snapshot.aging_interval)
     exempt = snapshot.limits.exempt_agents
@@ -155,6 +186,6 @@ def plan(snapshot: Snapshot, runnable: Callable[[Task], bool] | None = None) -> 
             wake.append(task.not_before)
             continue
         if usage.fits(task):
-            starts.append(Start(task.id, over_limit=False))
+            starts.append(Start(task, over_limit=False))
             usage.add(task)
     return Plan(start=starts, next_wake=min(wake) if wake else None)

@@ -10,16 +10,29 @@ from typing import Any
 
 from fastapi import APIRouter, FastAPI
 from starlette.responses import JSONResponse
+from starlette.routing import Route
 
 from slotline import __version__
 from slotline.config import Config
 from slotline.errors import SlotlineError
-from slotline.server import compat, events, external, logs, metrics, queue, routes
+from slotline.server import (
+    board,
+    bulk,
+    compat,
+    dashboard,
+    events,
+    external,
+    logs,
+    metrics,
+    queue,
+    routes,
+)
 from slotline.server.auth import TokenBook, default_tokens_path
 from slotline.server.context import ServerOptions, ServerState, State
 from slotline.server.errors import BodyLimit, install_error_handlers
 from slotline.server.events import EventHub
 from slotline.server.guard import RequestGuard
+from slotline.server.mcp_mount import mcp_server
 from slotline.server.metrics import StoreCollector
 from slotline.store import Store
 
@@ -66,14 +79,18 @@ def create_app(
         hub=EventHub(store),
         metrics=StoreCollector(store),
     )
+    tools, tools_endpoint = mcp_server(state)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         hub = asyncio.create_task(state.hub.run(), name="slotline-event-hub")
-        if not state.tokens.has_tokens():
+        if state.options.open_mode:
+            log.warning("open mode asked for (auth: none): every caller is admin, tokens unused")
+        elif state.access_mode() == "open":  # "closed" is logged by access_mode itself
             log.warning("no API tokens exist: open single-user mode (every caller is admin)")
         try:
-            yield
+            async with tools.session_manager.run():
+                yield
         finally:
             hub.cancel()
             await asyncio.gather(hub, return_exceptions=True)
@@ -95,7 +112,10 @@ def create_app(
     )
     for router in (
         health,
+        dashboard.router,
+        bulk.router,  # before routes: /api/tasks/bulk is not a task id
         routes.router,
+        board.router,
         queue.router,
         logs.router,
         events.router,
@@ -104,4 +124,6 @@ def create_app(
         metrics.router,
     ):
         app.include_router(router)
+    # MCP over streamable HTTP (docs/mcp.md), behind the same tokens.
+    app.router.routes.append(Route("/mcp", tools_endpoint))
     return app

@@ -3,7 +3,11 @@
 The file is `$SLOTLINE_TOKENS`, else `$XDG_CONFIG_HOME/slotline/tokens.json` (by default
 `~/.config/slotline/tokens.json`). Only the SHA-256 of each token is stored; the plaintext
 is shown once, by `create_token`. No token file (or an empty one) means open single-user
-mode, which the server allows on a loopback address only.
+mode, which the server allows on a loopback address only, and only until the file has
+held a token (see `AuthMode`).
+
+Besides these tokens, a running attempt holds a task token (`slotline.tasktoken`): its
+principal has the role `task` and sees and steers only its task's subtree.
 """
 
 from __future__ import annotations
@@ -32,10 +36,14 @@ _NAME = re.compile(r"^[A-Za-z0-9_.:@/+-]{1,128}$")
 @dataclass(frozen=True, slots=True)
 class Principal:
     """Who is calling: the token's name and role. A user's tasks are those whose `user`
-    field is the token name."""
+    field is the token name. A task token (role `task`) is named `task:ID` and carries
+    its task's subtree (the task and its descendants, as of authentication) and the user
+    its subtasks are submitted as."""
 
     name: str
     role: str
+    subtree: frozenset[str] = frozenset()
+    owner: str | None = None
 
     @property
     def is_admin(self) -> bool:
@@ -43,15 +51,35 @@ class Principal:
 
     @property
     def can_write(self) -> bool:
-        return self.role in ("admin", "user")
+        return self.role in ("admin", "user", "task")
+
+    @property
+    def sees_all(self) -> bool:
+        """Whether every task is visible (admins, viewers); else `sees` filters."""
+        return self.role in ("admin", "viewer")
+
+    @property
+    def task_id(self) -> str | None:
+        """The task a task token was given to; None for other principals."""
+        return self.name.removeprefix("task:") if self.role == "task" else None
+
+    @property
+    def prefix_owner(self) -> str | None:
+        """The user whose tasks an id prefix may match for this principal (None: any), so
+        that an ambiguous prefix reveals no task it may not see."""
+        if self.role == "user":
+            return self.name
+        return self.owner if self.role == "task" else None
 
     def sees(self, task: Task) -> bool:
-        """Admins and viewers see every task; a user sees only their own."""
+        """Admins and viewers see every task; a user only their own; a task its subtree."""
+        if self.role == "task":
+            return task.id in self.subtree
         return self.role != "user" or task.user == self.name
 
     def steers(self, task: Task) -> bool:
-        """Admins steer every task; a user only their own; a viewer none."""
-        return self.is_admin or (self.role == "user" and task.user == self.name)
+        """Admins steer every task; a user only their own; a task its subtree; a viewer none."""
+        return self.is_admin or (self.role in ("user", "task") and self.sees(task))
 
 
 # Who a request is when no token exists: the single local user, with every right.
@@ -81,12 +109,22 @@ def _digest(token: str) -> str:
 
 
 def _read(path: Path) -> list[dict[str, Any]]:
+    return _parse(path, _text(path))
+
+
+def _text(path: Path) -> str | None:
+    """The token file's text; None when there is none."""
     try:
-        text = path.read_text()
+        return path.read_text()
     except FileNotFoundError:
-        return []
+        return None
     except OSError as exc:
         raise StoreError(f"cannot read the token file {path}: {exc}") from exc
+
+
+def _parse(path: Path, text: str | None) -> list[dict[str, Any]]:
+    if text is None:
+        return []
     try:
         data = json.loads(text) if text.strip() else {"tokens": []}
         entries = data["tokens"]
@@ -167,23 +205,26 @@ class TokenBook:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
-        self._stamp: tuple[int, int] | None = None
+        # The file's text as last parsed: read on every check (a small file), so a
+        # token revoked and created again within one clock tick is still seen.
+        self._text: str | None = None
         self._entries: list[dict[str, Any]] = []
 
     def _current(self) -> list[dict[str, Any]]:
-        try:
-            info = self.path.stat()
-            stamp: tuple[int, int] | None = (info.st_mtime_ns, info.st_size)
-        except FileNotFoundError:
-            stamp = None
+        text = _text(self.path)
         with self._lock:
-            if stamp != self._stamp or stamp is None:
-                self._entries = _read(self.path) if stamp is not None else []
-                self._stamp = stamp
+            if text != self._text:
+                self._entries = _parse(self.path, text)
+                self._text = text
             return self._entries
 
     def has_tokens(self) -> bool:
         return bool(self._current())
+
+    def exists(self) -> bool:
+        """Whether the file is there: tokens have been created, even if all are revoked."""
+        self._current()
+        return self._text is not None
 
     def verify(self, token: str) -> Principal | None:
         digest = _digest(token)

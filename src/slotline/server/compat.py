@@ -42,6 +42,10 @@ class QueuedTaskOut(BaseModel):
     priority_boosted: bool
     queue_position: int
     queued_at: str | None
+    # slotline's own, beside Hephaestus' fields.
+    eta_start: str | None = None
+    eta_finish: str | None = None
+    eta_basis: str | None = None
 
 
 class QueueStatusOut(BaseModel):
@@ -88,6 +92,9 @@ def _queued(task: Task) -> dict[str, Any]:
         "priority_boosted": task.boosted,
         "queue_position": task.position or 0,
         "queued_at": iso(task.queued_at),
+        "eta_start": iso(task.eta_start),
+        "eta_finish": iso(task.eta_finish),
+        "eta_basis": task.eta_basis,
     }
 
 
@@ -188,8 +195,8 @@ async def restart_task(state: State, who: Writer, body: TaskIdBody) -> dict[str,
 @router.post("/terminate_agent", response_model=ResultOut)
 async def terminate_agent(state: State, who: Writer, body: TerminateBody) -> dict[str, Any]:
     """Stop the run with this agent (attempt) id; its task fails and the next one starts."""
-    attempt = await state.call(state.store.attempt, body.agent_id)
-    task = await _own(state, who, attempt.task_id)
+    attempt, seen = await state.visible_attempt(who, body.agent_id)
+    task = await _own(state, who, seen.id)
     if task.current_attempt != attempt.id or task.status is not Status.RUNNING:
         raise InvalidTransition(
             f"agent {attempt.id[:8]} is not running (its task {task.id[:8]} is {task.status})",

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Annotated, Literal, ParamSpec, TypeVar
 
 from fastapi import Depends, HTTPException
 from starlette.requests import HTTPConnection
 
+from slotline.bounds import parse_id
 from slotline.config import Config
-from slotline.errors import NotFound
-from slotline.models import Task
+from slotline.errors import NotFound, SlotlineError
+from slotline.models import Attempt, Task
 from slotline.server.auth import OPEN_MODE, Principal, TokenBook
 from slotline.store import Store
+from slotline.tasktoken import is_task_token, task_token_attempt, task_token_matches
 
 if TYPE_CHECKING:
     from slotline.server.events import EventHub
@@ -23,6 +26,14 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+log = logging.getLogger("slotline.server")
+
+# A browser WebSocket cannot send headers: it offers these two subprotocols instead,
+# `slotline` and `slotline-token.TOKEN`, and the server accepts with `slotline`.
+SUBPROTOCOL = "slotline"
+TOKEN_SUBPROTOCOL = "slotline-token."  # noqa: S105 - a prefix, not a secret
+Mode = Literal["open", "tokens", "closed"]
 
 
 @dataclass(frozen=True)
@@ -33,6 +44,14 @@ class ServerOptions:
     # Set when listening beyond loopback: with every token revoked, refuse all callers
     # instead of falling back to open mode.
     require_tokens: bool = False
+    # Open mode asked for explicitly (`auth: none`, `serve --no-auth`): every caller is
+    # the local admin, tokens or not (a task token keeps its task's scope).
+    open_mode: bool = False
+    # Seconds between re-checks of the token an open stream (WebSocket, SSE, log follow)
+    # was opened with: a revoked token, or an attempt that ended, ends the stream.
+    auth_recheck: float = 1.0
+    # uvicorn's access log (one line per request, at info); `token=` values are redacted.
+    access_log: bool = False
     # Bodies larger than this are refused with 413 before they are read in full.
     max_body_bytes: int = 2 * 1024 * 1024
     # Raw commands (argv lists, env) from admins only; agent types and callables stay
@@ -67,6 +86,32 @@ class ServerState:
     metrics: StoreCollector
     # Set when the server begins to stop: open streams end instead of holding it up.
     closing: asyncio.Event = field(default_factory=asyncio.Event)
+    # Whether the token file has held a token while this server ran: once it has, its
+    # last token going away closes the server instead of opening it.
+    tokens_seen: bool = False
+    _closed_logged: bool = False
+
+    def access_mode(self) -> Mode:
+        """open: a caller without a token is the local admin; tokens: a token is needed;
+        closed: a token would be needed and none exists (every caller but a running task
+        is refused). Open needs `open_mode`, or a token file that never existed on a
+        server that does not require tokens."""
+        if self.options.open_mode:
+            return "open"
+        if self.tokens.has_tokens():
+            self.tokens_seen, self._closed_logged = True, False
+            return "tokens"
+        if not (self.options.require_tokens or self.tokens_seen or self.tokens.exists()):
+            return "open"
+        if not self._closed_logged:
+            self._closed_logged = True
+            log.warning(
+                "no API token exists, but tokens have (%s): refusing every request until "
+                "one is created (`slotline token create`) or open mode is asked for "
+                "(`auth: none` in slotline.yaml, or `slotline serve --no-auth`)",
+                self.tokens.path,
+            )
+        return "closed"
 
     @property
     def raw_commands_admin_only(self) -> bool:
@@ -85,18 +130,35 @@ class ServerState:
     async def visible_task(self, who: Principal, ref: str) -> Task:
         """The task `ref` names, if `who` may see it (a user sees only their own).
 
+        For a user token, a prefix matches only the user's own tasks, so an ambiguous
+        prefix or an unknown id never reveals that another user's task exists.
+
         Raises:
             NotFound: no such task, or one the caller may not see.
+            AmbiguousId: the prefix matches several tasks the caller may see.
         """
-        task = await self.call(self.store.get, ref)
+        task = await self.call(self.store.get, ref, who.prefix_owner)
         if not who.sees(task):
             raise hidden(ref)
         return task
 
+    async def visible_attempt(self, who: Principal, attempt_id: str) -> tuple[Attempt, Task]:
+        """The attempt `attempt_id` names and its task, if `who` may see the task; one of
+        another user's tasks is answered exactly as an unknown attempt id.
+
+        Raises:
+            NotFound: no such attempt, or one of a task the caller may not see.
+        """
+        attempt = await self.call(self.store.attempt, attempt_id)
+        task = await self.call(self.store.get, attempt.task_id)
+        if not who.sees(task):
+            raise NotFound(f"no attempt {attempt.id}", attempt_id=attempt.id)
+        return attempt, task
+
 
 def hidden(ref: str) -> NotFound:
     """What the store says of an unknown `ref`, for a task the caller may not see."""
-    ref = ref.strip().lower()
+    ref = parse_id(ref)
     return NotFound(f"no task matches {ref!r}", task_id=ref)
 
 
@@ -105,61 +167,120 @@ def server_state(conn: HTTPConnection) -> ServerState:
     return state
 
 
-def bearer(conn: HTTPConnection, allow_query: bool = False) -> str | None:
-    """The token of `Authorization: Bearer …` (or `?token=` where headers are impossible:
-    browser WebSockets and EventSource)."""
+def presented_token(conn: HTTPConnection) -> str | None:
+    """The token of `Authorization: Bearer …`, else (a WebSocket) of the offered
+    subprotocol `slotline-token.TOKEN`. Never from the URL: URLs end up in logs."""
     header = conn.headers.get("authorization", "")
     scheme, _, value = header.partition(" ")
     if scheme.lower() == "bearer" and value.strip():
         return value.strip()
-    if allow_query:
-        return conn.query_params.get("token") or None
+    if conn.scope["type"] == "websocket":
+        for offered in conn.scope.get("subprotocols") or ():
+            if offered.startswith(TOKEN_SUBPROTOCOL) and len(offered) > len(TOKEN_SUBPROTOCOL):
+                return str(offered[len(TOKEN_SUBPROTOCOL) :])
     return None
 
 
-def authenticate(conn: HTTPConnection, allow_query: bool = False) -> Principal:
-    """Who is calling. Without any token configured, everyone is the local admin.
+def _unauthorized(detail: str) -> HTTPException:
+    return HTTPException(401, detail, headers={"WWW-Authenticate": "Bearer"})
+
+
+def task_principal(store: Store, token: str) -> Principal | None:
+    """The principal of a task token whose attempt is still its task's running one: role
+    `task`, scoped to the task's subtree; None for any other token (a blocking read)."""
+    attempt_id = task_token_attempt(token)
+    if attempt_id is None:
+        return None
+    try:
+        attempt = store.attempt(attempt_id)
+        if attempt.finished_at is not None or not task_token_matches(token, attempt):
+            return None
+        task = store.get(attempt.task_id)
+        if task.current_attempt != attempt.id:
+            return None
+        subtree = store.subtree(task.id)
+    except NotFound:
+        return None
+    return Principal(f"task:{task.id}", "task", frozenset(subtree), owner=task.user)
+
+
+async def resolve(state: ServerState, token: str | None) -> Principal:
+    """Who a request presenting `token` (None: no token) is.
 
     Raises:
-        HTTPException: 401 when tokens exist and none (or a wrong one) was given.
+        HTTPException: 401 when the token is wrong, revoked or its attempt has ended, or
+            when a token is needed and none was given (or none exists at all).
     """
-    state = server_state(conn)
-    if not state.tokens.has_tokens():
-        if state.options.require_tokens:
-            raise HTTPException(401, "no API token exists; create one with `slotline token create`")
+    if token is not None and is_task_token(token):
+        found = await state.call(task_principal, state.store, token)
+        if found is None:
+            raise _unauthorized(
+                "the task token is not valid: its attempt has ended (a task token dies "
+                "with its attempt), or it is mistyped"
+            )
+        return found
+    mode = state.access_mode()
+    if mode == "open":
         return OPEN_MODE
-    token = bearer(conn, allow_query)
-    if token is None:
-        raise HTTPException(
-            401,
-            "this server needs a token: send 'Authorization: Bearer TOKEN'",
-            headers={"WWW-Authenticate": "Bearer"},
+    if mode == "closed":
+        raise _unauthorized(
+            "no API token exists any more: create one with `slotline token create`, or "
+            "ask for open mode (`auth: none` in slotline.yaml, `slotline serve --no-auth`)"
         )
+    if token is None:
+        raise _unauthorized("this server needs a token: send 'Authorization: Bearer TOKEN'")
     found = state.tokens.verify(token)
     if found is None:
-        raise HTTPException(
-            401, "the token is not valid (revoked or mistyped)", {"WWW-Authenticate": "Bearer"}
-        )
+        raise _unauthorized("the token is not valid (revoked or mistyped)")
     return found
 
 
-def _reader(conn: HTTPConnection) -> Principal:
-    return authenticate(conn)
+async def authenticate(conn: HTTPConnection) -> Principal:
+    """Who is calling (see `resolve`); a token in the URL is refused, saying why.
+
+    Raises:
+        HTTPException: 401 as `resolve` says.
+    """
+    token = presented_token(conn)
+    try:
+        return await resolve(server_state(conn), token)
+    except HTTPException as exc:
+        if token is None and "token" in conn.query_params:
+            raise _unauthorized(
+                "a token in the URL (?token=) is not accepted, since URLs end up in logs: "
+                "send 'Authorization: Bearer TOKEN', or from a browser WebSocket the "
+                "subprotocols ['slotline', 'slotline-token.TOKEN']"
+            ) from exc
+        raise
 
 
-def _stream_reader(conn: HTTPConnection) -> Principal:
-    return authenticate(conn, allow_query=True)
+async def access_lost(state: ServerState, token: str | None) -> str:
+    """Wait until a stream opened with `token` may no longer be served (the token was
+    revoked, its attempt ended, or open mode ended) and return why. Checked every
+    `auth_recheck` seconds: a token file change or an attempt's end is seen that fast."""
+    while True:
+        await asyncio.sleep(state.options.auth_recheck)
+        try:
+            await resolve(state, token)
+        except HTTPException as exc:
+            return f"access ended: {exc.detail}"
+        except SlotlineError:  # the store is briefly unavailable: check again later
+            log.warning("cannot re-check a stream's token; retrying", exc_info=True)
 
 
-def _writer(conn: HTTPConnection) -> Principal:
-    who = authenticate(conn)
+async def _reader(conn: HTTPConnection) -> Principal:
+    return await authenticate(conn)
+
+
+async def _writer(conn: HTTPConnection) -> Principal:
+    who = await authenticate(conn)
     if not who.can_write:
         raise HTTPException(403, f"token {who.name!r} is a viewer: it can read, not change")
     return who
 
 
-def _admin(conn: HTTPConnection) -> Principal:
-    who = authenticate(conn)
+async def _admin(conn: HTTPConnection) -> Principal:
+    who = await authenticate(conn)
     if not who.is_admin:
         raise HTTPException(403, f"only an admin may do this; token {who.name!r} is a {who.role}")
     return who
@@ -167,6 +288,5 @@ def _admin(conn: HTTPConnection) -> Principal:
 
 State = Annotated[ServerState, Depends(server_state)]
 Reader = Annotated[Principal, Depends(_reader)]
-StreamReader = Annotated[Principal, Depends(_stream_reader)]
 Writer = Annotated[Principal, Depends(_writer)]
 Admin = Annotated[Principal, Depends(_admin)]

@@ -3,7 +3,8 @@
     NotFound                         404
     InvalidTransition, StaleAttempt  409  (the message names the current state)
     InvalidInput, AmbiguousId        422  (the message names the field)
-    BoundExceeded                    429  (with the limit and its maximum)
+    BoundExceeded                    429  (the limit, its maximum, and Retry-After from the
+                                           ETAs: when a place is expected to free)
     StoreError                       503
     malformed JSON                   400
     body over the size cap           413
@@ -14,6 +15,7 @@ The body is always `{"detail": "...", "type": "NotFound", ...}`.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -81,6 +83,19 @@ def status_for(exc: SlotlineError) -> int:
     return 500
 
 
+# When a bound refuses and no estimate says when room comes (paused, nothing running).
+RETRY_UNKNOWN = 30
+
+
+def retry_after(exc: BoundExceeded) -> int | None:
+    """Whole seconds after which a refused submit may succeed, from the ETAs; None when
+    waiting cannot help (max_depth)."""
+    if exc.details.get("limit") == "max_depth":
+        return None
+    hint = exc.details.get("retry_after")
+    return RETRY_UNKNOWN if hint is None else max(1, math.ceil(float(hint)))
+
+
 def error_body(detail: str, kind: str, **extra: Any) -> dict[str, Any]:
     body: dict[str, Any] = {"detail": detail, "type": kind}
     body.update({k: v for k, v in extra.items() if v is not None})
@@ -92,10 +107,14 @@ def slotline_error_response(exc: SlotlineError) -> JSONResponse:
     extra: dict[str, Any] = {}
     if "status" in details:
         extra["status"] = str(details["status"])
+    headers = None
     if isinstance(exc, BoundExceeded):
         extra["limit"] = details.get("limit")
         extra["max"] = details.get("max")
-    headers = {"Retry-After": "5"} if isinstance(exc, BoundExceeded) else None
+        wait = retry_after(exc)
+        if wait is not None:
+            extra["retry_after"] = wait
+            headers = {"Retry-After": str(wait)}
     return JSONResponse(
         error_body(str(exc), type(exc).__name__, **extra), status_for(exc), headers=headers
     )

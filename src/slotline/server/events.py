@@ -15,13 +15,22 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-from fastapi import APIRouter, Header, HTTPException, Query, WebSocket
+from fastapi import APIRouter, Header, HTTPException, Query, Request, WebSocket
 from starlette.responses import StreamingResponse
 
 from slotline.errors import NotFound, SlotlineError
 from slotline.models import Event
 from slotline.server.auth import Principal
-from slotline.server.context import ServerState, State, StreamReader, authenticate, server_state
+from slotline.server.context import (
+    SUBPROTOCOL,
+    Reader,
+    ServerState,
+    State,
+    access_lost,
+    authenticate,
+    presented_token,
+    server_state,
+)
 from slotline.server.errors import ERROR_RESPONSES
 from slotline.server.schemas import MAX_SEQ
 from slotline.store import Store
@@ -30,7 +39,7 @@ log = logging.getLogger("slotline.server.events")
 
 PAGE = 500
 WS_DROPPED = 4000  # close code: too slow, resume from the last seq
-WS_REFUSED = 1008  # close code: policy (token, bad since)
+WS_REFUSED = 1008  # close code: policy (token refused or revoked, bad since)
 WS_GOING_AWAY = 1001  # close code: the server is stopping
 
 
@@ -153,21 +162,25 @@ class EventHub:
 
 
 class Visibility:
-    """Whether a principal may see an event: users only those of their own tasks."""
+    """Whether a principal may see an event: users only those of their own tasks, a task
+    token those of its subtree (which grows as subtasks are submitted)."""
 
     def __init__(self, state: ServerState, who: Principal) -> None:
         self.state = state
         self.who = who
-        self.owned: dict[str, bool] = {}
+        self.owned: dict[str, bool] = dict.fromkeys(who.subtree, True)
 
     async def __call__(self, event: Event) -> bool:
-        if self.who.role != "user" or event.task_id is None:
+        if self.who.sees_all or event.task_id is None:
             return True
         known = self.owned.get(event.task_id)
         if known is None:
             try:
                 task = await self.state.call(self.state.store.get, event.task_id)
-                known = task.user == self.who.name
+                if self.who.role == "task":  # a parent is always seen before its child
+                    known = task.parent_id is not None and self.owned.get(task.parent_id, False)
+                else:
+                    known = self.who.sees(task)
             except NotFound:
                 known = False
             if len(self.owned) > 10_000:
@@ -234,8 +247,9 @@ router = APIRouter(tags=["events"])
     response_class=StreamingResponse,
 )
 async def events_sse(
+    request: Request,
     state: State,
-    who: StreamReader,
+    who: Reader,
     since: Annotated[
         int | None, Query(ge=0, le=MAX_SEQ, description="Last seq seen; omit: new only")
     ] = None,
@@ -243,16 +257,19 @@ async def events_sse(
 ) -> StreamingResponse:
     """The event log as Server-Sent Events (`id:` is the seq, so EventSource resumes by
     itself); `: heartbeat` comments keep an idle connection alive; a client that falls
-    behind gets `event: dropped` and must reconnect with its last seq."""
+    behind gets `event: dropped` and must reconnect with its last seq. When the token
+    it was opened with is revoked (or its attempt ends), `event: refused` ends it."""
     if since is None and last_event_id:
         try:
             since = min(max(0, int(last_event_id)), MAX_SEQ)
         except ValueError:
             raise HTTPException(400, "Last-Event-ID must be an event seq (a number)") from None
     subscriber = Subscriber(state.options.client_queue)
+    token = presented_token(request)
 
     async def body() -> AsyncIterator[str]:
         yield "retry: 2000\n\n"
+        guard = asyncio.create_task(_revoke_when_lost(state, token, subscriber))
         try:
             async for event in stream(state, who, since, subscriber):
                 if event is None:
@@ -261,8 +278,11 @@ async def events_sse(
                     yield f"id: {event.seq}\ndata: {json.dumps(event.to_dict())}\n\n"
                     subscriber.sent = event.seq  # written to the client: resume after it
         except Dropped as exc:
+            kind = "refused" if subscriber.code == WS_REFUSED else "dropped"
             dropped = {"reason": str(exc), "since": subscriber.sent}
-            yield f"event: dropped\ndata: {json.dumps(dropped)}\n\n"
+            yield f"event: {kind}\ndata: {json.dumps(dropped)}\n\n"
+        finally:
+            guard.cancel()
 
     return StreamingResponse(
         body(),
@@ -271,21 +291,32 @@ async def events_sse(
     )
 
 
+async def _revoke_when_lost(state: ServerState, token: str | None, subscriber: Subscriber) -> None:
+    """Drop `subscriber` with code 1008 once its token no longer grants access."""
+    reason = await access_lost(state, token)
+    log.info("closing an event stream: %s", reason)
+    subscriber.drop(reason, WS_REFUSED)
+
+
 @router.websocket("/api/events/ws")
 async def events_ws(websocket: WebSocket, since: int | None = None) -> None:
     """The event log over a WebSocket: `{"type": "event", "seq": …}` frames, then
-    `{"type": "heartbeat"}` when idle; a slow client is closed with code 4000.
+    `{"type": "heartbeat"}` when idle; a slow client is closed with code 4000, one whose
+    token is revoked (or whose attempt ended) with 1008. The token comes from
+    `Authorization: Bearer`, or from a browser from the subprotocol
+    `slotline-token.TOKEN` offered beside `slotline` (accepted as `slotline`).
     Its Host and Origin were checked before (see `slotline.server.guard`)."""
     state = server_state(websocket)
     try:
-        who = authenticate(websocket, allow_query=True)
+        who = await authenticate(websocket)
     except HTTPException as exc:
         await websocket.close(WS_REFUSED, str(exc.detail)[:120])
         return
     if since is not None and not 0 <= since <= MAX_SEQ:
         await websocket.close(WS_REFUSED, "since must be an event seq, 0 or more")
         return
-    await websocket.accept()
+    offered = websocket.scope.get("subprotocols") or ()
+    await websocket.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in offered else None)
     subscriber = Subscriber(state.options.client_queue)
 
     async def pump() -> None:
@@ -305,6 +336,7 @@ async def events_ws(websocket: WebSocket, since: int | None = None) -> None:
         asyncio.create_task(pump()),
         asyncio.create_task(listen()),
         asyncio.create_task(subscriber.gone.wait()),
+        asyncio.create_task(_revoke_when_lost(state, presented_token(websocket), subscriber)),
     ]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -313,6 +345,8 @@ async def events_ws(websocket: WebSocket, since: int | None = None) -> None:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
     if subscriber.reason is not None:
-        reason = f"{subscriber.reason}; resume with since={subscriber.sent}"
+        reason = subscriber.reason
+        if subscriber.code != WS_REFUSED:
+            reason += f"; resume with since={subscriber.sent}"
         with contextlib.suppress(Exception):
             await asyncio.wait_for(websocket.close(subscriber.code, reason[:120]), 5.0)

@@ -98,8 +98,7 @@ async def claim(state: State, who: Admin, body: ClaimBody | None = None) -> dict
 
 
 async def _owned(state: ServerState, who: Principal, attempt_id: str) -> None:
-    attempt = await state.call(state.store.attempt, attempt_id)
-    task = await state.visible_task(who, attempt.task_id)
+    _, task = await state.visible_attempt(who, attempt_id)
     if not who.steers(task):
         raise HTTPException(403, f"token {who.name!r} cannot report for task {task.id[:8]}")
 

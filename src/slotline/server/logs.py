@@ -4,33 +4,49 @@ grows (a chunked text response that ends when the attempt does)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, BinaryIO
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from starlette.responses import StreamingResponse
 
 from slotline.errors import NotFound
 from slotline.models import Attempt, Task
-from slotline.server.context import ServerState, State, StreamReader
+from slotline.server.context import Reader, ServerState, State, access_lost, presented_token
 from slotline.server.errors import ERROR_RESPONSES
 from slotline.server.schemas import MAX_SEQ
 
 CHUNK = 64 * 1024
 
+log = logging.getLogger("slotline.server.logs")
+
 router = APIRouter(tags=["tasks"])
 
 
 def _pick(task: Task, number: int | None) -> Attempt | None:
+    """The attempt numbered `number` (default: the last), or None while there is none."""
     if not task.attempts:
         return None
     if number is None:
         return task.attempts[-1]
-    for attempt in task.attempts:
-        if attempt.number == number:
-            return attempt
-    raise NotFound(f"task {task.id[:8]} has no attempt {number}", task_id=task.id)
+    return next((a for a in task.attempts if a.number == number), None)
+
+
+def _check_attempt(task: Task, number: int | None, follow: bool) -> None:
+    """Refuse, before the response starts, an attempt that does not exist and cannot
+    come: following waits at most for the task's next attempt, and only while it may
+    still run.
+
+    Raises:
+        NotFound: no such attempt.
+    """
+    if number is None or _pick(task, number) is not None:
+        return
+    coming = len(task.attempts) + 1
+    if not follow or task.status.terminal or number != coming:
+        raise NotFound(f"task {task.id[:8]} has no attempt {number}", task_id=task.id)
 
 
 def _read(handle: BinaryIO) -> bytes:
@@ -38,12 +54,20 @@ def _read(handle: BinaryIO) -> bytes:
 
 
 async def _follow(
-    state: ServerState, task: Task, number: int | None, offset: int, follow: bool
+    state: ServerState,
+    task: Task,
+    number: int | None,
+    offset: int,
+    follow: bool,
+    token: str | None,
 ) -> AsyncIterator[bytes]:
     """Bytes of the attempt's log from `offset`; when following, as they are written,
-    until the attempt has finished and everything it wrote was sent."""
+    until the attempt has finished and everything it wrote was sent, or until `token`
+    no longer grants access (revoked): then the stream ends early, and the client's next
+    request is answered 401 with the reason."""
     watcher = state.store.watcher()
     handle: BinaryIO | None = None
+    lost = asyncio.create_task(access_lost(state, token)) if follow else None
     try:
         while True:
             attempt = _pick(task, number)
@@ -64,11 +88,16 @@ async def _follow(
                 yield chunk
             if finished or state.closing.is_set():
                 return
+            if lost is not None and lost.done():
+                log.info("ending a log follow: %s", lost.result(), extra={"task_id": task.id})
+                return
             # Wake on any store change (the attempt ending) or after a short poll for
             # growth of the file, which the store is not told about.
             await watcher.wait(state.options.log_poll)
             task = await state.call(state.store.get, task.id)
     finally:
+        if lost is not None:
+            lost.cancel()
         watcher.close()
         if handle is not None:
             handle.close()
@@ -80,8 +109,9 @@ async def _follow(
     responses={**ERROR_RESPONSES, 200: {"content": {"text/plain": {}}, "description": "Log"}},
 )
 async def task_log(
+    request: Request,
     state: State,
-    who: StreamReader,
+    who: Reader,
     ref: str,
     attempt: Annotated[
         int | None, Query(ge=1, le=MAX_SEQ, description="Attempt number; default last")
@@ -93,6 +123,7 @@ async def task_log(
     stays open and streams new output until the attempt ends; a task that has not started
     yet is waited for."""
     task = await state.visible_task(who, ref)
+    _check_attempt(task, attempt, follow)
     chosen = _pick(task, attempt)
     if not follow:
         if chosen is None or not chosen.log_path:
@@ -101,7 +132,7 @@ async def task_log(
         if not path.is_file():
             raise NotFound(f"the log of task {task.id[:8]} is gone ({path})")
     return StreamingResponse(
-        _follow(state, task, attempt, offset, follow),
+        _follow(state, task, attempt, offset, follow, presented_token(request)),
         media_type="text/plain; charset=utf-8",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )

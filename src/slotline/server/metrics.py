@@ -69,6 +69,9 @@ class StoreCollector(Collector):
         self.finished: Counter[str] = Counter()
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
+        # What a user token may scrape: no label value names another user's task.
+        self.aggregate_registry = CollectorRegistry(auto_describe=False)
+        self.aggregate_registry.register(_Aggregated(self))
 
     def _fold(self, event: Event) -> None:
         data, task_id = event.data, event.task_id
@@ -98,6 +101,11 @@ class StoreCollector(Collector):
                 return
 
     def collect(self) -> Iterator[Metric]:
+        return self.metrics(per_value=True)
+
+    def metrics(self, per_value: bool) -> Iterator[Metric]:
+        """Every metric; with `per_value` False, without `slotline_running`, whose label
+        values are other users' names, workspaces and agents."""
         with self._lock:
             self._catch_up()
             yield self.waits.family(
@@ -120,9 +128,9 @@ class StoreCollector(Collector):
             yield CounterMetricFamily(
                 "slotline_failures", "Attempts that failed or were terminated", value=failures
             )
-        yield from self._gauges()
+        yield from self._gauges(per_value)
 
-    def _gauges(self) -> Iterator[Metric]:
+    def _gauges(self, per_value: bool) -> Iterator[Metric]:
         counts = self.store.counts()
         status = self.store.status()
         by_state = GaugeMetricFamily("slotline_tasks", "Tasks by state", labels=["state"])
@@ -137,7 +145,8 @@ class StoreCollector(Collector):
             for value, count in sorted(values.items(), key=lambda kv: str(kv[0])):
                 if value is not None:
                     running.add_metric([key, value], count)
-        yield running
+        if per_value:
+            yield running
         yield GaugeMetricFamily("slotline_queue_depth", "Queued tasks", value=len(status.queued))
         yield GaugeMetricFamily(
             "slotline_active", "Running tasks counted by the global limit", value=status.active
@@ -148,11 +157,23 @@ class StoreCollector(Collector):
         yield GaugeMetricFamily("slotline_paused", "1 when paused", value=int(status.paused))
 
 
+class _Aggregated(Collector):
+    """The metrics of a collector without per-value labels."""
+
+    def __init__(self, collector: StoreCollector) -> None:
+        self.collector = collector
+
+    def collect(self) -> Iterator[Metric]:
+        return self.collector.metrics(per_value=False)
+
+
 router = APIRouter(tags=["operations"])
 
 
 @router.get("/metrics", response_class=Response)
-async def metrics(state: State, _who: Reader) -> Response:
-    """Prometheus text format."""
-    body = await asyncio.to_thread(generate_latest, state.metrics.registry)
+async def metrics(state: State, who: Reader) -> Response:
+    """Prometheus text format. A user or task token gets the aggregates only: no metric
+    whose label values name other users, their workspaces or agents."""
+    registry = state.metrics.registry if who.sees_all else state.metrics.aggregate_registry
+    body = await asyncio.to_thread(generate_latest, registry)
     return Response(body, media_type=CONTENT_TYPE_LATEST)

@@ -11,9 +11,9 @@ from fastapi import APIRouter, Query
 
 from slotline.config import Config, redacted
 from slotline.errors import InvalidInput
-from slotline.models import check_limit_key, iso, utcnow
+from slotline.models import Task, check_limit_key, iso, utcnow
 from slotline.server.auth import Principal
-from slotline.server.context import Admin, Reader, State
+from slotline.server.context import Admin, Reader, ServerState, State
 from slotline.server.errors import ERROR_RESPONSES
 from slotline.server.events import Visibility
 from slotline.server.schemas import (
@@ -28,18 +28,22 @@ from slotline.server.schemas import (
     task_json,
 )
 from slotline.store import QueueStatus, Store
-from slotline.store.steering import SETTING_RULES
+from slotline.store.settings_verbs import check_limit_max, check_setting
 
 router = APIRouter(prefix="/api", tags=["queue"], responses=ERROR_RESPONSES)
 
 
 def status_json(status: QueueStatus, who: Principal) -> dict[str, Any]:
-    """QueueStatus as JSON; a user sees the capacity but only their own tasks."""
-    if who.role == "user":
+    """QueueStatus as JSON; a user (a task token) sees the capacity and the line's length
+    but only their own tasks (its subtree), and `next_up` only when it is one of them."""
+    if not who.sees_all:
+        first = status.queued[0] if status.queued else None
         status = replace(
             status,
             queued=[t for t in status.queued if who.sees(t)],
             running=[t for t in status.running if who.sees(t)],
+            queued_total=len(status.queued) if status.queued_total is None else status.queued_total,
+            next_up_hidden=first is not None and not who.sees(first),
         )
     data = status.to_dict()
     data["running"] = [task_json(t) for t in status.running]
@@ -48,10 +52,40 @@ def status_json(status: QueueStatus, who: Principal) -> dict[str, Any]:
 
 
 @router.get("/status", response_model=QueueStatusOut)
-async def queue_status(state: State, who: Reader) -> dict[str, Any]:
+async def queue_status(
+    state: State,
+    who: Reader,
+    mine: Annotated[bool, Query(description="Also list the caller's own live tasks")] = False,
+    root: Annotated[str | None, Query(description="With mine: this task's subtree")] = None,
+    limit: Annotated[
+        int | None, Query(ge=0, le=100_000, description="Only the first LIMIT queued tasks")
+    ] = None,
+) -> dict[str, Any]:
     """Capacity (active of max, slots available, at capacity, paused) and the line: running
-    tasks, then queued tasks in order with their positions; `next_up` is position 1."""
-    return status_json(await state.call(state.store.status), who)
+    tasks, then queued tasks in order with their positions (the first `limit`, if given;
+    `queued_total` counts them all, the caller's or not); `next_up` is position 1 (null
+    for a user or task token when that task is not theirs).
+    Every task in line carries `eta_start`, `eta_finish` and `eta_basis`."""
+    status = await state.call(state.store.status, limit=limit)
+    data = status_json(status, who)
+    if mine:
+        data["mine"] = [task_json(t) for t in await own_tasks(state, who, root)]
+    return data
+
+
+async def own_tasks(state: ServerState, who: Principal, root: str | None) -> list[Task]:
+    """The caller's live tasks: the subtree of `root` (a task it may see), else a task
+    token's subtree, else a user token's own tasks; none for an admin or viewer without
+    `root`."""
+    if root is not None:
+        root = (await state.visible_task(who, root)).id
+    elif who.task_id is not None:
+        root = who.task_id
+    elif who.role != "user":
+        return []
+    user = who.name if who.role == "user" else None
+    found = await state.call(state.store.mine, root, user)
+    return [t for t in found if who.sees(t)]
 
 
 def _stats(store: Store) -> dict[str, Any]:
@@ -90,7 +124,7 @@ async def events(
     feed use /api/events/ws or /api/events/stream. A user sees queue-wide events and
     those of their own tasks."""
     found = await state.call(state.store.events, since, limit) if limit else []
-    if who.role == "user":
+    if not who.sees_all:
         visible = Visibility(state, who)
         found = [e for e in found if await visible(e)]
     last = await state.call(state.store.last_seq)
@@ -129,10 +163,13 @@ def _apply_limits(store: Store, body: LimitsBody) -> None:
         check_limit_key(item.key)
         if item.value is not None and not item.value:
             raise InvalidInput(f"limits: {item.key}: a limit value must not be empty")
-    for name in body.settings:
-        if name not in SETTING_RULES:
-            known = ", ".join(sorted(SETTING_RULES))
-            raise InvalidInput(f"settings: unknown setting {name!r}; known: {known}")
+        if item.max is not None:
+            check_limit_max(item.max)
+    for name, value in body.settings.items():
+        try:
+            check_setting(name, value)
+        except InvalidInput as exc:
+            raise InvalidInput(f"settings: {exc}") from None
     for name, value in body.settings.items():
         store.set_setting(name, value)
     for item in body.limits:

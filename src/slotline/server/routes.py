@@ -5,18 +5,20 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, Depends, HTTPException, Query
 
 from slotline.config import Config, expand_agent_type
 from slotline.errors import NotFound, UnknownDependency
-from slotline.models import Priority, Status, Task
+from slotline.models import Priority, Task
 from slotline.server.auth import Principal
 from slotline.server.context import Reader, ServerState, State, Writer, hidden
 from slotline.server.errors import ERROR_RESPONSES
+from slotline.server.filters import filter_query
 from slotline.server.schemas import (
     MAX_SEQ,
     BatchBody,
     CancelBody,
+    EventList,
     MoveBody,
     PriorityBody,
     RestartBody,
@@ -28,9 +30,9 @@ from slotline.server.schemas import (
 )
 from slotline.spec import TaskSpec, parse_spec
 from slotline.store import Store
+from slotline.taskfilter import SCAN_LIMIT, TaskFilter
 
 MAX_PAGE = 1000
-LIST_SCAN = 1_000_000
 
 router = APIRouter(prefix="/api/tasks", tags=["tasks"], responses=ERROR_RESPONSES)
 
@@ -56,7 +58,16 @@ def build_spec(
         if data.get("user", who.name) != who.name:
             raise HTTPException(403, f"token {who.name!r} may submit only as user {who.name!r}")
         data["user"] = who.name
-    if admin_only_raw and not who.is_admin and data.get("env"):
+    if who.role == "task":
+        # A running task submits subtasks: under itself unless it names a task of its
+        # subtree (checked in `_specs`), as its own user. Raw commands and env are not
+        # kept from it: it already runs code as the node's user.
+        if data.get("user", who.owner) != who.owner:
+            raise HTTPException(403, f"a task token submits only as its task's user ({who.owner})")
+        if who.owner is not None:
+            data["user"] = who.owner
+        data.setdefault("parent_id", who.task_id)
+    elif admin_only_raw and not who.is_admin and data.get("env"):
         # An environment (LD_PRELOAD, PATH…) can run code as surely as a command can.
         raise HTTPException(403, "env is for admins here; agent types set their own")
     agent = data.get("agent")
@@ -70,7 +81,7 @@ def build_spec(
         )
     raw = bool(data.get("command"))
     data = expand_agent_type(config, data, prompt)
-    if raw and admin_only_raw and not who.is_admin:
+    if raw and admin_only_raw and who.role not in ("admin", "task"):
         raise HTTPException(
             403, "raw commands are for admins here; submit an agent type with a prompt"
         )
@@ -96,7 +107,7 @@ def _visible_refs(store: Store, who: Principal, spec: TaskSpec) -> TaskSpec:
     """
 
     def visible(ref: str) -> str:
-        task = store.get(ref)
+        task = store.get(ref, who.prefix_owner)
         if not who.sees(task):
             raise hidden(ref)
         return task.id
@@ -120,13 +131,13 @@ async def _exempt_agents(state: ServerState) -> frozenset[str]:
 
 async def _specs(state: ServerState, who: Principal, bodies: list[SubmitBody]) -> list[TaskSpec]:
     """The checked specs of a submit (one body) or a batch: `build_spec`, then, for a user
-    token, its parents and dependencies limited to the user's own tasks."""
+    (a task) token, its parents and dependencies limited to its own tasks (its subtree)."""
     exempt = frozenset[str]()
     if not who.is_admin and any(body.agent for body in bodies):
         exempt = await _exempt_agents(state)
     admin_only = state.raw_commands_admin_only
     specs = [build_spec(body, state.config, who, admin_only, exempt) for body in bodies]
-    if who.role != "user" or not any(s.parent_id or s.depends_on for s in specs):
+    if who.sees_all or not any(s.parent_id or s.depends_on for s in specs):
         return specs
 
     def check_all() -> list[TaskSpec]:
@@ -163,38 +174,30 @@ async def submit_batch(state: State, who: Writer, body: BatchBody) -> list[dict[
     return [await _fresh(state, t.id) for t in created]
 
 
-def _matches(task: Task, filters: dict[str, str | None], labels: list[str]) -> bool:
-    for name, wanted in filters.items():
-        if wanted is not None and getattr(task, name) != wanted:
-            return False
-    for label in labels:
-        key, sep, value = label.partition("=")
-        if key not in task.labels or (sep and task.labels[key] != value):
-            return False
-    return True
-
-
 @router.get("", response_model=TaskList)
 async def list_tasks(
     state: State,
     who: Reader,
-    status: Status | None = None,
-    agent: str | None = None,
-    workspace: str | None = None,
-    user: str | None = None,
+    wanted: Annotated[TaskFilter, Depends(filter_query)],
     parent: Annotated[str | None, Query(description="Only subtasks of this task id")] = None,
-    label: Annotated[list[str], Query(description="NAME or NAME=VALUE (repeatable)")] = [],  # noqa: B006 - FastAPI copies it
+    newest: Annotated[bool, Query(description="Newest first")] = False,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
     offset: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
 ) -> dict[str, Any]:
-    """Tasks in submission order, filtered, a page at a time (`total` counts all matches).
-    A user token sees only its own tasks."""
-    tasks = await state.call(state.store.list_tasks, status, LIST_SCAN)
+    """Tasks in submission order (or newest first), filtered, a page at a time (`total`
+    counts all matches). A user token sees only its own tasks."""
+    one = wanted.status[0] if len(wanted.status) == 1 else None
+    tasks = await state.call(state.store.list_tasks, one, SCAN_LIMIT)
     parent_id = None
     if parent is not None:
         parent_id = (await state.visible_task(who, parent)).id
-    filters = {"agent": agent, "workspace": workspace, "user": user, "parent_id": parent_id}
-    found = [t for t in tasks if who.sees(t) and _matches(t, filters, label)]
+    found = [
+        t
+        for t in tasks
+        if who.sees(t) and wanted.matches(t) and (parent_id is None or t.parent_id == parent_id)
+    ]
+    if newest:
+        found.reverse()
     page = found[offset : offset + limit]
     return {
         "tasks": [task_json(t) for t in page],
@@ -208,6 +211,28 @@ async def list_tasks(
 async def get_task(state: State, who: Reader, ref: str) -> dict[str, Any]:
     """One task by id or unique id prefix, with its attempts and (if queued) position."""
     return task_json(await state.visible_task(who, ref))
+
+
+@router.get("/{ref}/events", response_model=EventList)
+async def task_events(
+    state: State,
+    who: Reader,
+    ref: str,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 200,
+) -> dict[str, Any]:
+    """The last `limit` events of one task, oldest first, and the last seq of the log."""
+    task = await state.visible_task(who, ref)
+    found = await state.call(state.store.task_events, task.id, limit)
+    last = await state.call(state.store.last_seq)
+    return {"events": [e.to_dict() for e in found], "last_seq": last}
+
+
+@router.get("/{ref}/dependents", response_model=list[TaskOut])
+async def dependents(state: State, who: Reader, ref: str) -> list[dict[str, Any]]:
+    """The tasks that wait for (depend on) this one, that the caller may see."""
+    task = await state.visible_task(who, ref)
+    found = await state.call(state.store.dependents, task.id)
+    return [task_json(t) for t in found if who.sees(t)]
 
 
 @router.post("/{ref}/cancel", response_model=TaskOut)
@@ -250,9 +275,12 @@ async def bump(state: State, who: Writer, ref: str) -> dict[str, Any]:
 
 @router.post("/{ref}/move", response_model=TaskOut)
 async def move(state: State, who: Writer, ref: str, body: MoveBody) -> dict[str, Any]:
-    """Move a queued task to position `to`, or just before/after another queued task."""
+    """Move a queued task to position `to`, or just before/after another queued task
+    (one the caller may see: for a user token, another of its own)."""
     task = await _steerable(state, who, ref)
-    await state.call(state.store.move, task.id, to=body.to, before=body.before, after=body.after)
+    before = None if body.before is None else (await state.visible_task(who, body.before)).id
+    after = None if body.after is None else (await state.visible_task(who, body.after)).id
+    await state.call(state.store.move, task.id, to=body.to, before=before, after=after)
     return await _fresh(state, task.id)
 
 
@@ -261,7 +289,7 @@ async def set_priority(state: State, who: Writer, ref: str, body: PriorityBody) 
     """Change the priority of a task that has not started."""
     priority = Priority.parse(body.priority)
     task = await _steerable(state, who, ref)
-    await state.call(state.store.set_priority, task.id, priority)
+    await state.call(state.store.set_priority, task.id, priority, body.reason)
     return await _fresh(state, task.id)
 
 

@@ -6,11 +6,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from slotline.bounds import MAX_COUNT, MAX_INT
 from slotline.models import Kind, Status, Task
 
 PriorityName = Literal["urgent", "high", "normal", "low"]
 # The largest integer any API number may hold: SQLite stores 64-bit integers.
-MAX_SEQ = 2**62
+MAX_SEQ = MAX_INT
 PRIORITY_HELP = "urgent, high, normal or low; P0..P3 and medium also work; or 0..3"
 
 
@@ -22,6 +23,9 @@ class ErrorOut(BaseModel):
     status: str | None = None
     limit: str | None = None
     max: int | None = None
+    retry_after: int | None = Field(
+        None, description="429: seconds until room is expected (also the Retry-After header)"
+    )
 
 
 class AttemptOut(BaseModel):
@@ -59,6 +63,9 @@ class TaskOut(BaseModel):
     priority: PriorityName
     boosted: bool
     position: int | None
+    eta_start: str | None = Field(None, description="Estimated start (ISO 8601 UTC)")
+    eta_finish: str | None = Field(None, description="Estimated finish (ISO 8601 UTC)")
+    eta_basis: str | None = Field(None, description="Where the run times came from")
     depends_on: list[str]
     parent_id: str | None
     max_attempts: int
@@ -98,14 +105,17 @@ class SubmitBody(BaseModel):
 
     With `agent` naming an agent type of slotline.yaml and no `command`, the config's
     command template is filled with `prompt` (and workspace, title, user, agent).
+
+    Types are strict: `"3"` is not a number and `"yes"` not a boolean. The values are
+    then checked as `TaskSpec` checks them on every surface (bounds, NUL bytes, paths).
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
     command: list[str] | None = None
     callable: str | None = None
     args: dict[str, Any] | None = None
-    kind: Kind | None = None
+    kind: Kind | None = Field(default=None, strict=False)  # an enum from a JSON string
     title: str | None = None
     agent: str | None = None
     prompt: str | None = Field(default=None, max_length=256 * 1024)
@@ -166,6 +176,7 @@ class PriorityBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     priority: str | int = Field(description=PRIORITY_HELP)
+    reason: str | None = Field(default=None, max_length=500, description="Kept in the event")
 
 
 class RestartBody(BaseModel):
@@ -181,7 +192,7 @@ class LimitSet(BaseModel):
 
     key: str
     value: str | None = None
-    max: int | None = Field(ge=0, le=MAX_SEQ)
+    max: int | None = Field(ge=0, le=MAX_COUNT)
 
 
 class LimitsBody(BaseModel):
@@ -220,8 +231,16 @@ class QueueStatusOut(BaseModel):
     admission_hold: str | None
     over_limit: bool
     next_up: str | None
+    queued_total: int = Field(
+        description="How many are queued in all, the caller's or not (`queued` may be a head)"
+    )
     running: list[TaskOut]
     queued: list[TaskOut]
+    mine: list[TaskOut] | None = Field(
+        None,
+        description="With ?mine=true: the caller's tasks not yet ended (a task token's "
+        "subtree, a user token's own tasks, or the subtree of ?root=ID)",
+    )
 
 
 class StatsOut(BaseModel):

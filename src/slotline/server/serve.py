@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import ipaddress
 import logging
+import re
 import socket
 from collections.abc import Callable, Iterator
 
@@ -36,19 +37,56 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_bind(host: str, tokens: TokenBook) -> None:
+def check_bind(host: str, tokens: TokenBook, open_mode: bool = False) -> None:
     """Refuse to listen beyond this machine while anyone could use the API unauthenticated.
 
     Raises:
-        InvalidInput: `host` is not a loopback address and no token exists.
+        InvalidInput: `host` is not a loopback address and no token exists, or open mode
+            (`auth: none`) was asked for.
     """
-    if is_loopback(host) or tokens.has_tokens():
+    if is_loopback(host):
+        return
+    if open_mode:
+        raise InvalidInput(
+            f"refusing to listen on {host} in open mode (auth: none / --no-auth): anyone "
+            "who can reach it could run commands. Listen on 127.0.0.1, or drop open mode "
+            "and create a token with `slotline token create --role admin --name NAME`"
+        )
+    if tokens.has_tokens():
         return
     raise InvalidInput(
         f"refusing to listen on {host}: no API tokens exist, so anyone who can reach it "
         "could run commands. Create one first with `slotline token create --role admin "
         f"--name NAME` (stored hashed in {tokens.path}), or listen on 127.0.0.1"
     )
+
+
+_SECRETS = re.compile(r"(?i)(token=)[^&\s\"'#]+|\bslt_[A-Za-z0-9_.\-]+")
+
+
+def redact_secrets(text: str) -> str:
+    """`text` with every `token=VALUE` and every `slt_…` token replaced by `***`."""
+    return _SECRETS.sub(lambda m: (m.group(1) or "") + "***", text)
+
+
+class RedactTokens(logging.Filter):
+    """Hides tokens in uvicorn's log lines (the access log and the WebSocket lines carry
+    URLs): a token sent in a URL, which the API refuses, never reaches a log either."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str):
+            record.msg = redact_secrets(record.msg)
+        if isinstance(record.args, tuple):
+            record.args = tuple(redact_secrets(a) if isinstance(a, str) else a for a in record.args)
+        return True
+
+
+def install_log_redaction() -> None:
+    """Put `RedactTokens` on uvicorn's loggers (once)."""
+    for name in ("uvicorn.access", "uvicorn.error"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, RedactTokens) for f in logger.filters):
+            logger.addFilter(RedactTokens())
 
 
 class _Server(uvicorn.Server):
@@ -71,8 +109,20 @@ def _listen(host: str, port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         raise InvalidInput(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
-    sock.set_inheritable(True)
-    return sock
+    return sock  # not inheritable (Python's default): no agent may hold the node's port
+
+
+def open_listener(host: str, port: int, options: ServerOptions | None = None) -> socket.socket:
+    """Bind the API's socket: `slotline serve` does this before its node registers or
+    touches any run, so that a port in use stops it with nothing changed.
+
+    Raises:
+        InvalidInput: the bind is refused (no tokens beyond loopback) or the address is
+            unusable (e.g. already in use).
+    """
+    options = options or ServerOptions()
+    check_bind(host, TokenBook(options.tokens_path or default_tokens_path()), options.open_mode)
+    return _listen(host, port)
 
 
 async def serve_http(
@@ -84,6 +134,7 @@ async def serve_http(
     *,
     options: ServerOptions | None = None,
     on_ready: Callable[[str, int], None] | None = None,
+    sock: socket.socket | None = None,
 ) -> None:
     """Serve the HTTP API on host:port until `stop` is set (forever if None).
 
@@ -95,15 +146,20 @@ async def serve_http(
         stop: set it to shut the server down gracefully.
         options: server knobs (token file, body cap, origins, stream queue size…).
         on_ready: called with the bound host and port once requests are accepted.
+        sock: a socket from `open_listener(host, port)` to serve on (it is closed at
+            the end); None binds one here.
 
     Raises:
         InvalidInput: the bind is refused (no tokens) or the address is unusable.
     """
     options = options or ServerOptions()
-    check_bind(host, TokenBook(options.tokens_path or default_tokens_path()))
+    if config is not None and config.auth == "none":
+        options = dataclasses.replace(options, open_mode=True)
+    install_log_redaction()
+    if sock is None:
+        sock = open_listener(host, port, options)
     if not is_loopback(host):
         options = dataclasses.replace(options, require_tokens=True)
-    sock = _listen(host, port)
     bound = sock.getsockname()[1]
     if host.lower() not in WILDCARD_HOSTS:  # the name it was told to listen on is its own
         named = f"{host_name(host.lower())}:{bound}"
@@ -113,7 +169,7 @@ async def serve_http(
         uvicorn.Config(
             app,
             log_config=None,
-            access_log=False,
+            access_log=options.access_log,
             ws="websockets-sansio",
             lifespan="on",
             timeout_graceful_shutdown=5,

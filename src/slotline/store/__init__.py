@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from slotline.errors import InvalidInput
-from slotline.store.base import QueueStatus, Store
+from slotline.models import KillRequest
+from slotline.store.base import Line, QueueStatus, Store
 from slotline.store.core import Watcher
-from slotline.store.nodes import KillRequest
-from slotline.store.runs import Claim, ClaimResult
+from slotline.store.runs import Claim, ClaimResult, Report, StartReport
 
 
 def open_store(url: str | Path | None = None) -> Store:
@@ -35,4 +35,15 @@ def open_store(url: str | Path | None = None) -> Store:
     return SQLiteStore(text)
 
 
-__all__ = ["Claim", "ClaimResult", "KillRequest", "QueueStatus", "Store", "Watcher", "open_store"]
+__all__ = [
+    "Claim",
+    "ClaimResult",
+    "KillRequest",
+    "Line",
+    "QueueStatus",
+    "Report",
+    "StartReport",
+    "Store",
+    "Watcher",
+    "open_store",
+]

@@ -10,19 +10,22 @@ modules: reads and submit here, the steering verbs (cancel, move, restart…) in
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from slotline.errors import BoundExceeded
-from slotline.models import Attempt, Event, Status, Task, utcnow
+from slotline.models import Attempt, Event, Status, Task
+from slotline.scheduler import eta
 from slotline.spec import TaskSpec, parse_spec
-from slotline.store import deps, ops
+from slotline.store import deps, estimates, ops
 from slotline.store.nodes import NodeVerbs
 from slotline.store.ops import Settings
 from slotline.store.queries import Tx
 from slotline.store.rows import attempt_from_row, dumps, event_from_row, task_from_row
 from slotline.store.runs import RunVerbs
+from slotline.store.samples import SampleVerbs
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +40,13 @@ class QueueStatus:
     running: list[Task]
     # Why the resource guard holds new starts (CPU or memory past a threshold), if it does.
     admission: str | None = None
+    # Asked for (`status --mine`): the caller's tasks that have not ended.
+    mine: list[Task] | None = None
+    # How many are queued in all: more than `queued` holds when the status is of the head,
+    # or holds only what the caller may see. Then `next_up_hidden`: the first in line is
+    # not the caller's to see (`next_up` is None).
+    queued_total: int | None = None
+    next_up_hidden: bool = False
 
     @property
     def slots_available(self) -> int:
@@ -55,26 +65,54 @@ class QueueStatus:
             "paused": self.paused,
             "admission_hold": self.admission,
             "over_limit": self.over_limit,
-            "next_up": self.queued[0].id if self.queued else None,
+            "next_up": self.queued[0].id if self.queued and not self.next_up_hidden else None,
+            "queued_total": len(self.queued) if self.queued_total is None else self.queued_total,
             "running": [t.to_dict() for t in self.running],
             "queued": [t.to_dict() for t in self.queued],
+            **({} if self.mine is None else {"mine": [t.to_dict() for t in self.mine]}),
         }
 
 
-class Store(RunVerbs, NodeVerbs):
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One page of the line, as the dashboard shows it: capacity and running tasks (in
+    `status`, whose `queued` is the page), how many are queued in all (or match the
+    filter), the first in line, the tasks kept out of it (held, waiting), and the settings,
+    last event seq and store clock as of the same read."""
+
+    status: QueueStatus
+    queued_total: int
+    next_up: str | None
+    parked: list[Task]
+    parked_total: int
+    settings: Settings
+    last_seq: int
+    now: float
+
+
+# Held and waiting tasks shown below the line, at most.
+PARKED_SHOWN = 200
+
+
+class Store(RunVerbs, NodeVerbs, SampleVerbs):
     """Every change to slotline's state goes through one of these verbs."""
 
     # -- reads --------------------------------------------------------------------------
 
-    def get(self, ref: str) -> Task:
-        """One task with its attempts and, if queued, its position.
+    def get(self, ref: str, user: str | None = None, estimate: bool = True) -> Task:
+        """One task with its attempts and, if queued, its position. `ref` is an id, a
+        dashed UUID or a unique prefix; with `user`, only that user's tasks match.
+
+        The position is a count of the tasks ahead through the queue-order index. The
+        ETA (`estimate`) simulates the whole line, which costs time in proportion to it
+        (cached until the next change); without it, a read costs the same in any line.
 
         Raises:
-            NotFound: no task has that id or prefix.
+            NotFound: no task has that id or prefix (or none of `user`'s).
             AmbiguousId: the prefix matches several tasks.
         """
         with self._transaction(write=False) as tx:
-            task = ops.resolve(tx, ref)
+            task = ops.resolve(tx, ref, user)
             position = None
             if task.status is Status.QUEUED:
                 if ops.read_settings(tx)["aging_interval"]:
@@ -84,11 +122,16 @@ class Store(RunVerbs, NodeVerbs):
                         tx, "queue_position", boosted=task.boosted,
                         priority=int(task.priority), rank=task.rank,
                     )  # fmt: skip
-            return ops.with_attempts(tx, task, position)
+            task = ops.with_attempts(tx, task, position)
+            if estimate and task.status in _IN_LINE:
+                task = estimates.with_estimate(
+                    task, estimates.line_estimates(tx, tx.now(), self.url)
+                )
+            return task
 
     def _positions(self, tx: Tx) -> dict[str, int]:
         aging = ops.read_settings(tx)["aging_interval"]
-        return {t.id: i for i, t in enumerate(ops.ordered_queue(tx, utcnow(), aging), 1)}
+        return {t.id: i for i, t in enumerate(ops.ordered_queue(tx, tx.now(), aging), 1)}
 
     def list_tasks(self, status: Status | None = None, limit: int = 10_000) -> list[Task]:
         """Tasks in submission order, optionally of one status; queued ones carry positions."""
@@ -98,6 +141,7 @@ class Store(RunVerbs, NodeVerbs):
             else:
                 rows = tx.rows("tasks_by_status", status=Status(status).value, limit=limit)
             positions = self._positions(tx)
+            etas = estimates.line_estimates(tx, tx.now(), self.url)
             # Attempts in one query, not one per task: a listing reads two result sets.
             if status is None:
                 attempt_rows = tx.rows("attempts_all")
@@ -107,38 +151,134 @@ class Store(RunVerbs, NodeVerbs):
             for row in attempt_rows:
                 attempts.setdefault(row["task_id"], []).append(attempt_from_row(row))
             return [
-                replace(
-                    task_from_row(r),
-                    attempts=tuple(sorted(attempts.get(r["id"], ()), key=lambda a: a.number)),
-                    position=positions.get(r["id"]),
+                estimates.with_estimate(
+                    replace(
+                        task_from_row(r),
+                        attempts=tuple(sorted(attempts.get(r["id"], ()), key=lambda a: a.number)),
+                        position=positions.get(r["id"]),
+                    ),
+                    etas,
                 )
                 for r in rows
             ]
 
-    def status(self, now: float | None = None) -> QueueStatus:
-        """Capacity (active of max, slots free) and the queued tasks in order."""
-        now = utcnow() if now is None else now
+    def subtree(self, task_id: str) -> list[str]:
+        """The ids of a task and of all its descendants (subtasks, theirs…); empty when
+        no task has the full id `task_id`."""
         with self._transaction(write=False) as tx:
+            return [str(r["id"]) for r in tx.rows("tasks_subtree", id=task_id)]
+
+    def mine(self, root: str | None = None, user: str | None = None) -> list[Task]:
+        """The live tasks (not ended) of the subtree of task `root` (it included), or of
+        `user`, with positions and estimates, oldest first."""
+        with self._transaction(write=False) as tx:
+            ids = None if root is None else {r["id"] for r in tx.rows("tasks_subtree", id=root)}
+            rows = [
+                r
+                for r in tx.rows("tasks_live")
+                if (ids is None or r["id"] in ids) and (user is None or r["owner"] == user)
+            ]
+            if not rows:
+                return []
+            positions = self._positions(tx)
+            etas = estimates.line_estimates(tx, tx.now(), self.url)
+            return [
+                estimates.with_estimate(
+                    ops.with_attempts(tx, task_from_row(r), positions.get(r["id"])), etas
+                )
+                for r in rows
+            ]
+
+    def status(self, now: float | None = None, limit: int | None = None) -> QueueStatus:
+        """Capacity (active of max, slots free) and the queued tasks in order: all of them,
+        or the first `limit` (`queued_total` says how many there are).
+
+        The head of a long line is read through the queue-order index, so its cost does
+        not grow with the line (unless aging is on: aged priorities are not indexed). Its
+        ETAs come from simulating the running tasks and that head alone; see
+        `_head_estimates`.
+        """
+        with self._transaction(write=False) as tx:
+            now = tx.now() if now is None else now
             settings = ops.read_settings(tx)
-            limits = settings.limits
             running = [ops.with_attempts(tx, task_from_row(r)) for r in tx.rows("tasks_running")]
-            queue = ops.ordered_queue(tx, now, settings["aging_interval"])
-            return QueueStatus(
-                active=sum(1 for t in running if limits.in_pool(t)),
-                max_concurrent=limits.max_concurrent,
-                paused=bool(settings["paused"]),
-                admission=(settings["pressure"] or {}).get("reason"),
-                over_limit=any(
-                    a.over_limit and a.finished_at is None for t in running for a in t.attempts
-                ),
-                queued=[replace(t, position=i) for i, t in enumerate(queue, 1)],
-                running=running,
+            if limit is None or settings["aging_interval"]:
+                queue = ops.ordered_queue(tx, now, settings["aging_interval"])
+                total, queue = len(queue), queue[:limit]
+            else:
+                total = ops.count(tx, "count_queued")
+                rows = tx.rows("tasks_queued_in_order", limit=limit, offset=0)
+                queue = [task_from_row(r) for r in rows]
+            if len(queue) < total:
+                etas = _head_estimates(tx, now, settings, len(queue))
+            else:
+                etas = estimates.line_estimates(tx, now, self.url)
+            running = [estimates.with_estimate(t, etas) for t in running]
+            placed = [estimates.with_estimate(t, etas, position=i) for i, t in enumerate(queue, 1)]
+            return replace(_queue_status(tx, settings, running, placed), queued_total=total)
+
+    def line(
+        self, offset: int = 0, limit: int = 100, keep: Callable[[Task], bool] | None = None
+    ) -> Line:
+        """Capacity, running tasks, and queued tasks `offset`..`offset+limit` in queue
+        order with their positions; with `keep`, only the queued (and parked) tasks it
+        keeps, still with their positions in the whole line. Without a filter or aging,
+        only the page is read."""
+        with self._transaction(write=False) as tx:
+            now = tx.now()
+            settings = ops.read_settings(tx)
+            aging = settings["aging_interval"]
+            running = [ops.with_attempts(tx, task_from_row(r)) for r in tx.rows("tasks_running")]
+            if aging or keep is not None:
+                queue = ops.ordered_queue(tx, now, aging)
+                placed = [replace(t, position=i) for i, t in enumerate(queue, 1)]
+                kept = [t for t in placed if keep is None or keep(t)]
+                total, page = len(kept), kept[offset : offset + limit]
+                next_up = queue[0].id if queue else None
+            else:
+                total = ops.count(tx, "count_queued")
+                rows = tx.rows("tasks_queued_in_order", limit=limit, offset=offset)
+                page = [
+                    replace(task_from_row(r), position=offset + i) for i, r in enumerate(rows, 1)
+                ]
+                first = (
+                    rows[0]
+                    if offset == 0 and rows
+                    else tx.one("tasks_queued_in_order", limit=1, offset=0)
+                )
+                next_up = None if first is None else str(first["id"])
+            parked = [
+                task_from_row(r)
+                for status in (Status.HELD, Status.WAITING)
+                for r in tx.rows("tasks_by_status", status=status.value, limit=1_000_000)
+            ]
+            parked = [t for t in parked if keep is None or keep(t)]
+            etas = estimates.line_estimates(tx, now, self.url)
+            running = [estimates.with_estimate(t, etas) for t in running]
+            page = [estimates.with_estimate(t, etas) for t in page]
+            parked = [estimates.with_estimate(t, etas) for t in parked]
+            status = _queue_status(tx, settings, running, page)
+            last_seq = int((tx.one("events_last_seq") or {"seq": 0})["seq"])
+            return Line(
+                status, total, next_up, parked[:PARKED_SHOWN], len(parked), settings, last_seq, now
             )
 
     def events(self, since: int = 0, limit: int = 1000) -> list[Event]:
         """Events with `seq` greater than `since`, oldest first."""
         with self._transaction(write=False) as tx:
             return [event_from_row(r) for r in tx.rows("events_since", since=since, limit=limit)]
+
+    def dependents(self, task_id: str) -> list[Task]:
+        """The tasks that depend on the task `task_id` (full id), oldest first."""
+        with self._transaction(write=False) as tx:
+            found = [ops.load(tx, r["task_id"]) for r in tx.rows("dependents_of", dep_id=task_id)]
+            return sorted(found, key=lambda t: t.created_at)
+
+    def task_events(self, task_id: str, limit: int = 1000) -> list[Event]:
+        """The last `limit` events of one task (full id), oldest first."""
+        with self._transaction(write=False) as tx:
+            rows = tx.rows("events_of_task", task_id=task_id, limit=limit)
+            return [event_from_row(r) for r in reversed(rows)]
 
     def last_seq(self) -> int:
         with self._transaction(write=False) as tx:
@@ -175,19 +315,38 @@ class Store(RunVerbs, NodeVerbs):
     ) -> list[Task]:
         """Submit several tasks in one transaction: all are created or none."""
         parsed = [parse_spec(s) for s in specs]
-        now = utcnow() if now is None else now
-        with self._write() as tx:
-            settings = ops.read_settings(tx)
-            pending = ops.count(tx, "count_pending")
-            bound = settings["max_queue_size"]
-            if pending + len(parsed) > bound:
-                raise BoundExceeded(
-                    f"queue is full: {pending} tasks wait, max_queue_size is {bound}",
-                    limit="max_queue_size",
-                    max=bound,
-                )
-            created = [self._insert(tx, spec, settings, now) for spec in parsed]
+        try:
+            with self._write() as tx:
+                now = tx.now() if now is None else now
+                settings = ops.read_settings(tx)
+                pending = ops.count(tx, "count_pending")
+                bound = settings["max_queue_size"]
+                if pending + len(parsed) > bound:
+                    raise BoundExceeded(
+                        f"queue is full: {pending} tasks wait, max_queue_size is {bound}",
+                        limit="max_queue_size",
+                        max=bound,
+                    )
+                _check_user_bound(tx, parsed, settings["max_queued_per_user"])
+                created = [self._insert(tx, spec, settings, now) for spec in parsed]
+        except BoundExceeded as refused:
+            self._add_retry_hint(refused)
+            raise
         return [replace(t, position=None) for t in created]
+
+    def _add_retry_hint(self, refused: BoundExceeded) -> None:
+        """When a refused submit may succeed (`retry_after`, seconds), for a full queue or
+        a parent with its most children. Read after the rollback from the estimates kept
+        since the last change: a refusal never simulates the line while holding the writer."""
+        limit = refused.details.get("limit")
+        if limit not in ("max_queue_size", "max_queued_per_user", "max_children"):
+            return
+        with self._transaction(write=False) as tx:
+            now = tx.now()
+            etas = estimates.line_estimates(tx, now, self.url)
+            refused.details["retry_after"] = estimates.seconds_until_room(
+                tx, now, etas, refused.details.get("parent_id"), refused.details.get("user")
+            )
 
     def _parent_depth(self, tx: Tx, parent_ref: str, settings: Settings) -> tuple[str, int]:
         parent = ops.resolve(tx, parent_ref)
@@ -206,6 +365,7 @@ class Store(RunVerbs, NodeVerbs):
                 f"max_children is {settings['max_children']}",
                 limit="max_children",
                 max=settings["max_children"],
+                parent_id=parent.id,
             )
         return parent.id, depth
 
@@ -260,3 +420,74 @@ class Store(RunVerbs, NodeVerbs):
             reason=reason,
         )
         return ops.load(tx, task_id)
+
+
+def _queue_status(
+    tx: Tx, settings: Settings, running: list[Task], queued: list[Task]
+) -> QueueStatus:
+    return QueueStatus(
+        active=sum(1 for t in running if settings.limits.in_pool(t)),
+        max_concurrent=settings.limits.max_concurrent,
+        paused=bool(settings["paused"]),
+        admission=_admission(tx.rows("nodes_pressed")),
+        over_limit=any(a.over_limit and a.finished_at is None for t in running for a in t.attempts),
+        queued=queued,
+        running=running,
+    )
+
+
+def _head_estimates(tx: Tx, now: float, settings: Settings, head: int) -> dict[str, eta.Estimate]:
+    """ETAs of the running tasks and the first `head` queued ones, simulated without the
+    tasks behind them and without the waiting and held ones.
+
+    Simulating a whole line costs time in proportion to it (seconds at 100,000 queued),
+    and a task's start depends mostly on what is ahead of it. It can be later than this
+    says when a per-key limit lets a task from behind start first and take a slot, or
+    when a waiting task of a higher priority joins the line ahead.
+    """
+    running: list[eta.Entry] = []
+    queued: list[eta.Entry] = []
+    for row in tx.rows("eta_head", limit=head):
+        task = estimates.line_task(row)
+        (running if task.status is Status.RUNNING else queued).append(task)
+    holding = any(row["pressure_hold"] for row in tx.rows("nodes_pressed"))
+    line = eta.Line(
+        running=running,
+        queued=queued,
+        limits=settings.limits,
+        now=estimates.as_of(tx, now),
+        paused=bool(settings["paused"]),
+        admission="held" if holding else None,
+    )
+    return eta.simulate(line, estimates.run_times(tx))
+
+
+# Statuses whose tasks get estimates.
+_IN_LINE = frozenset({Status.RUNNING, Status.QUEUED, Status.WAITING, Status.HELD})
+
+
+def _admission(pressed: list[dict[str, Any]]) -> str | None:
+    """Why nodes hold new starts: one node's reason, or each pressed node's by name."""
+    if len(pressed) == 1:
+        return str(pressed[0]["pressure"])
+    return "; ".join(f"{row['id']}: {row['pressure']}" for row in pressed) or None
+
+
+def _check_user_bound(tx: Tx, specs: list[TaskSpec], bound: int | None) -> None:
+    """Refuse the batch if it would put more than `bound` tasks of one user in line.
+
+    Raises:
+        BoundExceeded: with the user; nothing is created.
+    """
+    if bound is None:
+        return
+    adding = Counter(spec.user for spec in specs if spec.user is not None)
+    for user, count in adding.items():
+        pending = ops.count(tx, "count_pending_of_user", user=user)
+        if pending + count > bound:
+            raise BoundExceeded(
+                f"{user!r} has {pending} tasks waiting to start; max_queued_per_user is {bound}",
+                limit="max_queued_per_user",
+                max=bound,
+                user=user,
+            )

@@ -12,6 +12,9 @@ from slotline.store.queries import Tx
 class Watcher(abc.ABC):
     """Wakes a waiting node or follower when any process changes the store."""
 
+    # Names this watcher to a writer that need not wake it (see `Tx.quiet_for`).
+    id: str = ""
+
     @abc.abstractmethod
     async def wait(self, timeout: float | None) -> bool:
         """Return True when a change was signalled, False on timeout."""
@@ -31,8 +34,9 @@ class StoreCore(abc.ABC):
         """A transaction; write transactions are serialized against every other writer."""
 
     @abc.abstractmethod
-    def _notify(self) -> None:
-        """Tell watchers, in this and other processes, that something was committed."""
+    def _notify(self, skip: str | None = None) -> None:
+        """Tell watchers, in this and other processes, that something was committed; all
+        but the one whose id is `skip`."""
 
     @abc.abstractmethod
     def watcher(self) -> Watcher:
@@ -54,4 +58,4 @@ class StoreCore(abc.ABC):
         with self._transaction(write=True) as tx:
             yield tx
         if tx.notify:
-            self._notify()
+            self._notify(tx.quiet_for)

@@ -6,7 +6,8 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
-from slotline.errors import AmbiguousId, InvalidInput, NotFound
+from slotline.bounds import parse_id
+from slotline.errors import AmbiguousId, NotFound
 from slotline.models import Limit, Status, Task
 from slotline.scheduler import policy
 from slotline.scheduler.ranks import between, seq_rank
@@ -21,8 +22,8 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "max_depth": 5,
     "max_children": 100,
     "max_queue_size": 10_000,
+    "max_queued_per_user": None,
     "retry_backoff_max": 3600.0,
-    "pressure": None,
 }
 
 
@@ -107,15 +108,21 @@ def load(tx: Tx, task_id: str) -> Task:
     return task_from_row(row)
 
 
-def resolve(tx: Tx, ref: str) -> Task:
-    """A task by full id or unique prefix."""
-    ref = ref.strip().lower()
-    if not ref or any(c not in "0123456789abcdef" for c in ref):
-        raise InvalidInput(f"{ref!r} is not a task id (hex digits)")
+def resolve(tx: Tx, ref: str, user: str | None = None) -> Task:
+    """A task by full id (or dashed UUID) or unique prefix.
+
+    With `user`, only that user's tasks match: a prefix shared with another user's task
+    is not ambiguous, and another user's task is not found, so an answer never tells a
+    user that a task of someone else exists.
+    """
+    ref = parse_id(ref)
     row = tx.one("task_get", id=ref)
-    if row is not None:
+    if row is not None and (user is None or row["owner"] == user):
         return task_from_row(row)
-    matches = tx.rows("task_ids_by_prefix", pattern=ref + "%")
+    if user is None:
+        matches = tx.rows("task_ids_by_prefix", pattern=ref + "%")
+    else:
+        matches = tx.rows("task_ids_by_prefix_of_user", pattern=ref + "%", user=user)
     if not matches:
         raise NotFound(f"no task matches {ref!r}", task_id=ref)
     if len(matches) > 1:

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import hashlib
 import re
+import secrets
 import threading
 import time
 from collections.abc import Iterator
@@ -28,12 +29,16 @@ from psycopg.rows import DictRow, dict_row
 from slotline.errors import InvalidInput, SchemaTooNew, StoreError
 from slotline.store.base import Store
 from slotline.store.core import Watcher
-from slotline.store.queries import Tx, load_queries, migrations, split_statements
+from slotline.store.queries import Cursor, Tx, load_queries, migrations, split_statements
 
 DEFAULT_SCHEMA = "public"
 CONNECT_TIMEOUT_S = 10
 # Like SQLite's busy timeout: how long a writer waits for another node's transaction.
 LOCK_TIMEOUT = "60s"
+# A node stopped (SIGSTOP, a frozen VM) inside a transaction would hold the write lock and
+# freeze every node: the server ends such a session after this long idle in it (the node,
+# if it resumes, reconnects). Store transactions never wait on anything but the database.
+IDLE_IN_TRANSACTION_TIMEOUT = "10s"
 # How often a watcher whose connection dropped tries to open a new one.
 RECONNECT_DELAY_S = 1.0
 
@@ -46,6 +51,20 @@ _SCHEMA_EXISTS = "SELECT 1 FROM pg_namespace WHERE nspname = %(schema)s"
 _VERSION_TABLE = "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"
 _VERSION_GET = "SELECT MAX(version) AS version FROM schema_version"
 _VERSION_ADD = "INSERT INTO schema_version (version) VALUES (%(version)s)"
+_NOTIFY = "SELECT pg_notify(%(channel)s, %(payload)s)"
+
+
+# clock_timestamp(), not now(): a write reads the clock after taking the write lock, so
+# that recorded starts and ends follow commit order (now() is when the transaction began,
+# possibly before a wait for the lock).
+_CLOCK = "SELECT EXTRACT(EPOCH FROM clock_timestamp())::float8 AS now"
+
+
+def _clock(cursor: Cursor) -> float:
+    """The database server's clock: every node of a store goes by this one."""
+    cursor.execute(_CLOCK)
+    row = cursor.fetchall()[0]
+    return float(row["now"])
 
 
 def split_url(url: str) -> tuple[str, str]:
@@ -125,7 +144,7 @@ class PostgresStore(Store):
             self._connect_args["connect_timeout"] = CONNECT_TIMEOUT_S
         self._key = lock_key(self.schema)
         self._listen = sql.SQL("LISTEN {}").format(sql.Identifier(channel_name(self.schema)))
-        self._notify_sql = sql.SQL("NOTIFY {}").format(sql.Identifier(channel_name(self.schema)))
+        self._channel = channel_name(self.schema)
         self._search_path = sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema))
         self._queries = load_queries("postgres")
         self._lock = threading.RLock()
@@ -152,6 +171,11 @@ class PostgresStore(Store):
         try:
             conn.execute(self._search_path)
             conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(LOCK_TIMEOUT)))
+            conn.execute(
+                sql.SQL("SET idle_in_transaction_session_timeout = {}").format(
+                    sql.Literal(IDLE_IN_TRANSACTION_TIMEOUT)
+                )
+            )
         except psycopg.Error as exc:
             conn.close()
             raise StoreError(
@@ -224,7 +248,7 @@ class PostgresStore(Store):
             cur = self._begin(write)
             try:
                 try:
-                    yield Tx(cur, self._queries)
+                    yield Tx(cur, self._queries, _clock)
                 except psycopg.Error as exc:
                     self._rollback()
                     raise self._error(exc, "a store query") from exc
@@ -245,9 +269,11 @@ class PostgresStore(Store):
         with self._transaction(write=True) as tx:
             yield tx
             if tx.notify:
-                tx.cursor.execute(self._notify_sql)
+                # The payload names the one watcher that need not wake (or none).
+                payload = tx.quiet_for or ""
+                tx.cursor.execute(_NOTIFY, {"channel": self._channel, "payload": payload})
 
-    def _notify(self) -> None:
+    def _notify(self, skip: str | None = None) -> None:
         """Nothing to do: `_write` sends NOTIFY inside the committed transaction."""
 
     def _migrate(self) -> None:
@@ -297,6 +323,7 @@ class _ListenWatcher(Watcher):
         self._listen = listen
         self._where = where
         self._closed = False
+        self.id = secrets.token_hex(8)
         self._conn: psycopg.Connection[Any] | None = self._open()
 
     def _open(self) -> psycopg.Connection[Any]:
@@ -327,12 +354,12 @@ class _ListenWatcher(Watcher):
                 self._conn.close()
             self._conn = None
 
-    @staticmethod
-    def _drain(conn: psycopg.Connection[Any]) -> bool:
-        """Whether notifications arrived; reads all that did without blocking."""
+    def _drain(self, conn: psycopg.Connection[Any]) -> bool:
+        """Whether notifications for this watcher arrived; reads all that did without
+        blocking."""
         got = False
-        for _ in conn.notifies(timeout=0):
-            got = True
+        for notification in conn.notifies(timeout=0):
+            got = got or notification.payload != self.id
         return got
 
     async def wait(self, timeout: float | None) -> bool:

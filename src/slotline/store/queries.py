@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import cache
 from importlib import resources
 from typing import Any, Protocol
+
+from slotline.errors import SlotlineError, StoreError
+from slotline.models import utcnow
 
 _NAME_LINE = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 _PARAM = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
@@ -57,13 +61,27 @@ class Cursor(Protocol):
 class Tx:
     """One open transaction: run named queries, get rows as dicts."""
 
-    def __init__(self, cursor: Cursor, queries: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        cursor: Cursor,
+        queries: Mapping[str, str],
+        clock: Callable[[Cursor], float] | None = None,
+    ) -> None:
         self.cursor = cursor
         self._cursor = cursor
+        self._clock = clock
         # Whether committing wakes the watchers; a verb that changed nothing clears it,
         # so that a node is not woken by its own empty claims.
         self.notify = True
+        # The id of a watcher the commit need not wake: the writer's own, when it knows
+        # everything it changed (a node's claim).
+        self.quiet_for: str | None = None
         self._queries = queries
+
+    def now(self) -> float:
+        """The store's clock in epoch seconds: the database server's on PostgreSQL, where
+        nodes on several machines must agree on leases; this machine's on SQLite."""
+        return utcnow() if self._clock is None else self._clock(self._cursor)
 
     def rows(self, query: str, /, **params: Any) -> list[dict[str, Any]]:
         self._cursor.execute(self._queries[query], params)
@@ -90,6 +108,19 @@ class Tx:
     def run(self, query: str, /, **params: Any) -> int:
         self._cursor.execute(self._queries[query], params)
         return self._cursor.rowcount
+
+    @contextlib.contextmanager
+    def part(self) -> Iterator[None]:
+        """A part of the transaction that a `SlotlineError` undoes alone (a savepoint):
+        the error propagates, the rest of the transaction stands."""
+        self._cursor.execute("SAVEPOINT one_part")
+        try:
+            yield
+        except SlotlineError as exc:
+            if not isinstance(exc, StoreError):
+                self._cursor.execute("ROLLBACK TO SAVEPOINT one_part")
+            raise
+        self._cursor.execute("RELEASE SAVEPOINT one_part")
 
 
 def split_statements(script: str) -> list[str]:

@@ -4,20 +4,25 @@ from __future__ import annotations
 
 from typing import Any
 
+from slotline.bounds import MAX_COUNT, MAX_SECONDS, check_number, normalize_workspace
 from slotline.errors import InvalidInput
-from slotline.models import check_limit_key, utcnow
+from slotline.models import check_limit_key
 from slotline.store import ops
 from slotline.store.core import StoreCore
 
-# Settings a caller may change with `set_setting`, and how each is checked.
-SETTING_RULES: dict[str, tuple[type, float | None]] = {
-    "max_concurrent": (int, 0),
-    "max_depth": (int, 0),
-    "max_children": (int, 0),
-    "max_queue_size": (int, 0),
-    "aging_interval": (float, 1),
-    "retry_backoff_max": (float, 0),
+# Settings a caller may change with `set_setting`: (type, minimum, maximum).
+SETTING_RULES: dict[str, tuple[type, float, float]] = {
+    "max_concurrent": (int, 0, MAX_COUNT),
+    "max_depth": (int, 0, MAX_COUNT),
+    "max_children": (int, 0, MAX_COUNT),
+    "max_queue_size": (int, 0, MAX_COUNT),
+    "max_queued_per_user": (int, 0, MAX_COUNT),
+    "aging_interval": (float, 1, MAX_SECONDS),
+    "retry_backoff_max": (float, 0, MAX_SECONDS),
 }
+
+# Settings that `none` turns off.
+NONE_MEANS_NO_BOUND = frozenset({"aging_interval", "max_queued_per_user"})
 
 
 class SettingsVerbs(StoreCore):
@@ -35,17 +40,17 @@ class SettingsVerbs(StoreCore):
         self._set(**{name: value})
 
     def _set(self, **values: Any) -> None:
-        checked = {name: _check_setting(name, value) for name, value in values.items()}
+        checked = {name: check_setting(name, value) for name, value in values.items()}
         with self._write() as tx:
             for name, value in checked.items():
                 ops.write_setting(tx, name, value)
-            ops.emit(tx, "settings", None, utcnow(), **checked)
+            ops.emit(tx, "settings", None, tx.now(), **checked)
 
     def set_exempt_agents(self, agents: list[str]) -> None:
         """Agent types that run outside the global pool (e.g. a supervising PM agent)."""
         with self._write() as tx:
             ops.write_setting(tx, "exempt_agents", sorted(set(agents)))
-            ops.emit(tx, "settings", None, utcnow(), exempt_agents=sorted(set(agents)))
+            ops.emit(tx, "settings", None, tx.now(), exempt_agents=sorted(set(agents)))
 
     def set_limit(self, key: str, value: str | None, max_running: int | None) -> None:
         """Cap running tasks per `key` (agent, workspace, user, label:NAME), for every
@@ -53,30 +58,40 @@ class SettingsVerbs(StoreCore):
         check_limit_key(key)
         if value is not None and not value:
             raise InvalidInput("a limit value must not be empty")
-        if max_running is not None and max_running < 0:
-            raise InvalidInput(f"a limit must be 0 or more, got {max_running}")
+        if value is not None and "\x00" in value:
+            raise InvalidInput("a limit value must not contain NUL bytes")
+        if key == "workspace" and value is not None:
+            value = normalize_workspace(value)  # the spelling tasks store
+        if max_running is not None:
+            max_running = check_limit_max(max_running)
         with self._write() as tx:
             tx.run("limit_delete", key=key, value=value or "")
             if max_running is not None:
                 tx.run("limit_insert", key=key, value=value or "", max_running=max_running)
-            ops.emit(tx, "limit", None, utcnow(), key=key, value=value, max=max_running)
+            ops.emit(tx, "limit", None, tx.now(), key=key, value=value, max=max_running)
 
 
-def _check_setting(name: str, value: Any) -> Any:
+def check_limit_max(value: object) -> int:
+    """The `max` of a per-key limit: a whole number from 0 to MAX_COUNT.
+
+    Raises:
+        InvalidInput: anything else.
+    """
+    return int(check_number("a limit", value, whole=True, minimum=0, maximum=MAX_COUNT))
+
+
+def check_setting(name: str, value: Any) -> Any:
+    """`value` as the setting `name` stores it: the one check of every surface.
+
+    Raises:
+        InvalidInput: an unknown setting, or a value of the wrong type or out of range.
+    """
     if name == "paused":
         return bool(value)
     if name not in SETTING_RULES:
         known = ", ".join(sorted(SETTING_RULES))
         raise InvalidInput(f"unknown setting {name!r}; known: {known}")
-    if value is None and name == "aging_interval":
+    if value is None and name in NONE_MEANS_NO_BOUND:
         return None
-    kind, minimum = SETTING_RULES[name]
-    try:
-        number = kind(value)
-    except (TypeError, ValueError):
-        raise InvalidInput(f"{name} must be a number, got {value!r}") from None
-    if isinstance(value, bool) or (kind is int and float(value) != number):
-        raise InvalidInput(f"{name} must be a whole number, got {value!r}")
-    if minimum is not None and number < minimum:
-        raise InvalidInput(f"{name} must be at least {minimum:g}, got {value!r}")
-    return number
+    kind, minimum, maximum = SETTING_RULES[name]
+    return check_number(name, value, whole=kind is int, minimum=minimum, maximum=maximum)

@@ -14,6 +14,7 @@ import os
 import secrets
 import socket
 import sqlite3
+import stat
 import tempfile
 import threading
 import time
@@ -99,6 +100,14 @@ class SQLiteStore(Store):
                 raise StoreError(f"cannot use the store at {self.path}: {exc}") from exc
             try:
                 yield Tx(cur, self._queries)
+            except sqlite3.Error as exc:
+                # A driver error is a store failure like any other (disk full, a damaged
+                # file): callers retry StoreError, and must not die of another type.
+                self._conn.rollback()
+                raise StoreError(
+                    f"a query failed on the store at {self.path}: {exc}. Check the disk "
+                    "(space, permissions) and the file (`sqlite3 FILE 'PRAGMA integrity_check'`)."
+                ) from exc
             except BaseException:
                 self._conn.rollback()
                 raise
@@ -111,7 +120,7 @@ class SQLiteStore(Store):
             finally:
                 cur.close()
 
-    def _notify(self) -> None:
+    def _notify(self, skip: str | None = None) -> None:
         try:
             names = os.listdir(self._wake_dir)
         except FileNotFoundError:
@@ -119,6 +128,8 @@ class SQLiteStore(Store):
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
             sender.setblocking(False)
             for name in names:
+                if name == skip:
+                    continue
                 target = os.path.join(self._wake_dir, name)
                 try:
                     sender.sendto(b"!", target)
@@ -153,26 +164,59 @@ def _enable_wal(conn: sqlite3.Connection, path: Path) -> None:
             time.sleep(0.01)
 
 
+# Unix socket paths are limited to ~100 bytes: a socket's path is this base, two short
+# folder names and a short file name, so a longer temp dir falls back to /tmp.
+_MAX_WAKE_BASE = 48
+
+
 def _wake_dir(path: Path) -> str:
-    # Unix socket paths are limited to ~100 bytes, so the folder is named by a hash.
+    # The folder is named by a hash, in this user's private folder (see `_private_folder`).
     digest = hashlib.sha256(str(path).encode()).hexdigest()[:16]
-    return os.path.join(tempfile.gettempdir(), f"slotline-{os.getuid()}-{digest}")
+    base = tempfile.gettempdir()
+    if len(os.fsencode(base)) > _MAX_WAKE_BASE:
+        base = "/tmp"  # noqa: S108 - a private 0700 folder per user is made inside it
+    return os.path.join(base, f"slotline-{os.getuid()}", digest)
+
+
+def _private_folder(folder: str) -> None:
+    """Make `folder` 0700, or check that the existing one is this user's and private
+    (tightening a loose mode): the temp dir is shared, so anyone could have made it first.
+
+    Raises:
+        StoreError: it is not a folder (a symlink, a file) or belongs to another user.
+    """
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(folder, 0o700)
+    info = os.lstat(folder)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise StoreError(
+            f"the wake-up folder {folder} was not made by this user (uid {os.getuid()}) or "
+            "is not a folder; another user may be trying to intercept wake-ups. Remove it, "
+            "or point TMPDIR to a private folder"
+        )
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        os.chmod(folder, 0o700)
 
 
 class _SocketWatcher(Watcher):
     def __init__(self, folder: str) -> None:
-        self._path = os.path.join(folder, f"{os.getpid()}-{secrets.token_hex(4)}")
+        self.id = f"{os.getpid()}-{secrets.token_hex(4)}"
+        self._path = os.path.join(folder, self.id)
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         for attempt in range(5):
             # The last watcher to close removes the folder; make it again if it just went.
-            os.makedirs(folder, mode=0o700, exist_ok=True)
             try:
+                _private_folder(os.path.dirname(folder))
+                _private_folder(folder)
                 self._sock.bind(self._path)
                 break
             except FileNotFoundError:
                 if attempt == 4:
                     self._sock.close()
                     raise
+            except BaseException:
+                self._sock.close()
+                raise
         self._sock.setblocking(False)
 
     def _drain(self) -> bool:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from slotline.errors import InvalidInput, InvalidTransition
+from dataclasses import dataclass, field
+from typing import Any
+
+from slotline.errors import InvalidInput, InvalidTransition, SlotlineError
 from slotline.models import (
     Priority,
     Status,
     Task,
     check_transition,
-    utcnow,
 )
 from slotline.store import deps, ops
 from slotline.store.queries import Tx
@@ -16,7 +18,25 @@ from slotline.store.rows import dumps
 from slotline.store.settings_verbs import SETTING_RULES, SettingsVerbs
 
 # SETTING_RULES is imported from here by the CLI and the server.
-__all__ = ["SETTING_RULES", "SteeringVerbs"]
+__all__ = ["BULK_VERBS", "SETTING_RULES", "BulkResult", "SteeringVerbs"]
+
+# The verbs `bulk` applies to many tasks at once.
+BULK_VERBS = ("cancel", "terminate", "priority", "hold", "release", "restart")
+# The most tasks one bulk call changes (a filter matching more is refused, not cut).
+MAX_BULK = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class BulkResult:
+    """What a bulk verb did: the tasks it changed, and those it skipped, with why."""
+
+    verb: str
+    done: list[str] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"verb": self.verb, "done": self.done, "skipped": self.skipped}
+
 
 # What `clear` cancels, in the order it does: waiting and blocked tasks before the
 # tasks they depend on.
@@ -34,8 +54,8 @@ class SteeringVerbs(SettingsVerbs):
         Raises:
             InvalidTransition: the task has already ended.
         """
-        now = utcnow()
         with self._write() as tx:
+            now = tx.now()
             task = ops.resolve(tx, ref)
             self._cancel(tx, task, now)
             if cascade:
@@ -72,25 +92,23 @@ class SteeringVerbs(SettingsVerbs):
         Raises:
             InvalidTransition: the task is not running.
         """
-        reason = reason.strip() or "by request"
         with self._write() as tx:
             task = ops.resolve(tx, ref)
-            check_transition("terminate", task.id, task.status)
-            tx.run(
-                "task_kill_request",
-                id=task.id,
-                kill_request="terminate:" + reason[:500],
-                restart_requested=False,
-            )
-            ops.emit(
-                tx,
-                "terminate_requested",
-                task.id,
-                utcnow(),
-                attempt=task.current_attempt,
-                reason=reason,
-            )
+            self._terminate(tx, task, tx.now(), reason)
             return ops.load(tx, task.id)
+
+    def _terminate(self, tx: Tx, task: Task, now: float, reason: str) -> None:
+        reason = reason.strip() or "by request"
+        check_transition("terminate", task.id, task.status)
+        tx.run(
+            "task_kill_request",
+            id=task.id,
+            kill_request="terminate:" + reason[:500],
+            restart_requested=False,
+        )
+        ops.emit(
+            tx, "terminate_requested", task.id, now, attempt=task.current_attempt, reason=reason
+        )
 
     def boost(self, ref: str) -> Task:
         """Start next: move the task to position 1 without bypassing any limit."""
@@ -100,7 +118,7 @@ class SteeringVerbs(SettingsVerbs):
             first = (tx.one("first_queued_rank") or {}).get("rank")
             rank = ops.free_rank(tx, None, first) if first and first <= task.rank else task.rank
             tx.run("task_place", id=task.id, rank=rank, boosted=True, priority=int(task.priority))
-            ops.emit(tx, "boosted", task.id, utcnow())
+            ops.emit(tx, "boosted", task.id, tx.now())
             return ops.load(tx, task.id)
 
     def bump(self, ref: str) -> Task:
@@ -119,7 +137,7 @@ class SteeringVerbs(SettingsVerbs):
                     priority=int(task.priority),
                 )
             tx.run("task_start_now", id=task.id)
-            ops.change(tx, task, "bumped", to, utcnow())
+            ops.change(tx, task, "bumped", to, tx.now())
             return ops.load(tx, task.id)
 
     def move(
@@ -137,8 +155,8 @@ class SteeringVerbs(SettingsVerbs):
         """
         if sum(x is not None for x in (to, before, after)) != 1:
             raise InvalidInput("move needs exactly one of --to N, --before ID, --after ID")
-        now = utcnow()
         with self._write() as tx:
+            now = tx.now()
             task = ops.resolve(tx, ref)
             check_transition("move", task.id, task.status)
             if task.status is not Status.QUEUED:
@@ -197,27 +215,28 @@ class SteeringVerbs(SettingsVerbs):
         index = ids.index(other.id)
         return index if before is not None else index + 1
 
-    def set_priority(self, ref: str, level: str | int | Priority) -> Task:
-        """Change a not-yet-started task's priority; it keeps its rank within the new band."""
+    def set_priority(
+        self, ref: str, level: str | int | Priority, reason: str | None = None
+    ) -> Task:
+        """Change a not-yet-started task's priority; it keeps its rank within the new band.
+        A `reason` is recorded in the event."""
         priority = Priority.parse(level)
         with self._write() as tx:
             task = ops.resolve(tx, ref)
-            check_transition("priority", task.id, task.status)
-            tx.run(
-                "task_place",
-                id=task.id,
-                rank=task.rank,
-                boosted=task.boosted,
-                priority=int(priority),
-            )
-            ops.emit(
-                tx,
-                "priority",
-                task.id,
-                utcnow(),
-                **{"from": task.priority.label, "to_priority": priority.label},
-            )
+            self._set_priority(tx, task, tx.now(), priority, reason)
             return ops.load(tx, task.id)
+
+    def _set_priority(
+        self, tx: Tx, task: Task, now: float, priority: Priority, reason: str | None
+    ) -> None:
+        check_transition("priority", task.id, task.status)
+        tx.run(
+            "task_place", id=task.id, rank=task.rank, boosted=task.boosted, priority=int(priority)
+        )
+        data = {"from": task.priority.label, "to_priority": priority.label}
+        if reason and reason.strip():
+            data["reason"] = reason.strip()[:500]
+        ops.emit(tx, "priority", task.id, now, **data)
 
     def restart(self, ref: str, force: bool = False) -> Task:
         """Put an ended or blocked task back in line (new attempt, history kept), at the tail
@@ -227,18 +246,18 @@ class SteeringVerbs(SettingsVerbs):
         Raises:
             InvalidTransition: the task is queued/waiting/held, or running without force.
         """
-        now = utcnow()
         with self._write() as tx:
             task = ops.resolve(tx, ref)
-            if task.status is Status.RUNNING and force:
-                tx.run(
-                    "task_kill_request", id=task.id, kill_request="restart", restart_requested=True
-                )
-                ops.emit(tx, "restart_requested", task.id, now, attempt=task.current_attempt)
-            else:
-                check_transition("restart", task.id, task.status)
-                self._reset(tx, task, now, refuse_blocked=True)
+            self._restart(tx, task, tx.now(), force)
             return ops.load(tx, task.id)
+
+    def _restart(self, tx: Tx, task: Task, now: float, force: bool) -> None:
+        if task.status is Status.RUNNING and force:
+            tx.run("task_kill_request", id=task.id, kill_request="restart", restart_requested=True)
+            ops.emit(tx, "restart_requested", task.id, now, attempt=task.current_attempt)
+        else:
+            check_transition("restart", task.id, task.status)
+            self._reset(tx, task, now, refuse_blocked=True)
 
     def _reset(self, tx: Tx, task: Task, now: float, refuse_blocked: bool = False) -> None:
         """Put a task back in line for a new attempt, at the tail of its band.
@@ -282,17 +301,20 @@ class SteeringVerbs(SettingsVerbs):
     def _simple(self, ref: str, verb: str, kind: str) -> Task:
         with self._write() as tx:
             task = ops.resolve(tx, ref)
-            to = check_transition(verb, task.id, task.status)
-            tx.run("task_set_status", id=task.id, status=to.value, status_reason=None)
-            if verb == "hold" and task.start_now:
-                tx.run("task_cancel_start_now", id=task.id)
-            ops.change(tx, task, kind, to, utcnow())
+            self._hold_or_release(tx, task, tx.now(), verb, kind)
             return ops.load(tx, task.id)
+
+    def _hold_or_release(self, tx: Tx, task: Task, now: float, verb: str, kind: str) -> None:
+        to = check_transition(verb, task.id, task.status)
+        tx.run("task_set_status", id=task.id, status=to.value, status_reason=None)
+        if verb == "hold" and task.start_now:
+            tx.run("task_cancel_start_now", id=task.id)
+        ops.change(tx, task, kind, to, now)
 
     def add_dependency(self, ref: str, dep_ref: str) -> Task:
         """Make a waiting or queued task also wait for `dep_ref`; a cycle is refused."""
-        now = utcnow()
         with self._write() as tx:
+            now = tx.now()
             task = ops.resolve(tx, ref)
             if task.status not in (Status.WAITING, Status.QUEUED):
                 raise InvalidTransition(
@@ -322,9 +344,9 @@ class SteeringVerbs(SettingsVerbs):
 
     def clear(self) -> int:
         """Cancel every task that has not started (blocked ones too); returns how many."""
-        now = utcnow()
         cancelled = 0
         with self._write() as tx:
+            now = tx.now()
             # Dependents first: cancelling a task blocks the tasks waiting on it, and
             # those are cancelled when their (already fetched) row comes up.
             for status in _NOT_STARTED:
@@ -335,3 +357,88 @@ class SteeringVerbs(SettingsVerbs):
                         cancelled += 1
             ops.emit(tx, "cleared", None, now, count=cancelled)
         return cancelled
+
+    def bulk(
+        self,
+        verb: str,
+        refs: list[str],
+        *,
+        priority: str | int | Priority | None = None,
+        reason: str | None = None,
+        force: bool = False,
+    ) -> BulkResult:
+        """Apply `verb` (one of BULK_VERBS) to every task of `refs` in one transaction, one
+        event per task changed. A task the verb does not apply to (already ended, not
+        running…) is skipped with the reason, and the others go on.
+
+        Raises:
+            InvalidInput: an unknown verb, a priority missing or given to another verb,
+                or more than MAX_BULK tasks.
+            NotFound, AmbiguousId: a ref names no task, or several (nothing changed).
+        """
+        if verb not in BULK_VERBS:
+            raise InvalidInput(f"unknown bulk verb {verb!r}; use one of {', '.join(BULK_VERBS)}")
+        if (priority is None) == (verb == "priority"):
+            raise InvalidInput("a priority is needed by the verb priority, and only by it")
+        if len(refs) > MAX_BULK:
+            raise InvalidInput(f"at most {MAX_BULK} tasks per bulk call, got {len(refs)}")
+        level = None if priority is None else Priority.parse(priority)
+        result = BulkResult(verb)
+        with self._write() as tx:
+            now = tx.now()
+            seen: set[str] = set()
+            for ref in refs:
+                task = ops.resolve(tx, ref)
+                if task.id in seen:
+                    continue
+                seen.add(task.id)
+                try:
+                    self._bulk_step(tx, task, now, verb, level, reason, force)
+                except SlotlineError as exc:  # raised before the step wrote anything
+                    result.skipped.append({"id": task.id, "error": str(exc)})
+                else:
+                    result.done.append(task.id)
+            tx.notify = bool(result.done)
+        return result
+
+    def _bulk_step(
+        self,
+        tx: Tx,
+        task: Task,
+        now: float,
+        verb: str,
+        level: Priority | None,
+        reason: str | None,
+        force: bool,
+    ) -> None:
+        # A task changed by an earlier step of the same call (a cancelled parent's
+        # dependents are blocked) is read again, so each step sees the current status.
+        task = ops.load(tx, task.id)
+        if verb == "cancel":
+            self._cancel(tx, task, now)
+        elif verb == "terminate":
+            self._terminate(tx, task, now, reason or "by request")
+        elif verb == "priority":
+            assert level is not None
+            self._set_priority(tx, task, now, level, reason)
+        elif verb == "restart":
+            self._restart(tx, task, now, force)
+        else:
+            self._hold_or_release(tx, task, now, verb, "held" if verb == "hold" else "released")
+
+    def emergency_stop(self, reason: str = "emergency stop") -> list[str]:
+        """Pause dispatch and ask every running task to stop, in one transaction; returns
+        the ids of the tasks asked to stop. They fail with "terminated: REASON"."""
+        reason = reason.strip() or "emergency stop"
+        with self._write() as tx:
+            now = tx.now()
+            ops.write_setting(tx, "paused", True)
+            ops.emit(tx, "settings", None, now, paused=True, reason=reason)
+            stopped = []
+            for row in tx.rows("tasks_running"):
+                task = ops.load(tx, row["id"])
+                if task.kill_request is None:
+                    self._terminate(tx, task, now, reason)
+                    stopped.append(task.id)
+            ops.emit(tx, "emergency_stop", None, now, reason=reason, count=len(stopped))
+        return stopped

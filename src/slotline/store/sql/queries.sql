@@ -41,6 +41,9 @@ SELECT * FROM tasks WHERE id = :id;
 -- name: task_ids_by_prefix
 SELECT id FROM tasks WHERE id LIKE :pattern ORDER BY id LIMIT 2;
 
+-- name: task_ids_by_prefix_of_user
+SELECT id FROM tasks WHERE id LIKE :pattern AND owner = :user ORDER BY id LIMIT 2;
+
 -- name: tasks_all
 SELECT * FROM tasks ORDER BY created_at, id LIMIT :limit;
 
@@ -49,6 +52,14 @@ SELECT * FROM tasks WHERE status = :status ORDER BY created_at, id LIMIT :limit;
 
 -- name: tasks_children
 SELECT * FROM tasks WHERE parent_id = :parent_id ORDER BY created_at, id;
+
+-- name: tasks_subtree
+WITH RECURSIVE subtree(id) AS (
+    SELECT id FROM tasks WHERE id = :id
+    UNION
+    SELECT tasks.id FROM tasks JOIN subtree ON tasks.parent_id = subtree.id
+)
+SELECT id FROM subtree;
 
 -- name: tasks_running
 SELECT * FROM tasks WHERE status = 'running';
@@ -82,6 +93,14 @@ SELECT MIN(rank) AS rank FROM tasks WHERE status IN ('queued', 'held');
 
 -- name: count_pending
 SELECT COUNT(*) AS n FROM tasks WHERE status IN ('waiting', 'queued', 'held');
+
+-- name: count_pending_of_user
+SELECT COUNT(*) AS n FROM tasks
+WHERE owner = :user AND status IN ('waiting', 'queued', 'held');
+
+-- name: pending_of_user
+SELECT id FROM tasks
+WHERE owner = :user AND status IN ('waiting', 'queued', 'held');
 
 -- name: count_active_children
 SELECT COUNT(*) AS n FROM tasks
@@ -238,14 +257,128 @@ SET status = 'queued', status_reason = :status_reason, not_before = NULL,
 WHERE id = :id;
 
 -- name: queue_position
--- 1 + the queued tasks ahead in (boosted first, priority, rank) order.
-SELECT COUNT(*) + 1 AS n FROM tasks
-WHERE status = 'queued' AND (
-    (boosted AND NOT :boosted)
-    OR (boosted = :boosted AND priority < :priority)
-    OR (boosted = :boosted AND priority = :priority AND rank < :rank)
-);
+-- 1 + the queued tasks ahead in (boosted first, priority, rank) order: three ranges of
+-- the tasks_line index, so that the count reads only the entries ahead of the task.
+SELECT 1
+    + (SELECT COUNT(*) FROM tasks
+       WHERE status = 'queued' AND boosted = TRUE AND :boosted = FALSE)
+    + (SELECT COUNT(*) FROM tasks
+       WHERE status = 'queued' AND boosted = :boosted AND priority < :priority)
+    + (SELECT COUNT(*) FROM tasks
+       WHERE status = 'queued' AND boosted = :boosted AND priority = :priority
+         AND rank < :rank) AS n;
 
 -- name: attempts_by_task_status
 SELECT a.* FROM attempts a JOIN tasks t ON t.id = a.task_id
 WHERE t.status = :status ORDER BY a.task_id, a.number;
+
+-- name: count_running_on_node
+-- A node's own runs, for its `slots` cap: counted from task rows like every limit.
+SELECT COUNT(*) AS n FROM tasks t JOIN attempts a ON a.id = t.current_attempt
+WHERE t.status = 'running' AND a.node_id = :node_id;
+
+-- name: node_set_pressure
+UPDATE nodes SET pressure = :reason, pressure_hold = :hold, pressure_since = :since
+WHERE id = :id;
+
+-- name: nodes_pressed
+SELECT id, pressure, pressure_hold, pressure_since FROM nodes
+WHERE pressure IS NOT NULL ORDER BY id;
+
+-- name: sample_insert
+INSERT INTO samples (bucket, at, queued, running, max_concurrent, finished, failed)
+SELECT :bucket, :at,
+    (SELECT COUNT(*) FROM tasks WHERE status = 'queued'),
+    (SELECT COUNT(*) FROM tasks WHERE status = 'running'),
+    :max_concurrent,
+    (SELECT COUNT(*) FROM tasks WHERE finished_at > :since AND finished_at <= :at),
+    (SELECT COUNT(*) FROM tasks
+     WHERE finished_at > :since AND finished_at <= :at AND status = 'failed')
+WHERE TRUE  -- SQLite: an upsert's SELECT needs a WHERE to parse
+ON CONFLICT (bucket) DO NOTHING;
+
+-- name: samples_prune
+DELETE FROM samples WHERE at < :before;
+
+-- name: samples_since
+SELECT at, queued, running, max_concurrent, finished, failed FROM samples
+WHERE at >= :since ORDER BY bucket;
+
+-- name: tasks_finished_since
+-- Tasks that ended after :since, for the wait and run times of the charts.
+SELECT * FROM tasks WHERE finished_at >= :since ORDER BY finished_at;
+
+-- name: count_queued
+SELECT COUNT(*) AS n FROM tasks WHERE status = 'queued';
+
+-- name: attempts_of_finished_since
+SELECT a.* FROM attempts a JOIN tasks t ON t.id = a.task_id
+WHERE t.finished_at >= :since ORDER BY a.task_id, a.number;
+
+-- name: events_of_task
+SELECT seq, at, kind, task_id, data FROM events WHERE task_id = :task_id
+ORDER BY seq DESC LIMIT :limit;
+-- name: eta_line
+-- The columns an ETA simulation needs of every task in line or running, in queue order.
+SELECT id, kind, agent, workspace, owner, labels, priority, boosted, start_now, rank,
+       status, depends_on, not_before, queued_at, started_at, expected_duration
+FROM tasks WHERE status IN ('running', 'queued', 'waiting', 'held')
+ORDER BY boosted DESC, priority, rank;
+
+-- name: run_times_all
+SELECT scope, name, samples, estimate, runs FROM run_times;
+
+-- name: run_time_get
+SELECT samples, runs FROM run_times WHERE scope = :scope AND name = :name;
+
+-- name: run_time_delete
+DELETE FROM run_times WHERE scope = :scope AND name = :name;
+
+-- name: run_time_insert
+INSERT INTO run_times (scope, name, samples, estimate, runs, updated_at)
+VALUES (:scope, :name, :samples, :estimate, :runs, :now);
+
+-- name: active_children_ends
+SELECT id FROM tasks
+WHERE parent_id = :parent_id AND status IN ('waiting', 'queued', 'held', 'running');
+
+-- name: tasks_live
+SELECT * FROM tasks
+WHERE status IN ('waiting', 'queued', 'held', 'running', 'blocked')
+ORDER BY created_at, id;
+
+-- name: events_last
+SELECT seq, at FROM events ORDER BY seq DESC LIMIT 1;
+
+-- name: eta_head
+-- The running tasks and the first :limit queued ones, with the columns of eta_line: the
+-- head of the line, simulated alone when the line is too long to simulate whole.
+SELECT * FROM (
+    SELECT id, kind, agent, workspace, owner, labels, priority, boosted, start_now, rank,
+           status, depends_on, not_before, queued_at, started_at, expected_duration
+    FROM tasks WHERE status = 'running'
+) AS running
+UNION ALL
+SELECT * FROM (
+    SELECT id, kind, agent, workspace, owner, labels, priority, boosted, start_now, rank,
+           status, depends_on, not_before, queued_at, started_at, expected_duration
+    FROM tasks WHERE status = 'queued'
+    ORDER BY boosted DESC, priority, rank LIMIT :limit
+) AS head;
+
+-- name: eta_arrivals
+-- The submits after event :after, with the task's agent type: the rates the ETA forecast
+-- of work arriving ahead of a queued task rests on.
+SELECT e.at, e.data, t.agent
+FROM events e JOIN tasks t ON t.id = e.task_id
+WHERE e.seq > :after AND e.kind = 'submitted';
+
+-- name: event_first_after
+SELECT at FROM events WHERE seq > :after ORDER BY seq LIMIT 1;
+
+-- name: claimed_at
+SELECT queued_at FROM tasks WHERE status = 'running' AND started_at = :now;
+
+-- name: finishes_before
+SELECT finished_at AS at FROM attempts WHERE finished_at > :since AND finished_at <= :now
+ORDER BY finished_at DESC LIMIT :n;

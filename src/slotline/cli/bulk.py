@@ -1,0 +1,118 @@
+"""`slotline bulk`: one verb on many tasks (by ids or by filter), and `slotline stop`, the
+emergency stop."""
+
+from __future__ import annotations
+
+import click
+
+from slotline.cli.context import CliState, json_option, pass_state
+from slotline.cli.render import print_json, short_id
+from slotline.cli.submit import parse_priority
+from slotline.errors import InvalidInput
+from slotline.models import Priority, Status
+from slotline.store.steering import BULK_VERBS, MAX_BULK
+from slotline.taskfilter import SCAN_LIMIT, TaskFilter
+
+
+@click.command()
+@click.argument("verb", type=click.Choice(BULK_VERBS))
+@click.argument("task_ids", metavar="[ID]...", nargs=-1)
+@click.option(
+    "--status",
+    "-s",
+    "statuses",
+    multiple=True,
+    type=click.Choice([s.value for s in Status]),
+    help="Only tasks in this status (repeatable).",
+)
+@click.option("--agent", "-a", metavar="A", help="Only tasks of agent type A.")
+@click.option("--workspace", "-w", metavar="DIR", help="Only tasks of this workspace.")
+@click.option("--user", "-u", metavar="U", help="Only tasks of this user.")
+@click.option("--label", "-l", "labels", multiple=True, metavar="K[=V]", help="Repeatable.")
+@click.option("--search", "-q", metavar="TEXT", help="Only tasks whose title or id has TEXT.")
+@click.option(
+    "--priority",
+    "-p",
+    "level",
+    metavar="LEVEL",
+    callback=parse_priority,
+    help="The new priority (verb priority).",
+)
+@click.option("--reason", "-r", metavar="R", help="Why (terminate, priority; kept in events).")
+@click.option("--force", is_flag=True, help="restart: stop running tasks first.")
+@click.option("--dry-run", "-n", is_flag=True, help="List the tasks; change nothing.")
+@json_option
+@pass_state
+def bulk(
+    state: CliState,
+    verb: str,
+    task_ids: tuple[str, ...],
+    statuses: tuple[str, ...],
+    agent: str | None,
+    workspace: str | None,
+    user: str | None,
+    labels: tuple[str, ...],
+    search: str | None,
+    level: Priority | None,
+    reason: str | None,
+    force: bool,
+    dry_run: bool,
+) -> None:
+    """Apply VERB (cancel, terminate, priority, hold, release, restart) to the tasks
+    given by id, or to every task matching the filter options, in one transaction
+    with one event per task. Tasks the verb does not apply to are skipped, with why.
+
+    \b
+    slotline bulk cancel --status queued --agent claude
+    slotline bulk priority -p urgent 3f2a 9c1d --reason "release day"
+    """
+    wanted = TaskFilter(
+        status=[Status(s) for s in statuses],
+        agent=agent,
+        workspace=workspace,
+        user=user,
+        label=list(labels),
+        q=search,
+    )
+    if bool(task_ids) == (not wanted.empty):
+        raise InvalidInput("give task ids, or filter options (--status, --agent…), not both")
+    store = state.store
+    if task_ids:
+        refs = list(task_ids)
+    else:
+        one = wanted.status[0] if len(wanted.status) == 1 else None
+        refs = [t.id for t in store.list_tasks(one, SCAN_LIMIT) if wanted.matches(t)]
+        if len(refs) > MAX_BULK:
+            raise InvalidInput(f"the filter matches more than {MAX_BULK} tasks; narrow it")
+    if dry_run:
+        if state.json:
+            print_json({"verb": verb, "dry_run": True, "matched": refs})
+        else:
+            click.echo(f"would {verb} {len(refs)} task(s): {' '.join(map(short_id, refs))}")
+        return
+    result = store.bulk(verb, refs, priority=level, reason=reason, force=force)
+    if state.json:
+        print_json(result.to_dict())
+        return
+    click.echo(f"{verb}: {len(result.done)} task(s) changed, {len(result.skipped)} skipped")
+    for skipped in result.skipped:
+        click.echo(f"skipped {short_id(skipped['id'])}: {skipped['error']}", err=True)
+
+
+@click.command()
+@click.option("--reason", "-r", metavar="R", default="emergency stop", show_default=True)
+@click.option("--yes", is_flag=True, help="Required: really stop every run.")
+@json_option
+@pass_state
+def stop(state: CliState, reason: str, yes: bool) -> None:
+    """Emergency stop: pause, and terminate every running task (needs --yes).
+
+    `slotline resume` starts tasks again; the terminated ones can be restarted.
+    """
+    if not yes:
+        raise InvalidInput("stop terminates every running task; run `slotline stop --yes`")
+    stopped = state.store.emergency_stop(reason)
+    if state.json:
+        print_json({"paused": True, "stopped": stopped})
+    else:
+        click.echo(f"paused, and asked {len(stopped)} running task(s) to stop ({reason})")

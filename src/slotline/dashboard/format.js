@@ -1,0 +1,39 @@
+// Formatting helpers: every value becomes plain text (rendered as text nodes, never HTML).
+
+export const shortId = (id) => (id ? id.slice(0, 8) : "");
+
+export function duration(seconds) {
+  if (seconds === null || seconds === undefined || !Number.isFinite(seconds)) return "–";
+  const s = Math.max(0, Math.floor(seconds));
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ${String(s % 60).padStart(2, "0")}s`;
+  const h = Math.floor(s / 3600);
+  return `${h}h ${String(Math.floor((s % 3600) / 60)).padStart(2, "0")}m`;
+}
+
+export function bytes(n) {
+  if (n === null || n === undefined) return "–";
+  const units = ["B", "KB", "MB", "GB", "TB"];
+  let value = n;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit += 1;
+  }
+  return `${value.toFixed(value < 10 && unit ? 1 : 0)} ${units[unit]}`;
+}
+
+export const percent = (n) => (n === null || n === undefined ? "–" : `${Math.round(n)}%`);
+
+/** Seconds since an ISO time, on the server's clock `nowMs`. */
+export function since(iso, nowMs) {
+  return iso ? (nowMs - Date.parse(iso)) / 1000 : null;
+}
+
+export function clock(iso) {
+  return iso ? new Date(iso).toLocaleString() : "–";
+}
+
+export function plural(n, word) {
+  return `${n} ${word}${n === 1 ? "" : "s"}`;
+}

@@ -1,0 +1,55 @@
+// The capacity header: utilization, slots free, badges, per-key limits, CPU and memory.
+
+import { emergencyStop, pause, resume } from "./actions.js";
+import { percent, plural } from "./format.js";
+import { state } from "./state.js";
+import { Badge, Button, html } from "./ui.js";
+
+function Limits({ limits }) {
+  if (!limits.length) return null;
+  return html`<ul class="limits" aria-label="Per-key limits">
+    ${limits.map((limit) => {
+      const used = Object.entries(limit.used);
+      const name = limit.value === null ? `${limit.key} (each)` : `${limit.key}=${limit.value}`;
+      const detail = used.length
+        ? used.map(([value, n]) => `${value} ${n}/${limit.max}`).join(", ")
+        : `0/${limit.max}`;
+      const full = used.some(([, n]) => n >= limit.max);
+      return html`<li class=${full ? "full" : ""}><span class="limit-name">${name}</span> ${detail}</li>`;
+    })}
+  </ul>`;
+}
+
+export function Header() {
+  const line = state.line;
+  const me = state.me;
+  if (!line) return html`<section class="capacity" aria-label="Capacity"><p>Loading…</p></section>`;
+  const ratio = line.max_concurrent ? Math.min(1, line.active / line.max_concurrent) : 1;
+  const over = line.active > line.max_concurrent || line.over_limit;
+  return html`<section class="capacity" aria-label="Capacity">
+    <div class="util">
+      <span id="utilization" class="util-text" title="running / max concurrent">${line.active}/${line.max_concurrent}</span>
+      <div class="bar" role="progressbar" aria-label="Utilization" aria-valuemin="0"
+        aria-valuemax=${line.max_concurrent} aria-valuenow=${line.active}>
+        <div class=${`fill ${over ? "over" : line.at_capacity ? "full" : ""}`} style=${{ width: `${ratio * 100}%` }}></div>
+      </div>
+      <span id="slots-free">${plural(line.slots_available, "slot")} free</span>
+      <span class="badges">
+        ${line.at_capacity && html`<${Badge} kind="full">AT CAPACITY<//>`}
+        ${over && html`<${Badge} kind="over">OVER LIMIT<//>`}
+        ${line.paused && html`<${Badge} kind="paused">PAUSED<//>`}
+        ${line.admission_hold && html`<${Badge} kind="guard" title=${line.admission_hold}>GUARD: ${line.admission_hold}<//>`}
+      </span>
+      <span class="machine">CPU ${percent(line.machine.cpu_percent)} · memory ${percent(line.machine.memory_percent)}</span>
+      <span class="queued-count">${line.queued_total} queued</span>
+    </div>
+    <${Limits} limits=${line.limits} />
+    ${me && me.is_admin && html`<div class="global-actions">
+      ${line.paused
+        ? html`<${Button} label="Resume" action="resume" onClick=${resume} />`
+        : html`<${Button} label="Pause" action="pause" onClick=${pause} />`}
+      <${Button} label="Emergency stop" kind="danger" action="emergency-stop"
+        title="Pause and terminate every run" onClick=${() => emergencyStop(line.running.length)} />
+    </div>`}
+  </section>`;
+}

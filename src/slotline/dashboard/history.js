@@ -1,0 +1,47 @@
+// History and dead letters: ended tasks, newest first, filtered, with redrive.
+
+import { redrive } from "./actions.js";
+import { clock, duration, plural, shortId } from "./format.js";
+import { open } from "./open.js";
+import { loadHistory } from "./refresh.js";
+import { state, update } from "./state.js";
+import { Badge, Button, html } from "./ui.js";
+
+let typing = null;
+
+function set(name) {
+  return (e) => {
+    // The value at once (another field may change before the read), the read once typing stops.
+    update({ history: { ...state.history, [name]: e.currentTarget.value } });
+    clearTimeout(typing);
+    typing = setTimeout(() => loadHistory(), 200);
+  };
+}
+
+export function History() {
+  const h = state.history;
+  const agents = Object.keys(state.config.agents || {});
+  const dead = h.status === "failed";
+  const filter = { status: ["failed"], q: h.q || null, agent: h.agent || null };
+  return html`<section aria-labelledby="history-title">
+    <h2 id="history-title">History <span class="count">${h.total}</span></h2>
+    <div class="filters" role="search">
+      <label>Status <select name="status" onChange=${set("status")}>
+        ${[["", "all ended"], ["succeeded", "succeeded"], ["failed", "failed (dead letters)"], ["cancelled", "cancelled"], ["expired", "expired"]].map(
+          ([v, label]) => html`<option value=${v} selected=${v === h.status}>${label}</option>`)}
+      </select></label>
+      <label>Search <input type="search" name="q" value=${h.q} onInput=${set("q")} /></label>
+      <label>Agent <select name="agent" onChange=${set("agent")}><option value="">any</option>
+        ${agents.map((a) => html`<option value=${a} selected=${a === h.agent}>${a}</option>`)}</select></label>
+      ${dead && state.me.can_write && h.total > 0 &&
+        html`<${Button} label="Redrive all matching" action="redrive" onClick=${() => redrive(filter, plural(h.total, "failed task"))} />`}
+    </div>
+    <table class="history"><thead><tr><th>id</th><th>title</th><th>status</th><th>agent</th><th>ended</th><th>ran</th><th>reason</th></tr></thead>
+      <tbody>${h.tasks.map((t) => html`<tr key=${t.id} data-task-id=${t.id}>
+        <td><button type="button" class="link" onClick=${() => open(t.id)}>${shortId(t.id)}</button></td>
+        <td>${t.title}</td><td><${Badge} kind=${`st-${t.status}`}>${t.status}<//></td><td>${t.agent || "–"}</td>
+        <td>${clock(t.finished_at)}</td>
+        <td>${t.started_at && t.finished_at ? duration((Date.parse(t.finished_at) - Date.parse(t.started_at)) / 1000) : "–"}</td>
+        <td>${t.failure_reason || t.status_reason || ""}</td></tr>`)}</tbody></table>
+  </section>`;
+}

@@ -1,0 +1,57 @@
+// The running list: each run with its ticking runtime, CPU and RSS, and its actions.
+
+import { restart, terminate } from "./actions.js";
+import { bytes, duration, percent, shortId, since } from "./format.js";
+import { open } from "./open.js";
+import { serverNow, state } from "./state.js";
+import { Badge, Button, html } from "./ui.js";
+
+function Spark({ values }) {
+  if (!values || values.length < 2) return null;
+  const top = Math.max(100, ...values);
+  const points = values
+    .map((v, i) => `${(i / (values.length - 1)) * 60},${20 - (v / top) * 20}`)
+    .join(" ");
+  return html`<svg class="spark" viewBox="0 0 60 20" width="60" height="20" aria-hidden="true">
+    <polyline points=${points} fill="none" stroke="currentColor" stroke-width="1.5" />
+  </svg>`;
+}
+
+function Run({ task, now, canWrite }) {
+  const attempt = task.attempts[task.attempts.length - 1] || {};
+  return html`<li class="row run" data-task-id=${task.id} tabindex="0"
+    onKeyDown=${(e) => e.key === "Enter" && open(task.id)}>
+    <span class="title" title=${task.title}>${task.title}</span>
+    <span class="meta">
+      ${task.agent && html`<${Badge} kind="agent">${task.agent}<//>`}
+      <span title="node">${attempt.node_id || "–"}</span>
+      <span title="process id">pid ${attempt.pid ?? "–"}</span>
+      <span class="runtime" title="running for">${duration(since(task.started_at, now))}</span>
+      <span title="CPU">${percent(attempt.cpu_percent)}</span>
+      <${Spark} values=${state.usage.get(task.id)} />
+      <span title="memory (RSS)">${bytes(attempt.rss_bytes)}</span>
+      ${attempt.over_limit && html`<${Badge} kind="over">OVER LIMIT<//>`}
+      ${task.stop_requested && html`<${Badge} kind="paused">STOPPING<//>`}
+    </span>
+    <span class="actions">
+      <${Button} label="View" action="view" title=${`View ${shortId(task.id)}`} onClick=${() => open(task.id)} />
+      ${canWrite && html`
+        <${Button} label="Terminate" action="terminate" kind="danger" onClick=${() => terminate(task)} />
+        <${Button} label="Restart" action="restart" onClick=${() => restart(task)} />`}
+    </span>
+  </li>`;
+}
+
+export function Running() {
+  const line = state.line;
+  const running = line ? line.running : [];
+  const now = serverNow();
+  const canWrite = state.me && state.me.can_write;
+  return html`<section aria-labelledby="running-title">
+    <h2 id="running-title">Running <span class="count">${running.length}</span></h2>
+    <ul id="running" class="rows">
+      ${running.length === 0 && html`<li class="empty">Nothing is running.</li>`}
+      ${running.map((t) => html`<${Run} key=${t.id} task=${t} now=${now} canWrite=${canWrite} />`)}
+    </ul>
+  </section>`;
+}

@@ -1,0 +1,78 @@
+// One task: its fields, attempts, dependencies and subtasks, events, and its log (live).
+
+import * as actions from "./actions.js";
+import { bytes, clock, shortId } from "./format.js";
+import { close, open } from "./open.js";
+import { state } from "./state.js";
+import { Button, html } from "./ui.js";
+
+const FIELDS = [
+  "id", "status", "status_reason", "priority", "position", "agent", "workspace", "user",
+  "created_at", "queued_at", "started_at", "finished_at", "exit_code", "failure_reason",
+  "max_attempts", "timeout", "queue_ttl", "parent_id", "eta_start", "eta_finish", "eta_basis",
+];
+
+const Link = ({ id }) => html`<button type="button" class="link" onClick=${() => open(id)}>${shortId(id)}</button>`;
+
+function Attempts({ attempts }) {
+  if (!attempts.length) return html`<p class="muted">No attempt yet.</p>`;
+  return html`<table class="attempts"><thead><tr>
+      <th>#</th><th>node</th><th>pid</th><th>started</th><th>outcome</th><th>exit</th><th>peak CPU</th><th>peak RSS</th></tr></thead>
+    <tbody>${attempts.map((a) => html`<tr key=${a.id}>
+      <td>${a.number}</td><td>${a.node_id || "–"}</td><td>${a.pid ?? "–"}</td><td>${clock(a.started_at)}</td>
+      <td>${a.outcome || (a.finished_at ? "ended" : "running")}${a.reason ? `: ${a.reason}` : ""}${a.over_limit ? " (over limit)" : ""}</td>
+      <td>${a.exit_code ?? "–"}</td><td>${a.peak_cpu_percent === null ? "–" : `${Math.round(a.peak_cpu_percent)}%`}</td><td>${bytes(a.peak_rss_bytes)}</td>
+    </tr>`)}</tbody></table>`;
+}
+
+function Actions({ task }) {
+  if (!state.me || !state.me.can_write) return null;
+  const s = task.status;
+  return html`<div class="task-actions">
+    ${s === "queued" && html`<${Button} label="Start now" action="start-now" onClick=${() => actions.startNow(task)} />
+      <${Button} label="Boost" action="boost" onClick=${() => actions.boost(task)} />`}
+    ${s === "queued" && html`<${Button} label="Hold" action="hold" onClick=${() => actions.hold(task)} />`}
+    ${s === "held" && html`<${Button} label="Release" action="release" onClick=${() => actions.release(task)} />`}
+    ${["queued", "held", "waiting", "blocked"].includes(s) && html`<${Button} label="Priority" action="priority" onClick=${() => actions.priority(task)} />`}
+    ${s === "running" && html`<${Button} label="Terminate" kind="danger" action="terminate" onClick=${() => actions.terminate(task)} />`}
+    ${["running", "succeeded", "failed", "cancelled", "expired", "blocked"].includes(s) && html`<${Button} label="Restart" action="restart" onClick=${() => actions.restart(task)} />`}
+    ${!["succeeded", "failed", "cancelled", "expired"].includes(s) && html`<${Button} label="Cancel" kind="danger" action="cancel" onClick=${() => actions.cancel(task)} />`}
+  </div>`;
+}
+
+export function TaskPanel() {
+  if (!state.open) return null;
+  const view = state.task || {};
+  const task = view.task;
+  return html`<aside class="panel" aria-labelledby="task-title" id="task-panel"
+    onKeyDown=${(e) => e.key === "Escape" && close()}>
+    <header>
+      <h2 id="task-title">${task ? task.title : shortId(state.open)}</h2>
+      <${Button} label="Close" action="close" title="Close the task view" onClick=${close} />
+    </header>
+    ${task && html`
+      <${Actions} task=${task} />
+      <dl class="fields">${FIELDS.filter((f) => task[f] !== null && task[f] !== undefined).map(
+        (f) => html`<div key=${f}><dt>${f}</dt><dd>${String(task[f])}</dd></div>`,
+      )}
+        <div><dt>command</dt><dd><code>${JSON.stringify(task.command)}</code></dd></div>
+        ${Object.keys(task.labels).length > 0 && html`<div><dt>labels</dt><dd>${JSON.stringify(task.labels)}</dd></div>`}
+      </dl>
+      <h3>Depends on</h3>
+      <p>${task.depends_on.length ? task.depends_on.map((id) => html`<${Link} id=${id} /> `) : html`<span class="muted">nothing</span>`}</p>
+      <h3>Dependents</h3>
+      <p id="dependents">${view.dependents && view.dependents.length
+        ? view.dependents.map((d) => html`<${Link} id=${d.id} /> `)
+        : html`<span class="muted">none</span>`}</p>
+      ${view.children && view.children.length > 0 && html`<h3>Subtasks</h3>
+        <p>${view.children.map((c) => html`<${Link} id=${c.id} /> `)}</p>`}
+      <h3>Attempts</h3>
+      <${Attempts} attempts=${task.attempts} />`}
+    <h3>Log ${view.following && html`<span class="badge badge-live">following</span>`}</h3>
+    <pre class="log" id="task-log" tabindex="0" aria-label="Log">${view.log || ""}</pre>
+    ${view.logError && html`<p class="muted">${view.logError}</p>`}
+    <h3>Events</h3>
+    <ol class="task-events">${(view.events || []).map((e) => html`<li key=${e.seq}>
+      <span class="muted">${clock(e.at)}</span> <b>${e.kind}</b> ${Object.keys(e.data).length ? JSON.stringify(e.data) : ""}</li>`)}</ol>
+  </aside>`;
+}

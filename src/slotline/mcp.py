@@ -1,0 +1,387 @@
+"""The MCP tools: a supervising agent sees capacity, submits, waits and steers.
+
+Written once over `Calls`, which each transport provides: `slotline mcp` on stdio over a
+store or a server (`BackendCalls`), and `/mcp` on `slotline serve` over the HTTP routes
+with the caller's token (`slotline.server.mcp_mount`). Results are the JSON of the CLI's
+`--json`; refusals are tool errors whose text says what to do (a full queue: when to retry).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated, Any, Protocol, TypeVar
+
+from mcp.server.fastmcp import Context, FastMCP
+from mcp.server.fastmcp.exceptions import ToolError
+from pydantic import Field, ValidationError
+
+from slotline.cli.backend import Backend, agent_type_fields
+from slotline.config import Config
+from slotline.errors import BoundExceeded, SlotlineError
+from slotline.models import Priority, Status, Task
+from slotline.store.core import Watcher
+
+R = TypeVar("R")
+TaskId = Annotated[str, Field(description="A task id, or a unique prefix of one")]
+MAX_LOG_TAIL = 64 * 1024
+# How often wait_for_task reports progress; it looks again at once when the store changes.
+WAIT_TICK = 1.0
+
+INSTRUCTIONS = """\
+slotline runs tasks (coding agents, commands) on this machine under a concurrency limit:
+at most `max_concurrent` run at once, the rest wait in line by priority. Before spawning
+work, call queue_status to see free slots and where your own tasks stand (position, ETA).
+Submit with submit_task; when the queue is full you get an error saying when to retry:
+wait that long instead of retrying at once. wait_for_task blocks until a task ends.
+Times are ISO 8601 UTC; eta_start/eta_finish are estimates (null when unknown)."""
+
+
+class Calls(Protocol):
+    """What the tools need of the queue, with the caller's identity and rights applied."""
+
+    async def status(self) -> dict[str, Any]: ...
+
+    async def submit(self, fields: dict[str, Any]) -> dict[str, Any]: ...
+
+    async def get(self, ref: str) -> dict[str, Any]: ...
+
+    async def list(self, filters: dict[str, Any], limit: int, offset: int) -> dict[str, Any]: ...
+
+    async def log(self, ref: str, max_bytes: int) -> str: ...
+
+    async def steer(self, verb: str, ref: str, **options: Any) -> dict[str, Any]: ...
+
+    def watcher(self) -> Watcher: ...
+
+
+def status_summary(status: dict[str, Any], mine: list[dict[str, Any]]) -> dict[str, Any]:
+    """queue_status's answer: capacity, the running tasks, the length of the line (not
+    every queued task: it may be thousands) and the caller's own live tasks."""
+    keep = ("active", "max_concurrent", "slots_available", "at_capacity", "paused")
+    return {
+        **{k: status[k] for k in keep},
+        "admission_hold": status.get("admission_hold"),
+        "queue_length": status["queued_total"],
+        "next_up": status.get("next_up"),
+        "running": status["running"],
+        "mine": mine,
+    }
+
+
+def tail(path: str | None, max_bytes: int) -> str:
+    """The last `max_bytes` of a log file as text ('' when there is none yet)."""
+    if not path:
+        return ""
+    try:
+        with Path(path).open("rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - max_bytes))
+            return handle.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return ""
+
+
+class BackendCalls:
+    """The tools over a store (`--store`) or a server (`--url` + token), for stdio.
+
+    On a store the caller is the run whose `$SLOTLINE_TASK_ID` is set (its subtasks are
+    submitted under it and "mine" is its subtree); over a server, the token says who.
+    """
+
+    def __init__(self, backend: Backend, config: Config, task_id: str | None) -> None:
+        self.backend = backend
+        self.config = config
+        self.task_id = task_id
+
+    async def _run(self, function: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+        return await asyncio.to_thread(function, *args, **kwargs)
+
+    async def status(self) -> dict[str, Any]:
+        from slotline.client import SlotlineClient
+
+        if isinstance(self.backend, SlotlineClient):
+            current = await self._run(self.backend.status, True, self.task_id)
+        else:
+            current = await self._run(self.backend.status)
+            mine = [] if self.task_id is None else await self._run(self._mine, self.task_id)
+            current = replace(current, mine=mine)
+        data = current.to_dict()
+        return status_summary(data, data.get("mine") or [])
+
+    def _mine(self, root: str) -> list[Task]:
+        from slotline.store import Store
+
+        assert isinstance(self.backend, Store)
+        return self.backend.mine(self.backend.get(root).id)
+
+    async def submit(self, fields: dict[str, Any]) -> dict[str, Any]:
+        prompt = fields.pop("prompt", None)
+        if self.task_id is not None:
+            fields.setdefault("parent_id", self.task_id)
+        if prompt is not None or (fields.get("agent") and not fields.get("command")):
+            fields = agent_type_fields(self.backend, self.config, fields, prompt)
+        task = await self._run(self.backend.submit, fields)
+        return (await self._run(self.backend.get, task.id)).to_dict()
+
+    async def get(self, ref: str) -> dict[str, Any]:
+        return (await self._run(self.backend.get, ref)).to_dict()
+
+    async def list(self, filters: dict[str, Any], limit: int, offset: int) -> dict[str, Any]:
+        status = filters.get("status")
+        if filters.get("parent_id"):  # an id prefix, as everywhere
+            filters["parent_id"] = (await self._run(self.backend.get, filters["parent_id"])).id
+        tasks = await self._run(self.backend.list_tasks, Status(status) if status else None)
+        found = [
+            t
+            for t in tasks
+            if all(getattr(t, name) == want for name, want in filters.items() if name != "status")
+        ]
+        page = found[offset : offset + limit]
+        return {"tasks": [t.to_dict() for t in page], "total": len(found)}
+
+    async def log(self, ref: str, max_bytes: int) -> str:
+        from slotline.client import SlotlineClient
+
+        if isinstance(self.backend, SlotlineClient):
+            data = await self._run(self.backend.log, ref)
+            return data[-max_bytes:].decode("utf-8", "replace")
+        task = await self._run(self.backend.get, ref)
+        return tail(task.attempts[-1].log_path if task.attempts else None, max_bytes)
+
+    def watcher(self) -> Watcher:
+        return self.backend.watcher()
+
+    async def steer(self, verb: str, ref: str, **options: Any) -> dict[str, Any]:
+        verbs: dict[str, Callable[..., Task]] = {
+            "cancel": self.backend.cancel,
+            "bump": self.backend.bump,
+            "boost": self.backend.boost,
+            "move": self.backend.move,
+            "priority": self.backend.set_priority,
+            "restart": self.backend.restart,
+        }
+        task = await self._run(verbs[verb], ref, **options)
+        return (await self._run(self.backend.get, task.id)).to_dict()
+
+
+STATUS_NAMES = tuple(s.value for s in Status)
+
+
+def refusal(exc: SlotlineError) -> ToolError:
+    """A slotline error as a tool error a model can act on."""
+    if isinstance(exc, BoundExceeded):
+        if exc.details.get("limit") == "max_depth":
+            return ToolError(f"{exc}. Waiting will not help: do the work yourself instead.")
+        hint = exc.details.get("retry_after")
+        seconds = 30 if hint is None else max(1, round(float(hint)))
+        return ToolError(
+            f"{exc}. The queue is full: nothing was created. Retry in about {seconds} "
+            f"seconds (retry_after_seconds={seconds}), or wait for one of your tasks to "
+            "finish (wait_for_task) before submitting more."
+        )
+    return ToolError(f"{exc} ({type(exc).__name__})")
+
+
+def build_server(calls_for: Callable[[Context[Any, Any, Any]], Calls], **settings: Any) -> FastMCP:
+    """The MCP server with slotline's tools; `calls_for` gives each call the queue as its
+    caller may use it."""
+    server = FastMCP("slotline", instructions=INSTRUCTIONS, **settings)
+
+    async def call(ctx: Context[Any, Any, Any], step: Callable[[Calls], Awaitable[R]]) -> R:
+        try:
+            return await step(calls_for(ctx))
+        except SlotlineError as exc:
+            raise refusal(exc) from exc
+        except ValidationError as exc:  # arguments the API's own schemas refuse
+            raise ToolError(f"invalid arguments: {exc.errors()[0]['msg']}") from None
+
+    @server.tool()
+    async def queue_status(ctx: Context[Any, Any, Any]) -> dict[str, Any]:
+        """Capacity and your place in line. Call this before submitting work.
+
+        Returns active/max_concurrent running tasks, slots_available, at_capacity, paused,
+        queue_length (tasks waiting to start), next_up, the running tasks, and `mine`:
+        your own tasks that have not ended (as a running task: your subtree), each with
+        status, position in line, eta_start and eta_finish (ISO 8601 UTC estimates, null
+        when unknown, e.g. while paused or held) and eta_basis (where the run times came
+        from)."""
+        return await call(ctx, lambda c: c.status())
+
+    @server.tool()
+    async def submit_task(
+        ctx: Context[Any, Any, Any],
+        agent: Annotated[
+            str | None, Field(description="Agent type from slotline.yaml (e.g. claude)")
+        ] = None,
+        prompt: Annotated[
+            str | None, Field(description="The prompt for the agent type's command")
+        ] = None,
+        command: Annotated[
+            list[str] | None,
+            Field(description="A raw argv list (no shell), where your role allows it"),
+        ] = None,
+        title: str | None = None,
+        priority: Annotated[str, Field(description="urgent, high, normal or low")] = "normal",
+        workspace: Annotated[str | None, Field(description="Working directory of the run")] = None,
+        after: Annotated[
+            list[str] | None, Field(description="Start only after these task ids succeed")
+        ] = None,
+        parent: Annotated[
+            str | None, Field(description="Parent task id (default: your own task)")
+        ] = None,
+        expected_duration: Annotated[
+            float | None, Field(description="Expected run time in seconds, for ETAs", gt=0)
+        ] = None,
+    ) -> dict[str, Any]:
+        """Queue a task: an agent type with a prompt (preferred), or a raw command.
+
+        Returns the task (id, status, position, eta_start…). It starts when a slot is
+        free; use wait_for_task to block until it ends. If the queue or your number of
+        subtasks is at its bound, nothing is created and the error says in how many
+        seconds to retry: wait that long (or for one of your tasks to end) first."""
+        fields: dict[str, Any] = {
+            "agent": agent,
+            "prompt": prompt,
+            "command": command,
+            "title": title,
+            "priority": priority,
+            "workspace": workspace,
+            "depends_on": after,
+            "parent_id": parent,
+            "expected_duration": expected_duration,
+        }
+        fields = {k: v for k, v in fields.items() if v is not None}
+        return await call(ctx, lambda c: c.submit(fields))
+
+    @server.tool()
+    async def get_task(ctx: Context[Any, Any, Any], task_id: TaskId) -> dict[str, Any]:
+        """One task in full: status, position, ETA, attempts, exit code, failure reason."""
+        return await call(ctx, lambda c: c.get(task_id))
+
+    @server.tool()
+    async def list_tasks(
+        ctx: Context[Any, Any, Any],
+        status: Annotated[
+            str | None,
+            Field(
+                description="waiting, queued, held, running, succeeded, failed, "
+                "cancelled, expired or blocked"
+            ),
+        ] = None,
+        agent: str | None = None,
+        parent: Annotated[str | None, Field(description="Only subtasks of this task id")] = None,
+        limit: Annotated[int, Field(ge=1, le=500)] = 50,
+        offset: Annotated[int, Field(ge=0)] = 0,
+    ) -> dict[str, Any]:
+        """Tasks you may see, oldest first, filtered, a page at a time: {tasks, total}."""
+        if status is not None and status not in STATUS_NAMES:
+            raise ToolError(f"unknown status {status!r}: one of {', '.join(STATUS_NAMES)}")
+        filters = {"status": status, "agent": agent, "parent_id": parent}
+        chosen = {k: v for k, v in filters.items() if v is not None}
+        return await call(ctx, lambda c: c.list(chosen, limit, offset))
+
+    @server.tool()
+    async def task_log(
+        ctx: Context[Any, Any, Any],
+        task_id: TaskId,
+        max_bytes: Annotated[int, Field(ge=1, le=MAX_LOG_TAIL)] = 4000,
+    ) -> str:
+        """The tail of the output (stdout and stderr) of a task's latest run."""
+        return await call(ctx, lambda c: c.log(task_id, max_bytes))
+
+    @server.tool()
+    async def cancel_task(
+        ctx: Context[Any, Any, Any],
+        task_id: TaskId,
+        cascade: Annotated[bool, Field(description="Also cancel its subtasks")] = False,
+    ) -> dict[str, Any]:
+        """Cancel a task. A running one is stopped (TERM, then KILL); its slot frees when
+        its process has exited."""
+        return await call(ctx, lambda c: c.steer("cancel", task_id, cascade=cascade))
+
+    @server.tool()
+    async def start_now(ctx: Context[Any, Any, Any], task_id: TaskId) -> dict[str, Any]:
+        """Start a queued task at once, even over the concurrency limit (nothing else
+        starts until the count is back under it). Use sparingly."""
+        return await call(ctx, lambda c: c.steer("bump", task_id))
+
+    @server.tool()
+    async def boost_task(ctx: Context[Any, Any, Any], task_id: TaskId) -> dict[str, Any]:
+        """Put a queued task at position 1 (next up); the limits still apply."""
+        return await call(ctx, lambda c: c.steer("boost", task_id))
+
+    @server.tool()
+    async def move_task(
+        ctx: Context[Any, Any, Any],
+        task_id: TaskId,
+        to: Annotated[int | None, Field(ge=1, description="The new position")] = None,
+        before: Annotated[str | None, Field(description="Just before this task")] = None,
+        after: Annotated[str | None, Field(description="Just after this task")] = None,
+    ) -> dict[str, Any]:
+        """Move a queued task to a position, or before/after another queued task."""
+        return await call(
+            ctx, lambda c: c.steer("move", task_id, to=to, before=before, after=after)
+        )
+
+    @server.tool()
+    async def set_priority(
+        ctx: Context[Any, Any, Any],
+        task_id: TaskId,
+        priority: Annotated[str, Field(description="urgent, high, normal or low")],
+    ) -> dict[str, Any]:
+        """Change the priority of a task that has not started."""
+        return await call(
+            ctx, lambda c: c.steer("priority", task_id, level=Priority.parse(priority))
+        )
+
+    @server.tool()
+    async def restart_task(
+        ctx: Context[Any, Any, Any],
+        task_id: TaskId,
+        force: Annotated[bool, Field(description="Stop a running task first")] = False,
+    ) -> dict[str, Any]:
+        """Queue an ended (or blocked) task again as a new attempt; history is kept."""
+        return await call(ctx, lambda c: c.steer("restart", task_id, force=force))
+
+    @server.tool()
+    async def wait_for_task(
+        ctx: Context[Any, Any, Any],
+        task_id: TaskId,
+        timeout: Annotated[
+            float, Field(gt=0, le=3600, description="Seconds to wait at most")
+        ] = 60.0,
+    ) -> dict[str, Any]:
+        """Wait until a task has ended (succeeded, failed, cancelled, expired or blocked),
+        at most `timeout` seconds, sending progress notifications while it waits.
+
+        Returns the task; if it has not ended in time, the task as it is then (check its
+        status) — call again to keep waiting."""
+        started = time.monotonic()
+        changed = calls_for(ctx).watcher()
+        try:
+            while True:
+                task = await call(ctx, lambda c: c.get(task_id))
+                elapsed = time.monotonic() - started
+                if Status(task["status"]).terminal or task["status"] == Status.BLOCKED:
+                    return task
+                if elapsed >= timeout:
+                    return task
+                where = task["status"]
+                if task.get("position"):
+                    where += f", position {task['position']}"
+                if task.get("eta_start") and task["status"] != Status.RUNNING:
+                    where += f", starts ~{task['eta_start']}"
+                elif task.get("eta_finish"):
+                    where += f", ends ~{task['eta_finish']}"
+                await ctx.report_progress(elapsed, timeout, f"task {task['id'][:8]}: {where}")
+                await changed.wait(min(WAIT_TICK, timeout - elapsed))
+        finally:
+            changed.close()
+
+    return server

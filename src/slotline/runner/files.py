@@ -1,0 +1,40 @@
+"""Private files of a node: attempt logs, pid and exit files, readable by its user only."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+
+
+def private_dir(path: Path) -> Path:
+    """Create `path` and its missing parents as 0700 folders; returns `path`.
+
+    A folder that already exists keeps its mode (it may be a shared parent), except the
+    leaf when this user owns it: an attempt's folder is never left readable by others.
+    """
+    missing = []
+    current = path
+    while not current.exists():
+        missing.append(current)
+        if current.parent == current:
+            break
+        current = current.parent
+    for folder in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # made by another process meanwhile
+            folder.mkdir(mode=DIR_MODE)
+    info = path.stat()
+    if info.st_uid == os.getuid() and info.st_mode & 0o077:
+        path.chmod(DIR_MODE)
+    return path
+
+
+def append_private(path: Path, text: str) -> None:
+    """Append `text` to `path`, created 0600 (in a 0700 folder) if it does not exist."""
+    private_dir(path.parent)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE)
+    with os.fdopen(fd, "a") as handle:
+        handle.write(text)

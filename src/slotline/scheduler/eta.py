@@ -1,0 +1,406 @@
+"""Estimated start and finish times: the line simulated forward under the real policy.
+
+A pure function of a snapshot, like `policy.plan`, which it calls at every simulated
+instant, so that the estimate follows the same rules as dispatch (limits, per-key caps,
+agent types outside the pool, start-now, boosts, `not_before`). Dependencies are met
+when the tasks they name end in the simulation; held tasks, tasks waiting on them, and
+everything queued while the queue is paused or admission is held get no estimate.
+
+Only the tasks that could possibly start at an instant are handed to `plan`: tasks with
+the same limit values (a "class") are interchangeable for the limits, so at most as many
+of each class as there are slots can start at once, and only those need be looked at.
+That keeps one simulation linear in the length of the line.
+
+Run times are read as log-normal: a queued task is expected to take the mean of its
+agent type's distribution (what a sum of run times grows by), a running one the mean of
+what is left of a run that has already lasted as long as it has. Work that is expected
+to join the line ahead of a task (submits at a higher priority, at the rates recently
+seen per agent type) is played in as it would arrive, so that an estimate made now
+accounts for it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import statistics
+from bisect import insort
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from slotline.models import Status, limit_key_value
+from slotline.scheduler import policy
+
+# When nothing has run yet: a guess, named as such in `eta_basis`.
+DEFAULT_DURATION = 300.0
+# A running task past its estimate is expected to need at least this share of it more.
+REMAINING_FLOOR = 0.1
+MIN_REMAINING = 0.05
+# Fewer runs than this say too little about the spread: their plain mean is used.
+MIN_FIT = 5
+# Spreads wider than this are not a log-normal but a mix (a few very long runs): capped.
+MAX_SIGMA = 1.5
+# Run times shorter than this are taken as this much (a log needs a positive number).
+MIN_SECONDS = 0.001
+# Work expected to join the line is played in for at most this long ahead, and at most
+# this many tasks of it per simulation, so that an estimate stays cheap and does not
+# rest on a forecast far beyond what was seen.
+MAX_FORECAST = 300.0
+MAX_ARRIVALS = 1_000
+
+
+_SQRT2 = math.sqrt(2)
+
+
+class Entry(NamedTuple):
+    """A task as the simulation sees it: only the fields the policy and the estimate
+    read, built from a few columns (much cheaper than a full `Task`)."""
+
+    id: str
+    agent: str | None
+    workspace: str | None
+    user: str | None
+    labels: Mapping[str, str]
+    priority: int
+    boosted: bool
+    start_now: bool
+    rank: str
+    status: Status
+    depends_on: tuple[str, ...]
+    not_before: float | None
+    queued_at: float | None
+    started_at: float | None
+    expected_duration: float | None
+
+    def key_value(self, key: str) -> str | None:
+        """The value of a limit key, as `Task.key_value`."""
+        return limit_key_value(self, key)
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """When a task is expected to start and finish (epoch seconds), and on what basis."""
+
+    start: float | None
+    finish: float | None
+    basis: str | None
+
+
+UNKNOWN = Estimate(None, None, None)
+
+
+@dataclass(frozen=True, slots=True)
+class Duration:
+    """Expected run time: the mean in seconds, over how many recent runs, and their
+    spread (the standard deviation of log seconds; 0 when unknown)."""
+
+    mean: float
+    runs: int
+    sigma: float = 0.0
+
+    def remaining(self, elapsed: float) -> float:
+        """Expected seconds left of a run that has lasted `elapsed`: with a spread, the
+        mean of the log-normal beyond `elapsed`, minus `elapsed` (a run that is overdue
+        is likely a long one); without, the mean minus `elapsed`."""
+        if self.sigma <= 0 or elapsed <= 0 or self.mean <= 0:
+            return self.mean - elapsed
+        mu = math.log(self.mean) - self.sigma**2 / 2
+        z = min((math.log(elapsed) - mu) / self.sigma, 30.0)
+        beyond = math.erfc((z - self.sigma) / _SQRT2) / math.erfc(z / _SQRT2)
+        return self.mean * beyond - elapsed
+
+
+def fit(samples: Sequence[float]) -> Duration:
+    """The mean and spread of run times `samples`, read as log-normal: from the median
+    and the interquartile range of their logs, so that a few outliers move neither. The
+    mean, exp(mu + sigma²/2), is what a sum of run times grows by; a median or a trimmed
+    mean of a skewed distribution falls short of it."""
+    if len(samples) < MIN_FIT:
+        return Duration(statistics.fmean(samples), len(samples))
+    logs = [math.log(max(s, MIN_SECONDS)) for s in samples]
+    q1, mu, q3 = statistics.quantiles(logs, n=4)
+    sigma = min((q3 - q1) / 1.349, MAX_SIGMA)  # the IQR of a normal is 1.349 sigma
+    return Duration(math.exp(mu + sigma**2 / 2), len(samples), sigma)
+
+
+@dataclass(frozen=True, slots=True)
+class RunTimes:
+    """Recent run times: per agent type, and over all tasks."""
+
+    per_agent: Mapping[str, Duration] = field(default_factory=dict)
+    overall: Duration | None = None
+    default: float = DEFAULT_DURATION
+    # Seconds from a run's end to the next start in its slot (the node's dispatch).
+    gap: float = 0.0
+
+    def of(self, task: Entry) -> tuple[Duration, str]:
+        """A task's expected run time and where it came from: its own expected_duration,
+        else its agent type's recent runs, else all tasks' recent runs, else a default."""
+        if task.expected_duration is not None:
+            return Duration(task.expected_duration, 0), "expected_duration"
+        if task.agent is not None and task.agent in self.per_agent:
+            found = self.per_agent[task.agent]
+            return found, f"recent runs of agent {task.agent} (n={found.runs})"
+        if self.overall is not None:
+            return self.overall, f"recent runs of all tasks (n={self.overall.runs})"
+        return Duration(self.default, 0), f"default {self.default:g}s (no runs yet)"
+
+
+def robust_mean(samples: Sequence[float]) -> float:
+    """The mean of the middle 80% of `samples`: not moved by a few outliers (used for
+    the dispatch gap, which is not log-normal but mostly near zero)."""
+    ordered = sorted(samples)
+    cut = len(ordered) // 10
+    return statistics.fmean(ordered[cut : len(ordered) - cut] or ordered)
+
+
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    """A stream of work expected to join the line: `rate` tasks per second of an agent
+    type at a priority."""
+
+    agent: str | None
+    priority: int
+    rate: float
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """What the simulation sees: the tasks that are running, queued (in queue order),
+    waiting on dependencies or held, and what holds starts back."""
+
+    running: Sequence[Entry]
+    queued: Sequence[Entry]
+    limits: policy.Limits
+    now: float
+    waiting: Sequence[Entry] = ()
+    held: Sequence[Entry] = ()
+    paused: bool = False
+    # Why new starts are held (resource guard), if they are.
+    admission: str | None = None
+    aging_interval: float | None = None
+    # Work expected to join the line, and for how long ahead (seconds) to expect it.
+    arrivals: Sequence[Arrival] = ()
+    forecast: float = 0.0
+
+
+def _class_of(task: Entry, limits: policy.Limits, keys: Sequence[str]) -> tuple[object, ...]:
+    return (limits.in_pool(task), *(task.key_value(k) for k in keys))
+
+
+class _Pending:
+    """Queued tasks grouped by class, each class in queue order."""
+
+    def __init__(self, limits: policy.Limits, now: float, aging: float | None) -> None:
+        self.limits = limits
+        self.keys = sorted({limit.key for limit in limits.per_key})
+        self.now = now
+        self.aging = aging
+        self.classes: dict[tuple[object, ...], list[tuple[tuple[int, int, str], Entry]]] = {}
+        self.heads: dict[tuple[object, ...], int] = {}
+        self.class_of: dict[str, tuple[object, ...]] = {}
+
+    def add(self, task: Entry) -> None:
+        cls = self._class(task)
+        members = self.classes.setdefault(cls, [])
+        key = policy.queue_key(task, self.now, self.aging)
+        if not members or members[-1][0] <= key:  # the line is read in order: append
+            members.append((key, task))
+        else:
+            lo = self.heads.setdefault(cls, 0)
+            insort(members, (key, task), lo=lo, key=lambda m: m[0])
+        self.heads.setdefault(cls, 0)
+
+    def _class(self, task: Entry) -> tuple[object, ...]:
+        cls = self.class_of.get(task.id)
+        if cls is None:
+            cls = self.class_of[task.id] = _class_of(task, self.limits, self.keys)
+        return cls
+
+    def candidates(self, free_in_pool: int) -> list[Entry]:
+        """In queue order, every task that could start with `free_in_pool` slots free."""
+        found: list[tuple[tuple[int, int, str], Entry]] = []
+        for cls, members in self.classes.items():
+            head = self.heads[cls]
+            if head >= len(members):
+                continue
+            take = free_in_pool if cls[0] else self._cap(cls)
+            found.extend(members[head : head + take])
+        found.sort(key=lambda m: m[0])
+        return [task for _key, task in found]
+
+    def _cap(self, cls: tuple[object, ...]) -> int:
+        caps = [
+            cap
+            for key, value in zip(self.keys, cls[1:], strict=True)
+            if value is not None and (cap := self.limits.for_value(key, str(value))) is not None
+        ]
+        return min(caps) if caps else len(self.classes[cls])
+
+    def started(self, task: Entry) -> None:
+        # Tasks of one class start in their order, so a start is always the class's head.
+        self.heads[self._class(task)] += 1
+
+    def empty(self) -> bool:
+        return all(self.heads[c] >= len(m) for c, m in self.classes.items())
+
+
+def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
+    """Estimates for every task of `line`: start and finish for queued and waiting tasks,
+    finish for running ones; `UNKNOWN` where nothing can be said (held, paused,
+    admission held, or waiting on a task that has no estimate)."""
+    now = line.now
+    estimates: dict[str, Estimate] = {}
+    tiebreak = itertools.count()
+    ends: list[tuple[float, int, Entry]] = []  # a heap of (finish, tiebreak, task)
+    for task in line.running:
+        took, basis = run_times.of(task)
+        started = task.started_at if task.started_at is not None else now
+        left = max(took.remaining(now - started), took.mean * REMAINING_FLOOR, MIN_REMAINING)
+        estimates[task.id] = Estimate(started, now + left, basis)
+        heapq.heappush(ends, (now + left + run_times.gap, next(tiebreak), task))
+    unknown = [*line.held, *line.waiting, *line.queued]
+    if line.paused or line.admission is not None:
+        estimates.update(dict.fromkeys((t.id for t in unknown), UNKNOWN))
+        return estimates
+    estimates.update(dict.fromkeys((t.id for t in line.held), UNKNOWN))
+    pending = _Pending(line.limits, now, line.aging_interval)
+    timers: list[tuple[float, int, Entry]] = []  # tasks whose not_before is ahead
+    start_now = [t for t in line.queued if t.start_now]
+    for task in line.queued:
+        if task.start_now:
+            continue
+        if task.not_before is not None and task.not_before > now:
+            heapq.heappush(timers, (task.not_before, next(tiebreak), task))
+        else:
+            pending.add(task)
+    # Waiting tasks: which of their dependencies are still to end, in the simulation.
+    known = {t.id for t in (*line.running, *line.queued, *line.waiting, *line.held)}
+    unmet: dict[str, set[str]] = {}
+    dependents: dict[str, list[Entry]] = {}
+    for task in line.waiting:
+        needs = {d for d in task.depends_on if d in known}
+        unmet[task.id] = needs
+        for dep in needs:
+            dependents.setdefault(dep, []).append(task)
+        if not needs:
+            pending.add(task)
+    # Tasks of the line still to start; forecast work arrives only while some are left.
+    left = len(line.queued) + len(_startable(line, known))
+    arrivals = _Arrivals(line, left)
+    ahead: dict[str | None, int] = {}  # forecast tasks started so far, per agent type
+    running = {t.id: t for t in line.running}
+    clock = now
+    while True:
+        in_pool = sum(1 for t in running.values() if line.limits.in_pool(t))
+        snapshot = policy.Snapshot(
+            running=list(running.values()),
+            queued=pending.candidates(max(0, line.limits.max_concurrent - in_pool)),
+            limits=line.limits,
+            now=clock,
+            start_now=start_now,
+        )
+        by_id = {t.id: t for t in (*snapshot.queued, *start_now)}
+        for start in policy.plan(snapshot).start:
+            task = by_id[start.task_id]
+            if not task.start_now:  # a start-now task is not among the pending
+                pending.started(task)
+            took, basis = run_times.of(task)
+            if arrivals.forecast(task):
+                ahead[task.agent] = ahead.get(task.agent, 0) + 1
+            else:
+                if ahead.get(task.agent):
+                    basis += f"; after {ahead[task.agent]} expected arrivals ahead"
+                estimates[task.id] = Estimate(clock, clock + took.mean, basis)
+                arrivals.left -= 1
+            running[task.id] = task
+            heapq.heappush(ends, (clock + took.mean + run_times.gap, next(tiebreak), task))
+        start_now = []
+        due = arrivals.next_at()
+        if not ends and not timers and due is None:
+            break
+        clock = min(
+            ends[0][0] if ends else math.inf, timers[0][0] if timers else math.inf, due or math.inf
+        )
+        while timers and timers[0][0] <= clock:
+            pending.add(heapq.heappop(timers)[2]._replace(not_before=None))
+        for task in arrivals.due(clock):
+            pending.add(task)
+        while ends and ends[0][0] <= clock:
+            done = heapq.heappop(ends)[2]
+            running.pop(done.id, None)
+            for waiter in dependents.pop(done.id, ()):
+                needs = unmet[waiter.id]
+                needs.discard(done.id)
+                if not needs:
+                    pending.add(waiter)
+        if not running and pending.empty() and not timers and arrivals.next_at() is None:
+            break
+    estimates.update({t.id: UNKNOWN for t in unknown if t.id not in estimates})
+    return estimates
+
+
+def _startable(line: Line, known: set[str]) -> set[str]:
+    """The waiting tasks whose dependencies can all end in the simulation (none of them
+    held, nor waiting on a held one)."""
+    can = {t.id for t in (*line.running, *line.queued)}
+    waiting = {t.id: t for t in line.waiting}
+    grew = True
+    while grew:
+        grew = False
+        for task_id, task in list(waiting.items()):
+            if all(d in can or d not in known for d in task.depends_on):
+                can.add(task_id)
+                del waiting[task_id]
+                grew = True
+    return {t.id for t in line.waiting} - set(waiting)
+
+
+# Forecast tasks sort after every real rank, in the order they arrive.
+_FORECAST_RANK = "\U0010ffff"
+
+
+class _Arrivals:
+    """The forecast work of a line, as tasks that arrive at a steady rate per stream
+    until `line.forecast` seconds have passed or no task of the line is left to start."""
+
+    def __init__(self, line: Line, left: int) -> None:
+        self.left = left
+        self.until = line.now + min(line.forecast, MAX_FORECAST)
+        self.budget = MAX_ARRIVALS
+        self.count = itertools.count()
+        self.ids: set[str] = set()
+        # Each stream's first task arrives half an interval in: the count of arrivals by
+        # any instant is then the rate times the time elapsed, rounded.
+        self.heap = [
+            (line.now + 0.5 / a.rate, i, a) for i, a in enumerate(line.arrivals) if a.rate > 0
+        ]
+        heapq.heapify(self.heap)
+
+    def next_at(self) -> float | None:
+        if self.left <= 0 or self.budget <= 0 or not self.heap or self.heap[0][0] > self.until:
+            return None
+        return self.heap[0][0]
+
+    def due(self, clock: float) -> list[Entry]:
+        found = []
+        while (at := self.next_at()) is not None and at <= clock:
+            _at, i, stream = heapq.heappop(self.heap)
+            n = next(self.count)
+            task = Entry(
+                id=f"~forecast-{n}", agent=stream.agent, workspace=None, user=None, labels={},
+                priority=stream.priority, boosted=False, start_now=False,
+                rank=f"{_FORECAST_RANK}{n:09d}", status=Status.QUEUED, depends_on=(),
+                not_before=None, queued_at=at, started_at=None, expected_duration=None,
+            )  # fmt: skip
+            self.ids.add(task.id)
+            self.budget -= 1
+            found.append(task)
+            heapq.heappush(self.heap, (at + 1 / stream.rate, i, stream))
+        return found
+
+    def forecast(self, task: Entry) -> bool:
+        """Whether `task` is forecast work (which gets no estimate)."""
+        return task.id in self.ids

@@ -1,0 +1,139 @@
+"""What the dashboard reads besides the task routes: one page of the line with the
+capacity header, who the caller is, and the charts' history."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Annotated, Any, Literal
+
+import psutil
+from fastapi import APIRouter, Depends, Query
+
+from slotline import stats
+from slotline.models import Task, iso
+from slotline.server.auth import Principal
+from slotline.server.context import Reader, State
+from slotline.server.errors import ERROR_RESPONSES
+from slotline.server.filters import filter_query
+from slotline.server.queue import status_json
+from slotline.server.schemas import MAX_SEQ, task_json
+from slotline.store import Store
+from slotline.store.ops import Settings
+from slotline.taskfilter import TaskFilter
+
+router = APIRouter(prefix="/api", tags=["dashboard"], responses=ERROR_RESPONSES)
+
+WINDOWS = {"hour": 3600.0, "day": 86_400.0}
+
+
+def limit_usage(settings: Settings, running: list[Task]) -> list[dict[str, Any]]:
+    """Each per-key limit with how many running tasks count against it, per value."""
+    usage = []
+    for limit in settings.per_key:
+        counts = Counter(value for t in running if (value := t.key_value(limit.key)) is not None)
+        if limit.value is not None:
+            counts = Counter({limit.value: counts.get(limit.value, 0)})
+        usage.append(
+            {"key": limit.key, "value": limit.value, "max": limit.max, "used": dict(counts)}
+        )
+    return usage
+
+
+def _usage_for(who: Principal, settings: Settings, running: list[Task]) -> list[dict[str, Any]]:
+    """Limit usage as `who` may see it: a user (a task token) sees the values of its own
+    runs, and the runs of others only as one `(others)` count per limit."""
+    usage = limit_usage(settings, running)
+    if who.sees_all:
+        return usage
+    own = limit_usage(settings, [t for t in running if who.sees(t)])
+    for item, mine in zip(usage, own, strict=True):
+        hidden = sum(item["used"].values()) - sum(mine["used"].values())
+        item["used"] = {**mine["used"], **({"(others)": hidden} if hidden else {})}
+    return usage
+
+
+def machine() -> dict[str, float]:
+    """This machine's CPU (since the last call) and memory use, in percent."""
+    return {
+        "cpu_percent": psutil.cpu_percent(interval=None),
+        "memory_percent": psutil.virtual_memory().percent,
+    }
+
+
+def _line(
+    store: Store, who: Principal, wanted: TaskFilter, offset: int, limit: int
+) -> dict[str, Any]:
+    keep = None
+    if not (wanted.empty and who.sees_all):
+
+        def keep(task: Task) -> bool:
+            return who.sees(task) and wanted.matches(task)
+
+    line = store.line(offset, limit, keep)
+    data = status_json(line.status, who)
+    # The page stands for the line here: `queued_total` counts what the caller sees and
+    # the filter keeps; `next_up` is shown when it is among those.
+    visible = who.sees_all or any(t.id == line.next_up for t in line.status.queued)
+    data.update(
+        next_up=line.next_up if visible else None,
+        queued_total=line.queued_total,
+        offset=offset,
+        limit=limit,
+        parked=[task_json(t) for t in line.parked],
+        parked_total=line.parked_total,
+        limits=_usage_for(who, line.settings, line.status.running),
+        machine=machine(),
+        last_seq=line.last_seq,
+        now=iso(line.now),
+    )
+    return data
+
+
+@router.get("/line")
+async def line(
+    state: State,
+    who: Reader,
+    wanted: Annotated[TaskFilter, Depends(filter_query)],
+    offset: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+) -> dict[str, Any]:
+    """The capacity header, the running tasks and one page of the line in queue order
+    (positions are in the whole line, also when filtered; `status` is ignored here),
+    with the held and waiting tasks below it, per-key limit usage, the machine's CPU and
+    memory, and the last event seq (resume the event stream from there)."""
+    wanted = wanted.model_copy(update={"status": []})
+    return await state.call(_line, state.store, who, wanted, offset, limit)
+
+
+@router.get("/whoami")
+async def whoami(who: Reader) -> dict[str, Any]:
+    """The caller's token name and role, and what it may do."""
+    return {
+        "name": who.name,
+        "role": who.role,
+        "can_write": who.can_write,
+        "is_admin": who.is_admin,
+    }
+
+
+def _charts(store: Store, who: Principal, window: float) -> dict[str, Any]:
+    now = store.clock()
+    since = now - window
+    ended = [t for t in store.finished_since(since) if who.sees(t)]
+    return {
+        "now": now,
+        "since": since,
+        "samples": [s.to_dict() for s in store.samples(since)],
+        "agents": [a.to_dict() for a in stats.compute(ended, now).agents],
+    }
+
+
+@router.get("/charts")
+async def charts(
+    state: State, who: Reader, window: Literal["hour", "day"] = "hour"
+) -> dict[str, Any]:
+    """The history the charts draw, on the store's clock (epoch seconds): samples of
+    queue depth, running and tasks ended per interval (written by the nodes, kept a
+    day), and wait and run time p50/p95 per agent type of the tasks ended in the window.
+    Queue-wide counts are shown to every reader; the timings cover visible tasks."""
+    return await state.call(_charts, state.store, who, WINDOWS[window])

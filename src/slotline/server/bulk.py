@@ -1,0 +1,104 @@
+"""Bulk steering (by ids or by filter) and the emergency stop."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, HTTPException
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from slotline.errors import InvalidInput
+from slotline.server.auth import Principal
+from slotline.server.context import Admin, State, Writer, hidden
+from slotline.server.errors import ERROR_RESPONSES
+from slotline.server.schemas import PRIORITY_HELP
+from slotline.store import Store
+from slotline.store.steering import MAX_BULK
+from slotline.taskfilter import SCAN_LIMIT, TaskFilter
+
+router = APIRouter(prefix="/api", tags=["bulk"], responses=ERROR_RESPONSES)
+
+
+class BulkBody(BaseModel):
+    """A verb and the tasks it applies to: `ids` (ids or unique prefixes), or `filter`
+    (every task matching it that the caller may steer)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    verb: Literal["cancel", "terminate", "priority", "hold", "release", "restart"]
+    ids: list[str] | None = Field(default=None, max_length=MAX_BULK)
+    filter: TaskFilter | None = None
+    priority: str | int | None = Field(default=None, description=PRIORITY_HELP)
+    reason: str | None = Field(default=None, max_length=500)
+    force: bool = False
+
+    @model_validator(mode="after")
+    def _one_target(self) -> BulkBody:
+        if (self.ids is None) == (self.filter is None):
+            raise ValueError("give exactly one of ids and filter")
+        if self.filter is not None and self.filter.empty:
+            raise ValueError("the filter must name at least one criterion (status, agent…)")
+        return self
+
+
+class BulkOut(BaseModel):
+    verb: str
+    done: list[str]
+    skipped: list[dict[str, str]]
+
+
+def _targets(store: Store, who: Principal, body: BulkBody) -> list[str]:
+    """The full ids the body names, each one the caller may steer."""
+    if body.filter is not None:
+        wanted = body.filter
+        one = wanted.status[0] if len(wanted.status) == 1 else None
+        tasks = store.list_tasks(one, SCAN_LIMIT)
+        return [t.id for t in tasks if who.steers(t) and wanted.matches(t)]
+    ids = []
+    for ref in body.ids or ():
+        task = store.get(ref, who.prefix_owner)
+        if not who.sees(task):
+            raise hidden(ref)
+        if not who.steers(task):
+            raise HTTPException(403, f"token {who.name!r} cannot change task {task.id[:8]}")
+        ids.append(task.id)
+    return ids
+
+
+def _bulk(store: Store, who: Principal, body: BulkBody) -> dict[str, Any]:
+    ids = _targets(store, who, body)
+    if len(ids) > MAX_BULK:
+        raise InvalidInput(f"the filter matches more than {MAX_BULK} tasks; narrow it")
+    result = store.bulk(
+        body.verb, ids, priority=body.priority, reason=body.reason, force=body.force
+    )
+    return result.to_dict()
+
+
+@router.post("/tasks/bulk", response_model=BulkOut)
+async def bulk(state: State, who: Writer, body: BulkBody) -> dict[str, Any]:
+    """Cancel, terminate, re-prioritize, hold, release or restart many tasks in one
+    transaction, one event per task changed; tasks the verb does not apply to (already
+    ended, not running…) are listed in `skipped` with why. A user token reaches only its
+    own tasks."""
+    return await state.call(_bulk, state.store, who, body)
+
+
+class StopBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = Field(default="emergency stop", max_length=500)
+
+
+class StopOut(BaseModel):
+    paused: bool
+    stopped: list[str]
+
+
+@router.post("/emergency-stop", response_model=StopOut)
+async def emergency_stop(state: State, _who: Admin, body: StopBody | None = None) -> dict[str, Any]:
+    """Pause dispatch and terminate every running task (they fail with "terminated:
+    REASON"); `resume` starts tasks again."""
+    reason = body.reason if body else "emergency stop"
+    stopped = await state.call(state.store.emergency_stop, reason)
+    return {"paused": True, "stopped": stopped}

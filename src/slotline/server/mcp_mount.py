@@ -1,0 +1,167 @@
+"""`/mcp` on the server: the MCP tools over streamable HTTP, behind the API's own tokens.
+
+Every request to `/mcp` is authenticated as any API request is (Bearer token, task
+tokens included); the tools then call the REST routes' own functions as that principal,
+so each check (roles, a user's own tasks, a task's subtree, raw commands) is the same
+one. A viewer reads and is refused every change.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from fastapi import HTTPException
+from mcp.server.fastmcp import Context, FastMCP
+from mcp.server.fastmcp.exceptions import ToolError
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import ValidationError
+from starlette.requests import HTTPConnection
+from starlette.responses import JSONResponse
+from starlette.types import Receive, Scope, Send
+
+from slotline import mcp
+from slotline.models import Priority, Status
+from slotline.server import queue, routes
+from slotline.server.auth import Principal
+from slotline.server.context import ServerState, presented_token, resolve
+from slotline.server.errors import error_body
+from slotline.server.schemas import CancelBody, MoveBody, PriorityBody, RestartBody, SubmitBody
+from slotline.store.core import Watcher
+from slotline.taskfilter import TaskFilter
+
+PRINCIPAL = "slotline.principal"
+
+
+class RouteCalls:
+    """The tools' calls as the REST routes make them, for one principal."""
+
+    def __init__(self, state: ServerState, who: Principal) -> None:
+        self.state = state
+        self.who = who
+
+    def _writer(self) -> Principal:
+        if not self.who.can_write:
+            raise ToolError(
+                f"not allowed: token {self.who.name!r} is a viewer: it can read, not change"
+            )
+        return self.who
+
+    async def status(self) -> dict[str, Any]:
+        data = await queue.queue_status(self.state, self.who, mine=True, root=None)
+        return mcp.status_summary(data, data.get("mine") or [])
+
+    async def submit(self, fields: dict[str, Any]) -> dict[str, Any]:
+        who = self._writer()
+        fields["priority"] = Priority.parse(fields.get("priority", "normal")).label
+        try:
+            body = SubmitBody(**fields)
+        except ValidationError as exc:
+            raise ToolError(f"invalid submit: {exc.errors()[0]['msg']}") from None
+        return await routes.submit(self.state, who, body)
+
+    async def get(self, ref: str) -> dict[str, Any]:
+        return await routes.get_task(self.state, self.who, ref)
+
+    async def list(self, filters: dict[str, Any], limit: int, offset: int) -> dict[str, Any]:
+        status = filters.get("status")
+        wanted = TaskFilter(status=[Status(status)] if status else [], agent=filters.get("agent"))
+        found = await routes.list_tasks(
+            self.state,
+            self.who,
+            wanted,
+            parent=filters.get("parent_id"),
+            limit=limit,
+            offset=offset,
+        )
+        return {"tasks": found["tasks"], "total": found["total"]}
+
+    async def log(self, ref: str, max_bytes: int) -> str:
+        task = await self.state.visible_task(self.who, ref)
+        return mcp.tail(task.attempts[-1].log_path if task.attempts else None, max_bytes)
+
+    def watcher(self) -> Watcher:
+        return self.state.store.watcher()
+
+    async def steer(self, verb: str, ref: str, **options: Any) -> dict[str, Any]:
+        who, state = self._writer(), self.state
+        if verb == "cancel":
+            return await routes.cancel(state, who, ref, CancelBody(**options))
+        if verb == "bump":
+            return await routes.bump(state, who, ref)
+        if verb == "boost":
+            return await routes.boost(state, who, ref)
+        if verb == "move":
+            return await routes.move(state, who, ref, MoveBody(**options))
+        if verb == "priority":
+            body = PriorityBody(priority=Priority.parse(options["level"]).label)
+            return await routes.set_priority(state, who, ref, body)
+        return await routes.restart(state, who, ref, RestartBody(**options))
+
+
+def _calls_for(state: ServerState) -> Any:
+    def calls(ctx: Context[Any, Any, Any]) -> mcp.Calls:
+        request = ctx.request_context.request
+        who = None if request is None else request.scope.get(PRINCIPAL)
+        if not isinstance(who, Principal):
+            raise ToolError("no caller: /mcp is reached through the server's authentication")
+        return _Refusing(RouteCalls(state, who))
+
+    return calls
+
+
+class _Refusing:
+    """RouteCalls with the routes' HTTP refusals (403, 404…) as tool errors."""
+
+    def __init__(self, inner: RouteCalls) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.inner, name)
+        if not inspect.iscoroutinefunction(method):
+            return method  # `watcher`: no route behind it
+
+        async def refused(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await method(*args, **kwargs)
+            except HTTPException as exc:
+                why = "not allowed" if exc.status_code == 403 else f"refused ({exc.status_code})"
+                raise ToolError(f"{why}: {exc.detail}") from None
+
+        return refused
+
+
+class McpEndpoint:
+    """The ASGI endpoint at /mcp: authenticate, then hand the request to the MCP session
+    manager with the principal in its scope."""
+
+    def __init__(self, state: ServerState, manager: StreamableHTTPSessionManager) -> None:
+        self.state = state
+        self.manager = manager
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            who = await resolve(self.state, presented_token(HTTPConnection(scope)))
+        except HTTPException as exc:
+            body = error_body(str(exc.detail), "Unauthorized")
+            response = JSONResponse(body, exc.status_code, headers=exc.headers)
+            await response(scope, receive, send)
+            return
+        scope[PRINCIPAL] = who
+        await self.manager.handle_request(scope, receive, send)
+
+
+def mcp_server(state: ServerState) -> tuple[FastMCP, McpEndpoint]:
+    """The MCP server of one app and its /mcp endpoint; run `server.session_manager.run()`
+    for the app's lifetime. The app's own Host/Origin guard applies, so the SDK's is off."""
+    server = mcp.build_server(
+        _calls_for(state),
+        streamable_http_path="/mcp",
+        # No session state between requests: each is authenticated on its own, any node
+        # of the store answers it, and progress goes out on the request's own stream.
+        stateless_http=True,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+    server.streamable_http_app()  # creates the session manager
+    return server, McpEndpoint(state, server.session_manager)

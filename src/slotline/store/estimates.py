@@ -1,0 +1,243 @@
+"""ETAs as the store reads them: the line in one query, recent run times, the simulation.
+
+Run inside the caller's transaction: `line_estimates` reads only the columns the
+simulation needs (one query for the whole line), and `record_run` keeps the recent run
+times of each agent type (and of all tasks) in `run_times`, so estimates survive a restart.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from slotline.models import Priority, Status, Task
+from slotline.scheduler import eta
+from slotline.store import ops
+from slotline.store.queries import Tx
+
+# How many recent runs the statistic looks at, per agent type and over all tasks.
+WINDOW = 50
+# Estimates are made as of the store's last change, so that reading an unchanged line
+# twice gives the same answer; after this long without a change, as of the current
+# minute instead (an overdue run's end moves on).
+STALE = 60.0
+ALL = ("all", "")
+GAP = ("dispatch", "")
+# A gap longer than this is a line that was idle, not a slot waiting to be refilled.
+MAX_GAP = 5.0
+# The forecast of work joining the line rests on the arrivals of the last this many
+# seconds (among the last SCAN events); over at least MIN_SPAN, so that the first burst
+# on a new store is not read as a rate that lasts.
+ARRIVAL_WINDOW = 300.0
+SCAN = 5_000
+MIN_SPAN = 10.0
+
+
+_STATUSES = {s.value: s for s in Status}
+
+
+def line_task(row: Mapping[str, Any]) -> eta.Entry:
+    """The fields of a task the policy and the simulation read, from a row of `eta_line`."""
+    labels = row["labels"]
+    depends = row["depends_on"]
+    return eta.Entry(
+        row["id"],
+        row["agent"],
+        row["workspace"],
+        row["owner"],
+        json.loads(labels) if labels != "{}" else {},
+        row["priority"],
+        bool(row["boosted"]),
+        bool(row["start_now"]),
+        row["rank"],
+        _STATUSES[row["status"]],
+        tuple(json.loads(depends)) if depends != "[]" else (),
+        row["not_before"],
+        row["queued_at"],
+        row["started_at"],
+        row["expected_duration"],
+    )
+
+
+def run_times(tx: Tx) -> eta.RunTimes:
+    """The recent run times per agent type and over all tasks, fitted from their windows
+    of samples (so that a change of statistic applies to windows stored before it)."""
+    per_agent: dict[str, eta.Duration] = {}
+    overall = None
+    gap = 0.0
+    for row in tx.rows("run_times_all"):
+        if (row["scope"], row["name"]) == GAP:
+            gap = float(row["estimate"])
+            continue
+        samples = json.loads(row["samples"])
+        found = eta.fit(samples) if samples else eta.Duration(float(row["estimate"]), 0)
+        if (row["scope"], row["name"]) == ALL:
+            overall = found
+        else:
+            per_agent[row["name"]] = found
+    return eta.RunTimes(per_agent, overall, gap=gap)
+
+
+def _last_change(tx: Tx, now: float) -> tuple[int, float]:
+    """The seq of the store's last event, and the instant the line is simulated from:
+    that event's time, or the current minute when it is older than STALE."""
+    row = tx.one("events_last")
+    seq, last = (0, None) if row is None else (int(row["seq"]), float(row["at"]))
+    if last is not None and now - STALE <= last <= now:
+        return seq, last
+    return seq, now - now % STALE
+
+
+def as_of(tx: Tx, now: float) -> float:
+    return _last_change(tx, now)[1]
+
+
+# The last estimates made per store, by (seq of the last event, instant simulated from):
+# every change appends an event, so an unchanged key is an unchanged line, and a reader
+# polling one task (wait_for_task, `submit --wait`) does not simulate 10,000 again.
+_CACHE: dict[str, tuple[tuple[int, float], dict[str, eta.Estimate]]] = {}
+
+
+def line_estimates(tx: Tx, now: float, store: str | None = None) -> dict[str, eta.Estimate]:
+    """Estimates of every running, queued, waiting and held task, by id, simulated from
+    the store's last change: a function of the store's state, the same on every read
+    (kept per `store` URL until the next change)."""
+    key = _last_change(tx, now)
+    cached = _CACHE.get(store) if store is not None else None
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    found = eta.simulate(_line(tx, key[1]), run_times(tx))
+    if store is not None:
+        _CACHE[store] = (key, found)
+    return found
+
+
+def _line(tx: Tx, now: float) -> eta.Line:
+    by_status: dict[Status, list[eta.Entry]] = {s: [] for s in Status}
+    for row in tx.rows("eta_line"):
+        task = line_task(row)
+        by_status[task.status].append(task)
+    settings = ops.read_settings(tx)
+    holding = [row for row in tx.rows("nodes_pressed") if row["pressure_hold"]]
+    in_line = [*by_status[Status.QUEUED], *by_status[Status.WAITING]]
+    lowest = max((int(t.priority) for t in in_line), default=None)
+    arrivals, span = ((), 0.0) if lowest is None else _arrivals(tx, now, lowest)
+    return eta.Line(
+        running=by_status[Status.RUNNING],
+        queued=by_status[Status.QUEUED],
+        waiting=by_status[Status.WAITING],
+        held=by_status[Status.HELD],
+        limits=settings.limits,
+        now=now,
+        paused=bool(settings["paused"]),
+        admission="held" if holding else None,
+        aging_interval=settings["aging_interval"],
+        arrivals=arrivals,
+        forecast=span,
+    )
+
+
+def _arrivals(tx: Tx, now: float, lowest: int) -> tuple[list[eta.Arrival], float]:
+    """The rates at which new work joined the line ahead of tasks of priority `lowest`
+    or better, per agent type and priority, over the last ARRIVAL_WINDOW seconds, and
+    that span. Only submits count: a task moved up (priority raise, Start next, Start
+    now) was already in line and in the simulation, ahead of a given task as often as
+    behind it; counted as new work it made estimates late. Submits that would queue
+    behind every task in line move no estimate and are left out, and so are those at
+    normal priority: played in for the sake of low-priority tasks, the main stream of
+    submits would multiply the cost of every estimate (low-priority estimates stay
+    early while normal work keeps coming)."""
+    lowest = min(lowest, int(Priority.NORMAL))
+    last = tx.one("events_last")
+    after = 0 if last is None else max(0, int(last["seq"]) - SCAN)
+    first = tx.one("event_first_after", after=after)
+    if first is None:
+        return [], 0.0
+    since = max(now - ARRIVAL_WINDOW, float(first["at"]))
+    counts: dict[tuple[str | None, int], int] = {}
+    for row in tx.rows("eta_arrivals", after=after):
+        if not since <= row["at"] <= now:
+            continue
+        data = json.loads(row["data"])
+        priority = int(Priority.parse(data["priority"]))
+        if data.get("to") in ("queued", "waiting") and priority < lowest:
+            stream = (row["agent"], priority)
+            counts[stream] = counts.get(stream, 0) + 1
+    span = max(now - since, MIN_SPAN)
+    found = [eta.Arrival(agent, priority, n / span) for (agent, priority), n in counts.items()]
+    return found, span
+
+
+def with_estimate(task: Task, estimates: Mapping[str, eta.Estimate], **changes: Any) -> Task:
+    """`task` with its estimate (and `changes`), in one copy."""
+    found = estimates.get(task.id)
+    if found is not None:
+        changes.update(eta_start=found.start, eta_finish=found.finish, eta_basis=found.basis)
+    return replace(task, **changes) if changes else task
+
+
+def record_gap(tx: Tx, now: float) -> None:
+    """Add how long the slots refilled by the claims made at `now` stood empty to the
+    window of dispatch gaps. The claims took the slots of the latest finishes, one each;
+    a slot counts as waiting from its finish, or from when its task was queued if that
+    was later (an idle slot waits for no dispatch)."""
+    queued = sorted(float(r["queued_at"] or now) for r in tx.rows("claimed_at", now=now))
+    if not queued:
+        return
+    since = now - MAX_GAP
+    ends = sorted(
+        float(r["at"]) for r in tx.rows("finishes_before", since=since, now=now, n=len(queued))
+    )
+    gaps = [now - max(end, q) for end, q in zip(ends, queued[-len(ends) :], strict=False)]
+    if gaps:
+        _add_sample(tx, [GAP], sum(gaps) / len(gaps), now)
+
+
+def record_run(tx: Tx, agent: str | None, seconds: float, now: float) -> None:
+    """Add one finished run's time to its agent type's window and to all tasks'."""
+    if not math.isfinite(seconds) or seconds < 0:
+        return
+    _add_sample(tx, [ALL] if agent is None else [("agent", agent), ALL], seconds, now)
+
+
+def _add_sample(tx: Tx, scopes: list[tuple[str, str]], seconds: float, now: float) -> None:
+    for scope, name in scopes:
+        row = tx.one("run_time_get", scope=scope, name=name)
+        samples = [] if row is None else list(json.loads(row["samples"]))
+        samples = [*samples, round(seconds, 3)][-WINDOW:]
+        tx.run("run_time_delete", scope=scope, name=name)
+        tx.run(
+            "run_time_insert",
+            scope=scope,
+            name=name,
+            samples=json.dumps(samples),
+            estimate=eta.robust_mean(samples) if scope == GAP[0] else eta.fit(samples).mean,
+            runs=len(samples),
+            now=now,
+        )
+
+
+def seconds_until_room(
+    tx: Tx,
+    now: float,
+    estimates: Mapping[str, eta.Estimate],
+    parent_id: str | None = None,
+    user: str | None = None,
+) -> float | None:
+    """When a refused submit may succeed, from `line_estimates`: the next start of a task
+    in line (a place in the queue frees; with `user`, one of that user's), or with
+    `parent_id` the next end among its active children; None if no estimate says."""
+    if user is not None:
+        mine = [str(r["id"]) for r in tx.rows("pending_of_user", user=user)]
+        starts = [estimates[i].start for i in mine if i in estimates]
+    elif parent_id is None:
+        running = {str(r["id"]) for r in tx.rows("tasks_running")}
+        starts = [e.start for i, e in estimates.items() if i not in running]
+    else:
+        children = [r["id"] for r in tx.rows("active_children_ends", parent_id=parent_id)]
+        starts = [estimates[c].finish for c in children if c in estimates]
+    known = [s for s in starts if s is not None]
+    return max(0.0, min(known) - now) if known else None

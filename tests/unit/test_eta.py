@@ -1,0 +1,301 @@
+"""The ETA simulation: the line played forward under the dispatch policy's own rules."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+import time
+from typing import Any
+
+import pytest
+
+from slotline.models import Limit, Status
+from slotline.scheduler import eta
+from slotline.scheduler.policy import Limits
+from slotline.scheduler.ranks import seq_rank
+from slotline.store import Store
+from slotline.store.estimates import line_task
+
+NOW = 1_000.0
+TEN = eta.RunTimes(overall=eta.Duration(10.0, 5))
+
+
+def task(n: int, status: Status = Status.QUEUED, **fields: Any) -> eta.Entry:
+    """Task `t{n}` with rank n; fields as in the store's columns (owner, depends_on…)."""
+    row: dict[str, Any] = {
+        "id": f"t{n}", "kind": "command", "agent": None, "workspace": None, "owner": None,
+        "labels": "{}", "priority": 2, "boosted": False, "start_now": False,
+        "rank": seq_rank(n + 1), "status": status.value, "depends_on": "[]", "not_before": None,
+        "queued_at": NOW, "started_at": None, "expected_duration": None,
+    }  # fmt: skip
+    row.update(fields)
+    return line_task(row)
+
+
+def starts(line: eta.Line, run_times: eta.RunTimes = TEN) -> dict[str, float | None]:
+    found = eta.simulate(line, run_times)
+    return {tid: None if e.start is None else e.start - NOW for tid, e in found.items()}
+
+
+def test_global_limit_fills_slots_in_waves() -> None:
+    queued = [task(i) for i in range(5)]
+    got = starts(eta.Line(running=[], queued=queued, limits=Limits(max_concurrent=2), now=NOW))
+    assert got == {"t0": 0, "t1": 0, "t2": 10, "t3": 10, "t4": 20}
+
+
+def test_running_tasks_free_their_slots_at_their_estimated_end() -> None:
+    # Given one running task started 4 s ago with a 10 s estimate…
+    running = [task(0, Status.RUNNING, started_at=NOW - 4)]
+    line = eta.Line(running=running, queued=[task(1)], limits=Limits(max_concurrent=1), now=NOW)
+    found = eta.simulate(line, TEN)
+    # …it ends in 6 s, and the queued one starts then.
+    assert found["t0"].finish == NOW + 6
+    assert found["t1"].start == NOW + 6
+    assert found["t1"].finish == NOW + 16
+
+
+def test_an_overdue_run_is_given_a_floor_not_a_past_end() -> None:
+    running = [task(0, Status.RUNNING, started_at=NOW - 100)]
+    found = eta.simulate(eta.Line(running=running, queued=[], limits=Limits(), now=NOW), TEN)
+    finish = found["t0"].finish
+    assert finish is not None
+    assert finish > NOW
+
+
+def test_per_key_limit_skips_without_blocking_the_line() -> None:
+    # agent a at most 1: the second a waits, the b behind it starts at once.
+    queued = [task(0, agent="a"), task(1, agent="a"), task(2, agent="b")]
+    limits = Limits(max_concurrent=3, per_key=(Limit("agent", "a", 1),))
+    got = starts(eta.Line(running=[], queued=queued, limits=limits, now=NOW))
+    assert got == {"t0": 0, "t1": 10, "t2": 0}
+
+
+def test_agents_outside_the_pool_neither_wait_for_nor_take_global_slots() -> None:
+    queued = [task(0), task(1, agent="pm"), task(2)]
+    limits = Limits(max_concurrent=1, exempt_agents=frozenset({"pm"}))
+    got = starts(eta.Line(running=[], queued=queued, limits=limits, now=NOW))
+    assert got == {"t0": 0, "t1": 0, "t2": 10}
+
+
+def test_durations_come_from_expected_duration_then_agent_then_all() -> None:
+    queued = [task(0, expected_duration=3.0), task(1, agent="slow"), task(2, agent="new")]
+    run_times = eta.RunTimes(
+        per_agent={"slow": eta.Duration(50.0, 8)}, overall=eta.Duration(7.0, 20)
+    )
+    found = eta.simulate(
+        eta.Line(running=[], queued=queued, limits=Limits(max_concurrent=3), now=NOW), run_times
+    )
+    assert [found[f"t{i}"].finish for i in range(3)] == [NOW + 3, NOW + 50, NOW + 7]
+    assert found["t0"].basis == "expected_duration"
+    assert found["t1"].basis == "recent runs of agent slow (n=8)"
+    assert found["t2"].basis == "recent runs of all tasks (n=20)"
+    nothing = eta.simulate(
+        eta.Line(running=[], queued=[task(0)], limits=Limits(), now=NOW), eta.RunTimes()
+    )
+    assert nothing["t0"].basis is not None
+    assert nothing["t0"].basis.startswith("default")
+
+
+def test_held_tasks_and_their_dependents_have_no_estimate() -> None:
+    held = [task(0, Status.HELD)]
+    waiting = [task(1, Status.WAITING, depends_on='["t0"]')]
+    got = starts(
+        eta.Line(running=[], queued=[task(2)], held=held, waiting=waiting, limits=Limits(), now=NOW)
+    )
+    assert got == {"t0": None, "t1": None, "t2": 0}
+
+
+def test_a_dependent_starts_when_its_dependency_ends_in_the_simulation() -> None:
+    queued = [task(0), task(1)]
+    waiting = [task(2, Status.WAITING, depends_on='["t0"]')]
+    got = starts(
+        eta.Line(
+            running=[], queued=queued, waiting=waiting, limits=Limits(max_concurrent=2), now=NOW
+        )
+    )
+    # t0 and t1 start now; when both end at 10 the dependent's slot is free.
+    assert got == {"t0": 0, "t1": 0, "t2": 10}
+
+
+def test_boosted_and_start_now_tasks_go_first() -> None:
+    queued = [task(0), task(1), task(2, boosted=True), task(3, start_now=True)]
+    limits = Limits(max_concurrent=1)
+    got = starts(eta.Line(running=[], queued=eta_order(queued), limits=limits, now=NOW))
+    # start-now starts at once over the limit; the boosted one is next when it ends.
+    assert got == {"t3": 0, "t2": 10, "t0": 20, "t1": 30}
+
+
+def test_priority_orders_the_simulated_starts() -> None:
+    queued = eta_order([task(0, priority=3), task(1, priority=0)])
+    got = starts(eta.Line(running=[], queued=queued, limits=Limits(max_concurrent=1), now=NOW))
+    assert got == {"t1": 0, "t0": 10}
+
+
+def test_not_before_delays_a_start_until_its_time() -> None:
+    queued = [task(0, not_before=NOW + 25), task(1)]
+    got = starts(eta.Line(running=[], queued=queued, limits=Limits(max_concurrent=2), now=NOW))
+    assert got == {"t0": 25, "t1": 0}
+
+
+@pytest.mark.parametrize("why", ["paused", "admission"])
+def test_a_paused_or_held_back_queue_has_no_start_estimates(why: str) -> None:
+    running = [task(0, Status.RUNNING, started_at=NOW)]
+    line = eta.Line(
+        running=running, queued=[task(1)], limits=Limits(), now=NOW,
+        paused=why == "paused", admission="cpu 95%" if why == "admission" else None,
+    )  # fmt: skip
+    found = eta.simulate(line, TEN)
+    assert found["t1"] == eta.UNKNOWN
+    assert found["t0"].finish == NOW + 10  # running tasks still end
+
+
+def test_the_robust_mean_ignores_outliers() -> None:
+    samples = [10.0] * 18 + [1000.0, 0.001]
+    assert eta.robust_mean(samples) == 10.0
+    assert eta.fit(samples).mean == pytest.approx(10.0)
+
+
+def test_ten_thousand_queued_in_one_pass() -> None:
+    limits = Limits(max_concurrent=4, per_key=(Limit("agent", "a", 1), Limit("agent", "b", 2)))
+    queued = [task(i, agent="abc"[i % 3]) for i in range(10_000)]
+    found = eta.simulate(eta.Line(running=[], queued=queued, limits=limits, now=NOW), TEN)
+    assert all(found[t.id].start is not None for t in queued)
+
+
+def eta_order(tasks: list[eta.Entry]) -> list[eta.Entry]:
+    from slotline.scheduler.policy import order
+
+    return order(tasks, NOW)
+
+
+def test_the_dispatch_gap_delays_each_refill_of_a_slot() -> None:
+    queued = [task(i) for i in range(3)]
+    gap = eta.RunTimes(overall=eta.Duration(10.0, 5), gap=1.0)
+    got = starts(eta.Line(running=[], queued=queued, limits=Limits(max_concurrent=1), now=NOW), gap)
+    assert got == {"t0": 0, "t1": 11, "t2": 22}
+
+
+def log_normal(median: float, sigma: float, n: int = 50) -> list[float]:
+    """`n` run times spread as a log-normal: its quantiles, so without randomness."""
+    normal = statistics.NormalDist()
+    return [median * math.exp(sigma * normal.inv_cdf((i + 0.5) / n)) for i in range(n)]
+
+
+@pytest.mark.parametrize("sigma", [0.35, 0.6, 1.0])
+def test_the_expected_run_time_is_the_mean_of_a_log_normal_not_its_middle(sigma: float) -> None:
+    # Sums of run times (the wait behind them) grow by the mean, which for a skewed
+    # distribution is well above its median and above a trimmed mean.
+    fitted = eta.fit(log_normal(10.0, sigma))
+    assert fitted.mean == pytest.approx(10.0 * math.exp(sigma**2 / 2), rel=0.03)
+    assert fitted.sigma == pytest.approx(sigma, rel=0.05)
+
+
+def test_a_few_outliers_do_not_move_the_fit() -> None:
+    samples = log_normal(10.0, 0.5)
+    outliers = [*samples[:-3], 5_000.0, 9_000.0, 0.0]
+    assert eta.fit(outliers).mean == pytest.approx(eta.fit(samples).mean, rel=0.1)
+
+
+def test_an_overdue_run_is_expected_to_need_more_the_longer_it_has_run() -> None:
+    # Given runs of mean 10 s that spread widely, and one that has run 15 s already…
+    spread = eta.RunTimes(per_agent={"a": eta.Duration(10.0, 50, sigma=0.8)})
+    running = [task(0, Status.RUNNING, agent="a", started_at=NOW - 15)]
+    line = eta.Line(running=running, queued=[task(1, agent="a")], limits=Limits(1), now=NOW)
+    found = eta.simulate(line, spread)
+    # …it is likely one of the long ones: more than a few seconds are left, and the task
+    # behind it starts then.
+    assert found["t0"].finish is not None
+    assert found["t0"].finish - NOW > 8
+    assert found["t1"].start == found["t0"].finish
+    later = eta.Duration(10.0, 50, sigma=0.8)
+    assert later.remaining(30) > later.remaining(15) > later.remaining(0) - 15
+    assert later.remaining(0) == 10.0
+
+
+def test_work_expected_to_arrive_ahead_delays_the_tasks_it_would_overtake() -> None:
+    # Given one slot, three normal tasks of 10 s, and high-priority work seen arriving at
+    # one task per 20 s…
+    queued = [task(i) for i in range(3)]
+    ahead = [eta.Arrival(agent=None, priority=1, rate=0.05)]
+    line = eta.Line(
+        running=[], queued=queued, limits=Limits(1), now=NOW, arrivals=ahead, forecast=300
+    )
+    # …one arrives at 10 and one at 30, and each takes the slot before the next normal.
+    assert starts(line) == {"t0": 0, "t1": 20, "t2": 40}
+    found = eta.simulate(line, TEN)
+    assert found["t2"].basis == "recent runs of all tasks (n=5); after 2 expected arrivals ahead"
+    # Work at the same priority queues behind them, and no forecast, nothing moves.
+    same = [eta.Arrival(agent=None, priority=2, rate=0.05)]
+    plain = {"t0": 0, "t1": 10, "t2": 20}
+    assert starts(dataclasses.replace(line, arrivals=same)) == plain
+    assert starts(dataclasses.replace(line, forecast=0)) == plain
+
+
+def test_forecast_work_arrives_in_its_agent_types_class_only() -> None:
+    # Arrivals of agent b, limited apart, do not delay agent a's line.
+    limits = Limits(max_concurrent=2, per_key=(Limit("agent", None, 1),))
+    queued = [task(0, agent="a"), task(1, agent="a")]
+    ahead = [eta.Arrival(agent="b", priority=0, rate=0.05)]
+    line = eta.Line(running=[], queued=queued, limits=limits, now=NOW, arrivals=ahead, forecast=300)
+    assert starts(line) == {"t0": 0, "t1": 10}
+
+
+def test_recent_high_priority_submits_push_a_normal_tasks_estimate_later(store: Store) -> None:
+    # Given one slot and tasks of 10 s: six high-priority ones submitted just now…
+    store.set_setting("max_concurrent", 1)
+    for _ in range(6):
+        store.submit({"command": ["true"], "priority": "high", "expected_duration": 10})
+    normal = store.submit({"command": ["true"], "expected_duration": 10})
+    shown = store.get(normal.id)
+    assert shown.eta_start is not None
+    assert shown.queued_at is not None
+    # …more are expected while they run, so the normal one starts later than the 60 s
+    # of work already ahead of it.
+    assert shown.eta_start - shown.queued_at > 60 + 1
+
+
+def test_without_work_jumping_ahead_the_estimate_is_the_line_ahead(store: Store) -> None:
+    store.set_setting("max_concurrent", 1)
+    for _ in range(6):
+        store.submit({"command": ["true"], "expected_duration": 10})
+    normal = store.submit({"command": ["true"], "expected_duration": 10})
+    shown = store.get(normal.id)
+    assert shown.eta_start is not None
+    assert shown.queued_at is not None
+    assert shown.eta_start - shown.queued_at == pytest.approx(60, abs=1)
+
+
+def test_the_dispatch_gap_counts_every_slot_a_claim_refilled(store: Store) -> None:
+    # Given two slots running, and tasks of 10 s behind them…
+    store.set_setting("max_concurrent", 2)
+    ids = [store.submit({"command": ["true"], "expected_duration": 10}).id for _ in range(8)]
+    at = time.time() + 1_000
+    first = store.claim("node", now=at).claims
+    # …the two runs end 0.2 s apart, and one claim refills both slots 0.3 s after the
+    # first end: the slots stood empty 0.3 s and 0.1 s, 0.2 s on average.
+    store.finish(first[0].attempt.id, first[0].attempt.token, 0, now=at + 5.0)
+    store.finish(first[1].attempt.id, first[1].attempt.token, 0, now=at + 5.2)
+    assert len(store.claim("node", now=at + 5.3).claims) == 2
+    starts = [store.get(task_id).eta_start for task_id in ids[4:]]
+    assert None not in starts
+    # Then each run in line is followed by that gap before the next one starts.
+    assert starts[0] == pytest.approx(at + 5.3 + 10 + 0.2, abs=1e-6)
+    assert starts[2] == pytest.approx(at + 5.3 + 2 * (10 + 0.2), abs=1e-6)
+
+
+def test_tasks_moved_up_are_not_forecast_as_new_work(store: Store) -> None:
+    # Given one slot, six tasks of 10 s, three of them raised to urgent and one started
+    # now: they were already in line, so the last one still has 60 s of work ahead…
+    store.set_setting("max_concurrent", 1)
+    ids = [store.submit({"command": ["true"], "expected_duration": 10}).id for _ in range(6)]
+    for task_id in ids[:3]:
+        store.set_priority(task_id, "urgent")
+    store.boost(ids[3])
+    last = store.submit({"command": ["true"], "expected_duration": 10})
+    shown = store.get(last.id)
+    assert shown.eta_start is not None
+    assert shown.queued_at is not None
+    # …and no more moves are expected to add to it.
+    assert shown.eta_start - shown.queued_at == pytest.approx(60, abs=1)
+    assert shown.eta_basis == "expected_duration"
