@@ -30,7 +30,7 @@ from slotline.runner.process import DEFAULT_LOG_MAX, process_start_time
 from slotline.runner.proctree import TreeSampler
 from slotline.runner.supervisor import _Run
 from slotline.store import Report, StartReport, Store
-from slotline.store.runs import LEASE_SECONDS
+from slotline.store.ops import LEASE_SECONDS
 
 log = logging.getLogger("slotline.node")
 
@@ -160,7 +160,7 @@ class Node(Adopter):
                 background.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await background
-            if self._verdict.reason is not None:
+            if self._verdict != Verdict():
                 with contextlib.suppress(SlotlineError):
                     await asyncio.to_thread(self.store.set_pressure, self.node_id, None, False)
             await self._shutdown()
@@ -252,7 +252,11 @@ class Node(Adopter):
             if verdict != self._verdict:
                 self._verdict = verdict
                 await asyncio.to_thread(
-                    self.store.set_pressure, self.node_id, verdict.reason, verdict.hold
+                    self.store.set_pressure,
+                    self.node_id,
+                    verdict.reason,
+                    verdict.hold,
+                    verdict.limit,
                 )
                 self._changed.set()
         except Exception:  # the guard goes on sampling; a failure is logged, not fatal

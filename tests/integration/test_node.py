@@ -363,6 +363,34 @@ def test_admission_guard_holds_new_starts_while_the_machine_is_pressed(
     assert kinds.count("admission") == 2
 
 
+def test_the_adaptive_guards_limit_is_in_the_store_and_the_etas_play_it(
+    store: Store, tmp_path: Path
+) -> None:
+    # Given room for 3 and a machine pressed from the start, in adaptive mode…
+    store.set_setting("max_concurrent", 3)
+    guard = Guard(
+        Admission(max_cpu_percent=90, adaptive=True),
+        sampler=lambda: Sample(cpu_percent=99.0, available_mb=10_000),
+    )
+
+    async def scenario() -> None:
+        async with running_node(store, tmp_path, guard=guard) as node:
+            node.guard_interval = 0.05
+            await until_async(lambda: store.status().admission is not None)
+            # …the guard lets one run at a time, and the estimates of the line say so.
+            first = submit(store, "sleep", "30")
+            second = submit(store, "true")
+            await until_async(lambda: store.get(first.id).status is Status.RUNNING)
+            shown = store.get(second.id)
+            assert shown.status is Status.QUEUED
+            assert shown.eta_basis is not None
+            assert shown.eta_basis.endswith("; resource guard limit 1")
+            store.cancel(first.id)
+            await until_async(lambda: store.get(second.id).status is Status.SUCCEEDED)
+
+    asyncio.run(scenario())
+
+
 def test_a_cancel_that_arrives_while_the_process_is_being_spawned_is_not_lost(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 
 from slotline.models import Limit, Status
-from slotline.scheduler import eta
+from slotline.scheduler import durations, eta
 from slotline.scheduler.policy import Limits
 from slotline.scheduler.ranks import seq_rank
 from slotline.store import Store
 from slotline.store.estimates import line_task
 
 NOW = 1_000.0
-TEN = eta.RunTimes(overall=eta.Duration(10.0, 5))
+TEN = durations.RunTimes(overall=durations.Duration(10.0, 5))
 
 
 def task(n: int, status: Status = Status.QUEUED, **fields: Any) -> eta.Entry:
@@ -33,7 +33,7 @@ def task(n: int, status: Status = Status.QUEUED, **fields: Any) -> eta.Entry:
     return line_task(row)
 
 
-def starts(line: eta.Line, run_times: eta.RunTimes = TEN) -> dict[str, float | None]:
+def starts(line: eta.Line, run_times: durations.RunTimes = TEN) -> dict[str, float | None]:
     found = eta.simulate(line, run_times)
     return {tid: None if e.start is None else e.start - NOW for tid, e in found.items()}
 
@@ -80,8 +80,8 @@ def test_agents_outside_the_pool_neither_wait_for_nor_take_global_slots() -> Non
 
 def test_durations_come_from_expected_duration_then_agent_then_all() -> None:
     queued = [task(0, expected_duration=3.0), task(1, agent="slow"), task(2, agent="new")]
-    run_times = eta.RunTimes(
-        per_agent={"slow": eta.Duration(50.0, 8)}, overall=eta.Duration(7.0, 20)
+    run_times = durations.RunTimes(
+        per_agent={"slow": durations.Duration(50.0, 8)}, overall=durations.Duration(7.0, 20)
     )
     found = eta.simulate(
         eta.Line(running=[], queued=queued, limits=Limits(max_concurrent=3), now=NOW), run_times
@@ -91,7 +91,7 @@ def test_durations_come_from_expected_duration_then_agent_then_all() -> None:
     assert found["t1"].basis == "recent runs of agent slow (n=8)"
     assert found["t2"].basis == "recent runs of all tasks (n=20)"
     nothing = eta.simulate(
-        eta.Line(running=[], queued=[task(0)], limits=Limits(), now=NOW), eta.RunTimes()
+        eta.Line(running=[], queued=[task(0)], limits=Limits(), now=NOW), durations.RunTimes()
     )
     assert nothing["t0"].basis is not None
     assert nothing["t0"].basis.startswith("default")
@@ -138,22 +138,94 @@ def test_not_before_delays_a_start_until_its_time() -> None:
     assert got == {"t0": 25, "t1": 0}
 
 
-@pytest.mark.parametrize("why", ["paused", "admission"])
-def test_a_paused_or_held_back_queue_has_no_start_estimates(why: str) -> None:
+def test_a_paused_queue_has_no_start_estimates() -> None:
     running = [task(0, Status.RUNNING, started_at=NOW)]
-    line = eta.Line(
-        running=running, queued=[task(1)], limits=Limits(), now=NOW,
-        paused=why == "paused", admission="cpu 95%" if why == "admission" else None,
-    )  # fmt: skip
+    line = eta.Line(running=running, queued=[task(1)], limits=Limits(), now=NOW, paused=True)
     found = eta.simulate(line, TEN)
     assert found["t1"] == eta.UNKNOWN
     assert found["t0"].finish == NOW + 10  # running tasks still end
 
 
+def guarded(admission: eta.Admission | None, queued: int = 4) -> eta.Line:
+    """Two runs of 10 s ending at 6 and 10, `queued` tasks behind them, room for 3."""
+    running = [task(0, Status.RUNNING, started_at=NOW - 4), task(1, Status.RUNNING, started_at=NOW)]
+    line = [task(i) for i in range(2, 2 + queued)]
+    return eta.Line(
+        running=running, queued=line, limits=Limits(max_concurrent=3), now=NOW, admission=admission
+    )
+
+
+def test_a_guard_holding_starts_lets_none_start_until_a_run_ends_then_no_more_than_ran() -> None:
+    # Without a guard the third slot is taken at once.
+    assert starts(guarded(None)) == {"t0": -4, "t1": 0, "t2": 0, "t3": 6, "t4": 10, "t5": 10}
+    # Held: the machine is read as full with the two runs; each end lets one start.
+    held = guarded(eta.Admission(held=True))
+    assert starts(held) == {"t0": -4, "t1": 0, "t2": 6, "t3": 10, "t4": 16, "t5": 20}
+    basis = eta.simulate(held, TEN)["t2"].basis
+    assert basis is not None
+    assert basis.endswith("; resource guard holding starts: at most 2 running")
+
+
+def test_a_guard_holding_starts_with_nothing_running_gives_no_estimate_but_start_now() -> None:
+    queued = [task(0, start_now=True), task(1)]
+    line = eta.Line(
+        running=[], queued=queued, limits=Limits(), now=NOW, admission=eta.Admission(held=True)
+    )
+    # A start-now task starts under a hold (as dispatch does); nothing else can be said.
+    assert starts(line) == {"t0": 0, "t1": None}
+
+
+def test_the_guards_adaptive_limit_caps_the_starts() -> None:
+    # Limit 1 of 3: nothing starts until both runs have ended, then one at a time.
+    line = guarded(eta.Admission(limit=1))
+    assert starts(line) == {"t0": -4, "t1": 0, "t2": 10, "t3": 20, "t4": 30, "t5": 40}
+    assert eta.simulate(line, TEN)["t2"].basis == "recent runs of all tasks (n=5); " + (
+        "resource guard limit 1"
+    )
+    # A limit above max_concurrent changes nothing.
+    assert starts(guarded(eta.Admission(limit=5))) == starts(guarded(None))
+
+
+def test_estimates_play_the_guards_of_the_live_nodes(store: Store) -> None:
+    # Given room for 3 and one task of 10 s in line, and two live nodes…
+    store.set_setting("max_concurrent", 3)
+    first = store.submit({"command": ["true"], "expected_duration": 10})
+    claimed = store.claim("a", limit=3).claims
+    assert [c.task.id for c in claimed] == [first.id]
+    queued = store.submit({"command": ["true"], "expected_duration": 10})
+    store.register_node("a")
+    store.register_node("b")
+
+    def basis() -> str | None:
+        return store.get(queued.id).eta_basis
+
+    def wait() -> float:
+        shown = store.get(queued.id)
+        assert shown.eta_start is not None
+        return shown.eta_start - store.clock()
+
+    assert basis() == "expected_duration"
+    # …one node holding starts does not hold the line: the other one starts it.
+    store.set_pressure("a", "CPU at 99%", True)
+    assert basis() == "expected_duration"
+    # When both hold, the machine is full with the one run: the task waits for its end.
+    store.set_pressure("b", "CPU at 99%", True)
+    assert basis() == "expected_duration; resource guard holding starts: at most 1 running"
+    assert wait() > 5
+    # An adaptive limit on one of them: it fills up to its limit.
+    store.set_pressure("b", "CPU at 99%", False, limit=2)
+    assert basis() == "expected_duration; resource guard limit 2"
+    assert wait() < 1
+    # Calm again everywhere: nothing held back.
+    store.set_pressure("a", None, False)
+    store.set_pressure("b", None, False)
+    assert basis() == "expected_duration"
+
+
 def test_the_robust_mean_ignores_outliers() -> None:
     samples = [10.0] * 18 + [1000.0, 0.001]
-    assert eta.robust_mean(samples) == 10.0
-    assert eta.fit(samples).mean == pytest.approx(10.0)
+    assert durations.robust_mean(samples) == 10.0
+    assert durations.fit(samples).mean == pytest.approx(10.0)
 
 
 def test_ten_thousand_queued_in_one_pass() -> None:
@@ -171,7 +243,7 @@ def eta_order(tasks: list[eta.Entry]) -> list[eta.Entry]:
 
 def test_the_dispatch_gap_delays_each_refill_of_a_slot() -> None:
     queued = [task(i) for i in range(3)]
-    gap = eta.RunTimes(overall=eta.Duration(10.0, 5), gap=1.0)
+    gap = durations.RunTimes(overall=durations.Duration(10.0, 5), gap=1.0)
     got = starts(eta.Line(running=[], queued=queued, limits=Limits(max_concurrent=1), now=NOW), gap)
     assert got == {"t0": 0, "t1": 11, "t2": 22}
 
@@ -186,7 +258,7 @@ def log_normal(median: float, sigma: float, n: int = 50) -> list[float]:
 def test_the_expected_run_time_is_the_mean_of_a_log_normal_not_its_middle(sigma: float) -> None:
     # Sums of run times (the wait behind them) grow by the mean, which for a skewed
     # distribution is well above its median and above a trimmed mean.
-    fitted = eta.fit(log_normal(10.0, sigma))
+    fitted = durations.fit(log_normal(10.0, sigma))
     assert fitted.mean == pytest.approx(10.0 * math.exp(sigma**2 / 2), rel=0.03)
     assert fitted.sigma == pytest.approx(sigma, rel=0.05)
 
@@ -194,12 +266,12 @@ def test_the_expected_run_time_is_the_mean_of_a_log_normal_not_its_middle(sigma:
 def test_a_few_outliers_do_not_move_the_fit() -> None:
     samples = log_normal(10.0, 0.5)
     outliers = [*samples[:-3], 5_000.0, 9_000.0, 0.0]
-    assert eta.fit(outliers).mean == pytest.approx(eta.fit(samples).mean, rel=0.1)
+    assert durations.fit(outliers).mean == pytest.approx(durations.fit(samples).mean, rel=0.1)
 
 
 def test_an_overdue_run_is_expected_to_need_more_the_longer_it_has_run() -> None:
     # Given runs of mean 10 s that spread widely, and one that has run 15 s already…
-    spread = eta.RunTimes(per_agent={"a": eta.Duration(10.0, 50, sigma=0.8)})
+    spread = durations.RunTimes(per_agent={"a": durations.Duration(10.0, 50, sigma=0.8)})
     running = [task(0, Status.RUNNING, agent="a", started_at=NOW - 15)]
     line = eta.Line(running=running, queued=[task(1, agent="a")], limits=Limits(1), now=NOW)
     found = eta.simulate(line, spread)
@@ -208,7 +280,7 @@ def test_an_overdue_run_is_expected_to_need_more_the_longer_it_has_run() -> None
     assert found["t0"].finish is not None
     assert found["t0"].finish - NOW > 8
     assert found["t1"].start == found["t0"].finish
-    later = eta.Duration(10.0, 50, sigma=0.8)
+    later = durations.Duration(10.0, 50, sigma=0.8)
     assert later.remaining(30) > later.remaining(15) > later.remaining(0) - 15
     assert later.remaining(0) == 10.0
 
@@ -299,3 +371,29 @@ def test_tasks_moved_up_are_not_forecast_as_new_work(store: Store) -> None:
     # …and no more moves are expected to add to it.
     assert shown.eta_start - shown.queued_at == pytest.approx(60, abs=1)
     assert shown.eta_basis == "expected_duration"
+
+
+@pytest.mark.parametrize("aside", ["forecast", "guard"])
+def test_the_head_of_a_long_line_gets_the_estimates_the_whole_line_gives_it(
+    store: Store, aside: str
+) -> None:
+    # Given one slot, six high-priority tasks just submitted (so more are expected), a
+    # run under way, and normal ones behind…
+    store.set_setting("max_concurrent", 2)
+    for _ in range(6):
+        store.submit({"command": ["true"], "priority": "high", "expected_duration": 10})
+    store.claim("a", limit=1)
+    for _ in range(6):
+        store.submit({"command": ["true"], "expected_duration": 10})
+    if aside == "guard":
+        store.register_node("a")
+        store.set_pressure("a", "CPU at 99%", True)
+    # …the head read alone (`status --limit`) is estimated as in the whole line.
+    head = store.status(limit=8)
+    assert head.queued_total == 11
+    whole = {t.id: (t.eta_start, t.eta_basis) for t in store.status().queued}
+    shown = {t.id: (t.eta_start, t.eta_basis) for t in head.queued}
+    assert shown == {task_id: whole[task_id] for task_id in shown}
+    bases = [basis or "" for _start, basis in shown.values()]
+    expect = "expected arrivals ahead" if aside == "forecast" else "resource guard"
+    assert any(expect in basis for basis in bases)

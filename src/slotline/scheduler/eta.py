@@ -2,9 +2,10 @@
 
 A pure function of a snapshot, like `policy.plan`, which it calls at every simulated
 instant, so that the estimate follows the same rules as dispatch (limits, per-key caps,
-agent types outside the pool, start-now, boosts, `not_before`). Dependencies are met
-when the tasks they name end in the simulation; held tasks, tasks waiting on them, and
-everything queued while the queue is paused or admission is held get no estimate.
+agent types outside the pool, start-now, boosts, `not_before`, the resource guard's
+current hold or limit). Dependencies are met when the tasks they name end in the
+simulation; held tasks, tasks waiting on them, and everything queued while the queue is
+paused (or a guard holds starts with nothing running) get no estimate.
 
 Only the tasks that could possibly start at an instant are handed to `plan`: tasks with
 the same limit values (a "class") are interchangeable for the limits, so at most as many
@@ -24,34 +25,23 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-import statistics
 from bisect import insort
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from slotline.models import Status, limit_key_value
 from slotline.scheduler import policy
+from slotline.scheduler.durations import RunTimes
 
-# When nothing has run yet: a guess, named as such in `eta_basis`.
-DEFAULT_DURATION = 300.0
 # A running task past its estimate is expected to need at least this share of it more.
 REMAINING_FLOOR = 0.1
 MIN_REMAINING = 0.05
-# Fewer runs than this say too little about the spread: their plain mean is used.
-MIN_FIT = 5
-# Spreads wider than this are not a log-normal but a mix (a few very long runs): capped.
-MAX_SIGMA = 1.5
-# Run times shorter than this are taken as this much (a log needs a positive number).
-MIN_SECONDS = 0.001
 # Work expected to join the line is played in for at most this long ahead, and at most
 # this many tasks of it per simulation, so that an estimate stays cheap and does not
 # rest on a forecast far beyond what was seen.
 MAX_FORECAST = 300.0
 MAX_ARRIVALS = 1_000
-
-
-_SQRT2 = math.sqrt(2)
 
 
 class Entry(NamedTuple):
@@ -92,68 +82,31 @@ UNKNOWN = Estimate(None, None, None)
 
 
 @dataclass(frozen=True, slots=True)
-class Duration:
-    """Expected run time: the mean in seconds, over how many recent runs, and their
-    spread (the standard deviation of log seconds; 0 when unknown)."""
+class Admission:
+    """What the resource guards of the nodes allow now: `held`, every node holds new
+    starts; else `limit`, a cap lower than max_concurrent (their adaptive mode).
 
-    mean: float
-    runs: int
-    sigma: float = 0.0
+    A hold is read as a machine that is full with what runs now (its runs are what press
+    it): nothing starts until a run ends, and then no more than run now. With nothing
+    running, no end is in sight and queued tasks get no estimate. Neither a hold nor a
+    limit is expected to lift: the guard's recovery is not played.
+    """
 
-    def remaining(self, elapsed: float) -> float:
-        """Expected seconds left of a run that has lasted `elapsed`: with a spread, the
-        mean of the log-normal beyond `elapsed`, minus `elapsed` (a run that is overdue
-        is likely a long one); without, the mean minus `elapsed`."""
-        if self.sigma <= 0 or elapsed <= 0 or self.mean <= 0:
-            return self.mean - elapsed
-        mu = math.log(self.mean) - self.sigma**2 / 2
-        z = min((math.log(elapsed) - mu) / self.sigma, 30.0)
-        beyond = math.erfc((z - self.sigma) / _SQRT2) / math.erfc(z / _SQRT2)
-        return self.mean * beyond - elapsed
+    held: bool = False
+    limit: int | None = None
 
-
-def fit(samples: Sequence[float]) -> Duration:
-    """The mean and spread of run times `samples`, read as log-normal: from the median
-    and the interquartile range of their logs, so that a few outliers move neither. The
-    mean, exp(mu + sigma²/2), is what a sum of run times grows by; a median or a trimmed
-    mean of a skewed distribution falls short of it."""
-    if len(samples) < MIN_FIT:
-        return Duration(statistics.fmean(samples), len(samples))
-    logs = [math.log(max(s, MIN_SECONDS)) for s in samples]
-    q1, mu, q3 = statistics.quantiles(logs, n=4)
-    sigma = min((q3 - q1) / 1.349, MAX_SIGMA)  # the IQR of a normal is 1.349 sigma
-    return Duration(math.exp(mu + sigma**2 / 2), len(samples), sigma)
-
-
-@dataclass(frozen=True, slots=True)
-class RunTimes:
-    """Recent run times: per agent type, and over all tasks."""
-
-    per_agent: Mapping[str, Duration] = field(default_factory=dict)
-    overall: Duration | None = None
-    default: float = DEFAULT_DURATION
-    # Seconds from a run's end to the next start in its slot (the node's dispatch).
-    gap: float = 0.0
-
-    def of(self, task: Entry) -> tuple[Duration, str]:
-        """A task's expected run time and where it came from: its own expected_duration,
-        else its agent type's recent runs, else all tasks' recent runs, else a default."""
-        if task.expected_duration is not None:
-            return Duration(task.expected_duration, 0), "expected_duration"
-        if task.agent is not None and task.agent in self.per_agent:
-            found = self.per_agent[task.agent]
-            return found, f"recent runs of agent {task.agent} (n={found.runs})"
-        if self.overall is not None:
-            return self.overall, f"recent runs of all tasks (n={self.overall.runs})"
-        return Duration(self.default, 0), f"default {self.default:g}s (no runs yet)"
-
-
-def robust_mean(samples: Sequence[float]) -> float:
-    """The mean of the middle 80% of `samples`: not moved by a few outliers (used for
-    the dispatch gap, which is not log-normal but mostly near zero)."""
-    ordered = sorted(samples)
-    cut = len(ordered) // 10
-    return statistics.fmean(ordered[cut : len(ordered) - cut] or ordered)
+    def apply(self, line: Line, first_end: float) -> tuple[policy.Limits, float, str]:
+        """The limits to simulate `line` under, the instant before which nothing new
+        starts (`first_end`: when the first running run is expected to end), and what
+        `eta_basis` says of it."""
+        limits = line.limits
+        if self.held:
+            cap = sum(1 for t in line.running if limits.in_pool(t))
+            note = f"; resource guard holding starts: at most {cap} running"
+        else:
+            cap, first_end = self.limit or limits.max_concurrent, line.now
+            note = f"; resource guard limit {min(cap, limits.max_concurrent)}"
+        return replace(limits, max_concurrent=min(cap, limits.max_concurrent)), first_end, note
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,8 +131,8 @@ class Line:
     waiting: Sequence[Entry] = ()
     held: Sequence[Entry] = ()
     paused: bool = False
-    # Why new starts are held (resource guard), if they are.
-    admission: str | None = None
+    # What the nodes' resource guards allow now, if they hold anything back.
+    admission: Admission | None = None
     aging_interval: float | None = None
     # Work expected to join the line, and for how long ahead (seconds) to expect it.
     arrivals: Sequence[Arrival] = ()
@@ -262,11 +215,14 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
         estimates[task.id] = Estimate(started, now + left, basis)
         heapq.heappush(ends, (now + left + run_times.gap, next(tiebreak), task))
     unknown = [*line.held, *line.waiting, *line.queued]
-    if line.paused or line.admission is not None:
+    limits, opens, guarded = line.limits, now, ""
+    if line.admission is not None:
+        limits, opens, guarded = line.admission.apply(line, ends[0][0] if ends else math.inf)
+    if line.paused:
         estimates.update(dict.fromkeys((t.id for t in unknown), UNKNOWN))
         return estimates
     estimates.update(dict.fromkeys((t.id for t in line.held), UNKNOWN))
-    pending = _Pending(line.limits, now, line.aging_interval)
+    pending = _Pending(limits, now, line.aging_interval)
     timers: list[tuple[float, int, Entry]] = []  # tasks whose not_before is ahead
     start_now = [t for t in line.queued if t.start_now]
     for task in line.queued:
@@ -294,11 +250,13 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
     running = {t.id: t for t in line.running}
     clock = now
     while True:
-        in_pool = sum(1 for t in running.values() if line.limits.in_pool(t))
+        in_pool = sum(1 for t in running.values() if limits.in_pool(t))
+        free = max(0, limits.max_concurrent - in_pool) if clock >= opens else 0
         snapshot = policy.Snapshot(
             running=list(running.values()),
-            queued=pending.candidates(max(0, line.limits.max_concurrent - in_pool)),
-            limits=line.limits,
+            # While a guard holds, only start-now tasks start.
+            queued=pending.candidates(free) if clock >= opens else [],
+            limits=limits,
             now=clock,
             start_now=start_now,
         )
@@ -313,6 +271,8 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
             else:
                 if ahead.get(task.agent):
                     basis += f"; after {ahead[task.agent]} expected arrivals ahead"
+                if not task.start_now:
+                    basis += guarded
                 estimates[task.id] = Estimate(clock, clock + took.mean, basis)
                 arrivals.left -= 1
             running[task.id] = task

@@ -17,7 +17,6 @@ from typing import Any
 
 from slotline.errors import BoundExceeded
 from slotline.models import Attempt, Event, Status, Task
-from slotline.scheduler import eta
 from slotline.spec import TaskSpec, parse_spec
 from slotline.store import deps, estimates, ops
 from slotline.store.nodes import NodeVerbs
@@ -196,7 +195,7 @@ class Store(RunVerbs, NodeVerbs, SampleVerbs):
         The head of a long line is read through the queue-order index, so its cost does
         not grow with the line (unless aging is on: aged priorities are not indexed). Its
         ETAs come from simulating the running tasks and that head alone; see
-        `_head_estimates`.
+        `estimates.head_estimates`.
         """
         with self._transaction(write=False) as tx:
             now = tx.now() if now is None else now
@@ -209,8 +208,8 @@ class Store(RunVerbs, NodeVerbs, SampleVerbs):
                 total = ops.count(tx, "count_queued")
                 rows = tx.rows("tasks_queued_in_order", limit=limit, offset=0)
                 queue = [task_from_row(r) for r in rows]
-            if len(queue) < total:
-                etas = _head_estimates(tx, now, settings, len(queue))
+            if len(queue) < total and not settings["aging_interval"]:
+                etas = estimates.head_estimates(tx, now, len(queue))
             else:
                 etas = estimates.line_estimates(tx, now, self.url)
             running = [estimates.with_estimate(t, etas) for t in running]
@@ -434,32 +433,6 @@ def _queue_status(
         queued=queued,
         running=running,
     )
-
-
-def _head_estimates(tx: Tx, now: float, settings: Settings, head: int) -> dict[str, eta.Estimate]:
-    """ETAs of the running tasks and the first `head` queued ones, simulated without the
-    tasks behind them and without the waiting and held ones.
-
-    Simulating a whole line costs time in proportion to it (seconds at 100,000 queued),
-    and a task's start depends mostly on what is ahead of it. It can be later than this
-    says when a per-key limit lets a task from behind start first and take a slot, or
-    when a waiting task of a higher priority joins the line ahead.
-    """
-    running: list[eta.Entry] = []
-    queued: list[eta.Entry] = []
-    for row in tx.rows("eta_head", limit=head):
-        task = estimates.line_task(row)
-        (running if task.status is Status.RUNNING else queued).append(task)
-    holding = any(row["pressure_hold"] for row in tx.rows("nodes_pressed"))
-    line = eta.Line(
-        running=running,
-        queued=queued,
-        limits=settings.limits,
-        now=estimates.as_of(tx, now),
-        paused=bool(settings["paused"]),
-        admission="held" if holding else None,
-    )
-    return eta.simulate(line, estimates.run_times(tx))
 
 
 # Statuses whose tasks get estimates.

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
 from slotline.models import Priority, Status, Task
-from slotline.scheduler import eta
+from slotline.scheduler import durations, eta
 from slotline.store import ops
 from slotline.store.queries import Tx
 
@@ -62,10 +62,10 @@ def line_task(row: Mapping[str, Any]) -> eta.Entry:
     )
 
 
-def run_times(tx: Tx) -> eta.RunTimes:
+def run_times(tx: Tx) -> durations.RunTimes:
     """The recent run times per agent type and over all tasks, fitted from their windows
     of samples (so that a change of statistic applies to windows stored before it)."""
-    per_agent: dict[str, eta.Duration] = {}
+    per_agent: dict[str, durations.Duration] = {}
     overall = None
     gap = 0.0
     for row in tx.rows("run_times_all"):
@@ -73,12 +73,12 @@ def run_times(tx: Tx) -> eta.RunTimes:
             gap = float(row["estimate"])
             continue
         samples = json.loads(row["samples"])
-        found = eta.fit(samples) if samples else eta.Duration(float(row["estimate"]), 0)
+        found = durations.fit(samples) if samples else durations.Duration(float(row["estimate"]), 0)
         if (row["scope"], row["name"]) == ALL:
             overall = found
         else:
             per_agent[row["name"]] = found
-    return eta.RunTimes(per_agent, overall, gap=gap)
+    return durations.RunTimes(per_agent, overall, gap=gap)
 
 
 def _last_change(tx: Tx, now: float) -> tuple[int, float]:
@@ -109,22 +109,36 @@ def line_estimates(tx: Tx, now: float, store: str | None = None) -> dict[str, et
     cached = _CACHE.get(store) if store is not None else None
     if cached is not None and cached[0] == key:
         return cached[1]
-    found = eta.simulate(_line(tx, key[1]), run_times(tx))
+    found = eta.simulate(_line(tx, key[1], tx.rows("eta_line")), run_times(tx))
     if store is not None:
         _CACHE[store] = (key, found)
     return found
 
 
-def _line(tx: Tx, now: float) -> eta.Line:
+def head_estimates(tx: Tx, now: float, head: int) -> dict[str, eta.Estimate]:
+    """Estimates of the running tasks and the first `head` queued ones, simulated without
+    the tasks behind them and without the waiting and held ones, but otherwise as the
+    whole line is (`line_estimates`): from the same instant, under the same guard, with
+    the same work expected to arrive.
+
+    Simulating a whole line costs time in proportion to it (seconds at 100,000 queued),
+    and a task's start depends mostly on what is ahead of it. It can be later than this
+    says when a per-key limit lets a task from behind start first and take a slot, or
+    when a waiting task of a higher priority joins the line ahead.
+    """
+    at = as_of(tx, now)
+    return eta.simulate(_line(tx, at, tx.rows("eta_head", limit=head)), run_times(tx))
+
+
+def _line(tx: Tx, now: float, rows: Iterable[Mapping[str, Any]]) -> eta.Line:
+    """The line of `rows` (of `eta_line` or `eta_head`) as the simulation sees it at `now`,
+    with the settings, the resource guards and the forecast of the whole store."""
     by_status: dict[Status, list[eta.Entry]] = {s: [] for s in Status}
-    for row in tx.rows("eta_line"):
+    for row in rows:
         task = line_task(row)
         by_status[task.status].append(task)
     settings = ops.read_settings(tx)
-    holding = [row for row in tx.rows("nodes_pressed") if row["pressure_hold"]]
-    in_line = [*by_status[Status.QUEUED], *by_status[Status.WAITING]]
-    lowest = max((int(t.priority) for t in in_line), default=None)
-    arrivals, span = ((), 0.0) if lowest is None else _arrivals(tx, now, lowest)
+    arrivals, span = _arrivals(tx, now)
     return eta.Line(
         running=by_status[Status.RUNNING],
         queued=by_status[Status.QUEUED],
@@ -133,24 +147,39 @@ def _line(tx: Tx, now: float) -> eta.Line:
         limits=settings.limits,
         now=now,
         paused=bool(settings["paused"]),
-        admission="held" if holding else None,
+        admission=_admission(tx, now),
         aging_interval=settings["aging_interval"],
         arrivals=arrivals,
         forecast=span,
     )
 
 
-def _arrivals(tx: Tx, now: float, lowest: int) -> tuple[list[eta.Arrival], float]:
-    """The rates at which new work joined the line ahead of tasks of priority `lowest`
-    or better, per agent type and priority, over the last ARRIVAL_WINDOW seconds, and
-    that span. Only submits count: a task moved up (priority raise, Start next, Start
-    now) was already in line and in the simulation, ahead of a given task as often as
-    behind it; counted as new work it made estimates late. Submits that would queue
-    behind every task in line move no estimate and are left out, and so are those at
-    normal priority: played in for the sake of low-priority tasks, the main stream of
-    submits would multiply the cost of every estimate (low-priority estimates stay
-    early while normal work keeps coming)."""
-    lowest = min(lowest, int(Priority.NORMAL))
+def _admission(tx: Tx, now: float) -> eta.Admission | None:
+    """What the resource guards of the live nodes allow: nothing held back while one of
+    them has no verdict (it starts what the others hold); a hold if all hold; else the
+    highest of their adaptive limits (a held node starts nothing, the others fill up to
+    their own limit)."""
+    guards = tx.rows("nodes_guards", since=now - ops.LEASE_SECONDS)
+    if not guards or any(not g["pressure_hold"] and g["pressure_limit"] is None for g in guards):
+        return None
+    limits = [int(g["pressure_limit"]) for g in guards if not g["pressure_hold"]]
+    return eta.Admission(limit=max(limits)) if limits else eta.Admission(held=True)
+
+
+def _arrivals(tx: Tx, now: float) -> tuple[list[eta.Arrival], float]:
+    """The rates at which new work joined the line ahead of the tasks in line, per agent
+    type and priority, over the last ARRIVAL_WINDOW seconds, and that span.
+
+    Only submits count: a task moved up (priority raise, Start next, Start now) was
+    already in line and in the simulation, ahead of a given task as often as behind it;
+    counted as new work it made estimates late. Submits that would queue behind every
+    task in line move no estimate and are left out, and so are those at normal priority:
+    played in for the sake of low-priority tasks, the main stream of submits would
+    multiply the cost of every estimate (low-priority estimates stay early while normal
+    work keeps coming)."""
+    lowest = _lowest(tx)
+    if lowest is None or lowest == Priority.URGENT:  # nothing can arrive ahead
+        return [], 0.0
     last = tx.one("events_last")
     after = 0 if last is None else max(0, int(last["seq"]) - SCAN)
     first = tx.one("event_first_after", after=after)
@@ -169,6 +198,16 @@ def _arrivals(tx: Tx, now: float, lowest: int) -> tuple[list[eta.Arrival], float
     span = max(now - since, MIN_SPAN)
     found = [eta.Arrival(agent, priority, n / span) for (agent, priority), n in counts.items()]
     return found, span
+
+
+def _lowest(tx: Tx) -> int | None:
+    """The lowest priority in line (queued or waiting) as far as the forecast reads it:
+    normal when any task is normal or lower (see `_arrivals`), else the lowest of the
+    higher ones; None when the line is empty. A few index seeks, however long the line."""
+    for priority in (Priority.NORMAL, Priority.HIGH, Priority.URGENT):
+        if tx.one("eta_in_line_from", priority=int(priority)) is not None:
+            return int(priority)
+    return None
 
 
 def with_estimate(task: Task, estimates: Mapping[str, eta.Estimate], **changes: Any) -> Task:
@@ -214,7 +253,9 @@ def _add_sample(tx: Tx, scopes: list[tuple[str, str]], seconds: float, now: floa
             scope=scope,
             name=name,
             samples=json.dumps(samples),
-            estimate=eta.robust_mean(samples) if scope == GAP[0] else eta.fit(samples).mean,
+            estimate=durations.robust_mean(samples)
+            if scope == GAP[0]
+            else durations.fit(samples).mean,
             runs=len(samples),
             now=now,
         )

@@ -9,8 +9,8 @@ from typing import Any
 from slotline.models import Attempt
 from slotline.store import ops
 from slotline.store.core import StoreCore
+from slotline.store.ops import LEASE_SECONDS
 from slotline.store.rows import attempt_from_row
-from slotline.store.runs import LEASE_SECONDS
 
 
 class NodeVerbs(StoreCore):
@@ -45,19 +45,30 @@ class NodeVerbs(StoreCore):
                 tx, "reconciled", task_id, tx.now(), attempt=attempt_id, action=action, **detail
             )
 
-    def set_pressure(self, node_id: str, reason: str | None, hold: bool) -> None:
+    def set_pressure(
+        self, node_id: str, reason: str | None, hold: bool, limit: int | None = None
+    ) -> None:
         """Record (or clear) this node's resource-guard verdict, so that `status` can say
-        why nothing starts there; each node has its own. Emits an `admission` event only
-        when the node's verdict changes."""
+        why nothing starts there and ETAs play it; each node has its own. `limit` is the
+        guard's adaptive limit (lower than max_concurrent), if any. Emits an `admission`
+        event only when the node's verdict changes."""
         with self._write() as tx:
             now = tx.now()
             row = tx.one("node_get", id=node_id)
-            if row is None or (row["pressure"] == reason and bool(row["pressure_hold"]) == hold):
+            same = row is not None and (row["pressure"], bool(row["pressure_hold"])) == (
+                reason,
+                hold,
+            )
+            if row is None or (same and row["pressure_limit"] == limit):
                 tx.notify = False
                 return
             since = None if reason is None else now
-            tx.run("node_set_pressure", id=node_id, reason=reason, hold=hold, since=since)
-            ops.emit(tx, "admission", None, now, node=node_id, reason=reason, hold=hold)
+            tx.run(
+                "node_set_pressure", id=node_id, reason=reason, hold=hold, limit=limit, since=since
+            )
+            ops.emit(
+                tx, "admission", None, now, node=node_id, reason=reason, hold=hold, limit=limit
+            )
 
     def clock(self) -> float:
         """The store's clock (the database server's on PostgreSQL): nodes measure leases

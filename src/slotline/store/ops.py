@@ -14,6 +14,10 @@ from slotline.scheduler.ranks import between, seq_rank
 from slotline.store.queries import Tx
 from slotline.store.rows import attempt_from_row, dumps, task_from_row
 
+# How long a node's attempts stay its own without a heartbeat; another node of the store
+# reaps them after that (a setting: `serve --lease`, `lease:` in slotline.yaml).
+LEASE_SECONDS = 30.0
+
 DEFAULT_SETTINGS: dict[str, Any] = {
     "max_concurrent": 3,
     "paused": False,

@@ -18,9 +18,6 @@ from slotline.store.queries import Tx
 from slotline.store.rows import attempt_from_row, task_from_row
 from slotline.store.steering import SteeringVerbs
 
-# How long a node's attempts stay its own without a heartbeat; another node of the store
-# reaps them after that (a setting: `serve --lease`, `lease:` in slotline.yaml).
-LEASE_SECONDS = 30.0
 COMMAND_KINDS = frozenset({"command", "callable"})
 # The keeper's exit code when the program cannot be executed (as a shell's).
 EXEC_FAILED = 127
@@ -84,7 +81,7 @@ class RunVerbs(SteeringVerbs):
         node_id: str,
         now: float | None = None,
         kinds: frozenset[str] = COMMAND_KINDS,
-        lease: float = LEASE_SECONDS,
+        lease: float = ops.LEASE_SECONDS,
         hold: bool = False,
         limit: int | None = None,
         slots: int | None = None,
@@ -467,7 +464,11 @@ class RunVerbs(SteeringVerbs):
             return attempt_from_row(row)
 
     def renew_attempt(
-        self, attempt_id: str, token: str, lease: float = LEASE_SECONDS, now: float | None = None
+        self,
+        attempt_id: str,
+        token: str,
+        lease: float = ops.LEASE_SECONDS,
+        now: float | None = None,
     ) -> Task:
         """Extend the lease of one live attempt (an external runner's heartbeat).
 

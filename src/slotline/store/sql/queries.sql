@@ -278,12 +278,17 @@ SELECT COUNT(*) AS n FROM tasks t JOIN attempts a ON a.id = t.current_attempt
 WHERE t.status = 'running' AND a.node_id = :node_id;
 
 -- name: node_set_pressure
-UPDATE nodes SET pressure = :reason, pressure_hold = :hold, pressure_since = :since
+UPDATE nodes
+SET pressure = :reason, pressure_hold = :hold, pressure_limit = :limit, pressure_since = :since
 WHERE id = :id;
 
 -- name: nodes_pressed
 SELECT id, pressure, pressure_hold, pressure_since FROM nodes
 WHERE pressure IS NOT NULL ORDER BY id;
+
+-- name: nodes_guards
+-- What each live node's resource guard allows (ETAs simulate under it).
+SELECT id, pressure_hold, pressure_limit FROM nodes WHERE heartbeat_at >= :since;
 
 -- name: sample_insert
 INSERT INTO samples (bucket, at, queued, running, max_concurrent, finished, failed)
@@ -372,6 +377,12 @@ SELECT * FROM (
 SELECT e.at, e.data, t.agent
 FROM events e JOIN tasks t ON t.id = e.task_id
 WHERE e.seq > :after AND e.kind = 'submitted';
+
+-- name: eta_in_line_from
+-- Whether any task in line has priority :priority or lower (a seek per index range).
+SELECT 1 AS found FROM tasks
+WHERE status IN ('queued', 'waiting') AND boosted IN (FALSE, TRUE) AND priority >= :priority
+LIMIT 1;
 
 -- name: event_first_after
 SELECT at FROM events WHERE seq > :after ORDER BY seq LIMIT 1;
