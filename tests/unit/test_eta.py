@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from slotline.models import Limit, Status
-from slotline.scheduler import durations, eta
+from slotline.scheduler import durations, eta, forecast
 from slotline.scheduler.policy import Limits
 from slotline.scheduler.ranks import seq_rank
 from slotline.store import Store
@@ -289,7 +289,7 @@ def test_work_expected_to_arrive_ahead_delays_the_tasks_it_would_overtake() -> N
     # Given one slot, three normal tasks of 10 s, and high-priority work seen arriving at
     # one task per 20 s…
     queued = [task(i) for i in range(3)]
-    ahead = [eta.Arrival(agent=None, priority=1, rate=0.05)]
+    ahead = [forecast.Arrival(agent=None, priority=1, rate=0.05)]
     line = eta.Line(
         running=[], queued=queued, limits=Limits(1), now=NOW, arrivals=ahead, forecast=300
     )
@@ -298,17 +298,43 @@ def test_work_expected_to_arrive_ahead_delays_the_tasks_it_would_overtake() -> N
     found = eta.simulate(line, TEN)
     assert found["t2"].basis == "recent runs of all tasks (n=5); after 2 expected arrivals ahead"
     # Work at the same priority queues behind them, and no forecast, nothing moves.
-    same = [eta.Arrival(agent=None, priority=2, rate=0.05)]
+    same = [forecast.Arrival(agent=None, priority=2, rate=0.05)]
     plain = {"t0": 0, "t1": 10, "t2": 20}
     assert starts(dataclasses.replace(line, arrivals=same)) == plain
     assert starts(dataclasses.replace(line, forecast=0)) == plain
+
+
+def test_expected_moves_delay_only_the_tasks_they_overtake_and_cancels_speed_up_the_rest() -> None:
+    # Given one slot and four tasks of 10 s, and a change to the line seen every 20 s…
+    queued = [task(i) for i in range(4)]
+
+    def seen(change: forecast.Change) -> eta.Line:
+        stream = [forecast.Arrival(agent=None, priority=0, rate=0.05, change=change)]
+        return eta.Line(
+            running=[], queued=queued, limits=Limits(1), now=NOW, arrivals=stream, forecast=300
+        )
+
+    assert starts(dataclasses.replace(seen(forecast.Change.RAISE), forecast=0))["t3"] == 30
+    # …new urgent work takes the slot first at 10, 30 and 50: each task waits a run more.
+    submits = starts(seen(forecast.Change.SUBMIT))
+    assert (submits["t1"], submits["t3"]) == (20, 60)
+    # A raise takes a task from the line to the front: the front waits as long, but a
+    # task behind the raised one does not (its place passes without a run).
+    raises = starts(seen(forecast.Change.RAISE))
+    assert raises["t1"] == 20
+    assert raises["t3"] == 40
+    # A cancel frees a place: the tasks behind it start a run earlier.
+    cancels = starts(seen(forecast.Change.CANCEL))
+    assert (cancels["t1"], cancels["t3"]) == (10, 20)
+    basis = eta.simulate(seen(forecast.Change.CANCEL), TEN)["t3"].basis
+    assert basis == "recent runs of all tasks (n=5); after 1 expected cancels ahead"
 
 
 def test_forecast_work_arrives_in_its_agent_types_class_only() -> None:
     # Arrivals of agent b, limited apart, do not delay agent a's line.
     limits = Limits(max_concurrent=2, per_key=(Limit("agent", None, 1),))
     queued = [task(0, agent="a"), task(1, agent="a")]
-    ahead = [eta.Arrival(agent="b", priority=0, rate=0.05)]
+    ahead = [forecast.Arrival(agent="b", priority=0, rate=0.05)]
     line = eta.Line(running=[], queued=queued, limits=limits, now=NOW, arrivals=ahead, forecast=300)
     assert starts(line) == {"t0": 0, "t1": 10}
 

@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from slotline.models import Priority, Status, Task
-from slotline.scheduler import durations, eta
+from slotline.scheduler import durations, eta, forecast
 from slotline.store import ops
 from slotline.store.queries import Tx
 
@@ -166,19 +166,20 @@ def _admission(tx: Tx, now: float) -> eta.Admission | None:
     return eta.Admission(limit=max(limits)) if limits else eta.Admission(held=True)
 
 
-def _arrivals(tx: Tx, now: float) -> tuple[list[eta.Arrival], float]:
-    """The rates at which new work joined the line ahead of the tasks in line, per agent
-    type and priority, over the last ARRIVAL_WINDOW seconds, and that span.
+def _arrivals(tx: Tx, now: float) -> tuple[list[forecast.Arrival], float]:
+    """The rates at which the line changed, per agent type, kind of change and priority,
+    over the last ARRIVAL_WINDOW seconds, and that span: the forecast the simulation
+    plays (`forecast.Change`).
 
-    Only submits count: a task moved up (priority raise, Start next, Start now) was
-    already in line and in the simulation, ahead of a given task as often as behind it;
-    counted as new work it made estimates late. Submits that would queue behind every
-    task in line move no estimate and are left out, and so are those at normal priority:
-    played in for the sake of low-priority tasks, the main stream of submits would
-    multiply the cost of every estimate (low-priority estimates stay early while normal
-    work keeps coming)."""
+    Submits that would queue behind every task in line move no estimate and are left
+    out, and so are those at normal priority: played in for the sake of low-priority
+    tasks, the main stream of submits would multiply the cost of every estimate
+    (low-priority estimates stay early while normal work keeps coming). Moves (priority
+    raises, Start next, Start now) and cancels of queued tasks count as such: a move is
+    played as a task of the line moving, which delays only the tasks it overtakes (played
+    as new work, moves made estimates late), and a cancel as a task leaving it."""
     lowest = _lowest(tx)
-    if lowest is None or lowest == Priority.URGENT:  # nothing can arrive ahead
+    if lowest is None:
         return [], 0.0
     last = tx.one("events_last")
     after = 0 if last is None else max(0, int(last["seq"]) - SCAN)
@@ -186,18 +187,33 @@ def _arrivals(tx: Tx, now: float) -> tuple[list[eta.Arrival], float]:
     if first is None:
         return [], 0.0
     since = max(now - ARRIVAL_WINDOW, float(first["at"]))
-    counts: dict[tuple[str | None, int], int] = {}
-    for row in tx.rows("eta_arrivals", after=after):
+    counts: dict[tuple[str | None, int, forecast.Change], int] = {}
+    for row in tx.rows("eta_changes", after=after):
         if not since <= row["at"] <= now:
             continue
-        data = json.loads(row["data"])
-        priority = int(Priority.parse(data["priority"]))
-        if data.get("to") in ("queued", "waiting") and priority < lowest:
-            stream = (row["agent"], priority)
+        change = _change(row["kind"], json.loads(row["data"]), lowest)
+        if change is not None:
+            stream = (row["agent"], *change)
             counts[stream] = counts.get(stream, 0) + 1
     span = max(now - since, MIN_SPAN)
-    found = [eta.Arrival(agent, priority, n / span) for (agent, priority), n in counts.items()]
+    found = [forecast.Arrival(a, p, n / span, change) for (a, p, change), n in counts.items()]
     return found, span
+
+
+def _change(kind: str, data: Mapping[str, Any], lowest: int) -> tuple[int, forecast.Change] | None:
+    """What an event of `eta_changes` did to the line, as the forecast reads it: the
+    priority it put a task at and the kind of change; None if it is not played."""
+    if kind == "submitted":
+        priority = int(Priority.parse(data["priority"]))
+        queued = data.get("to") in ("queued", "waiting") and priority < lowest
+        return (priority, forecast.Change.SUBMIT) if queued else None
+    if kind == "priority":
+        to = int(Priority.parse(data["to_priority"]))
+        raised = to < int(Priority.parse(data["from"])) and to < lowest
+        return (to, forecast.Change.RAISE) if raised else None
+    if kind == "cancelled":
+        return (0, forecast.Change.CANCEL) if data.get("from") == "queued" else None
+    return (0, forecast.Change.BOOST if kind == "boosted" else forecast.Change.BUMP)
 
 
 def _lowest(tx: Tx) -> int | None:
