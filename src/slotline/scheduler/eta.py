@@ -146,6 +146,8 @@ class _Pending:
         self.first: dict[str | None, int] = {}
         self.done: set[str] = set()  # started, or taken by a forecast change
         self.taken: set[str] = set()
+        # Per agent type, the tasks taken from those expected to join behind the line.
+        self.behind_taken: dict[str | None, int] = {}
 
     def add(self, task: Entry) -> None:
         self.by_agent.setdefault(task.agent, []).append(task)
@@ -190,22 +192,29 @@ class _Pending:
         self.heads[self._class(task)] += 1
         self.done.add(task.id)
 
-    def take(self, agent: str | None, pick: float) -> Entry | None:
-        """The task at `pick` (0 to 1) among those of agent type `agent` not started yet,
-        taken by a forecast move or cancel: it keeps its turn, but runs no time in it (it
-        ran elsewhere, or ended). None if none is left."""
+    def take(self, agent: str | None, pick: float, behind: float) -> tuple[bool, Entry | None]:
+        """Take the task at `pick` (0 to 1) among those of agent type `agent` not started
+        yet and `behind` more expected to have joined after them, for a forecast move
+        or cancel. One of the line keeps its turn, but runs no time in it (it ran
+        elsewhere, or ended). Returns whether there was one to take, and it, or for one
+        of those behind, the last of its agent type to join (as its likeness)."""
         tasks = self.by_agent.get(agent, [])
         first = self.first.get(agent, 0)
         while first < len(tasks) and tasks[first].id in self.done:
             first += 1
         self.first[agent] = first
-        at = first + int(pick * (len(tasks) - first))
+        at = first + int(pick * (len(tasks) - first + max(0.0, behind)))
+        if at >= len(tasks):
+            if behind < 1:
+                return False, None
+            self.behind_taken[agent] = self.behind_taken.get(agent, 0) + 1
+            return True, tasks[-1] if tasks else None
         for i in itertools.chain(range(at, len(tasks)), range(at - 1, first - 1, -1)):
             if tasks[i].id not in self.done:
                 self.done.add(tasks[i].id)
                 self.taken.add(tasks[i].id)
-                return tasks[i]
-        return None
+                return True, tasks[i]
+        return False, None
 
     def empty(self) -> bool:
         return all(self.heads[c] >= len(m) for c, m in self.classes.items())
@@ -302,7 +311,7 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
         while timers and timers[0][0] <= clock:
             pending.add(heapq.heappop(timers)[2]._replace(not_before=None))
         for event in arrivals.due(clock):
-            start_now.extend(_play(event, pending, forecast_ids))
+            start_now.extend(_play(event, pending, arrivals, forecast_ids))
         while ends and ends[0][0] <= clock:
             done = heapq.heappop(ends)[2]
             running.pop(done.id, None)
@@ -327,15 +336,19 @@ def _forecast_basis(ahead: int) -> str:
     return ""
 
 
-def _play(due: forecast.Due, pending: _Pending, ids: set[str]) -> list[Entry]:
+def _play(
+    due: forecast.Due, pending: _Pending, schedule: forecast.Schedule, ids: set[str]
+) -> list[Entry]:
     """Apply one forecast change to the simulated line (adding the ids of the forecast
     tasks it makes to `ids`); returns the task to start now, if it makes one. A move
-    takes a task of its agent type off the line's work and puts a copy at its new
-    place; a cancel only takes one."""
+    takes a task of its agent type off the line's work (or one of those that joined
+    behind it) and puts a copy at its new place; a cancel only takes one."""
     change, like = due.stream.change, None
     if change is not forecast.Change.SUBMIT:
-        like = pending.take(due.stream.agent, due.pick)
-        if like is None or change is forecast.Change.CANCEL:
+        agent = due.stream.agent
+        joined = schedule.joined(agent, due.at) - pending.behind_taken.get(agent, 0)
+        moved, like = pending.take(agent, due.pick, joined)
+        if not moved or change is forecast.Change.CANCEL:
             return []
     base = like or Entry(
         id="", agent=due.stream.agent, workspace=None, user=None, labels={}, priority=0,

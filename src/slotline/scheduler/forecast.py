@@ -6,7 +6,11 @@ next, Start now) of a task that was behind it, but not of one that was already a
 a cancel of a task ahead of it brings it forward. Which task a move or a cancel takes is
 not known, so each one is given a place in its agent type's line, spread evenly over it
 as picks of a uniform draw would be (a low-discrepancy sequence: the same on every run,
-so that an estimate is a function of the store's state).
+so that an estimate is a function of the store's state). That line includes the tasks
+expected to join behind it meanwhile (`JOIN`): a task just submitted has none behind it
+in the line as it is, but the moves that overtake it while it waits mostly come from
+the tasks submitted after it. Those are counted, not simulated one by one: they queue
+behind every task whose estimate they could change.
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ _SPREAD = 0.6180339887498949
 class Change(enum.Enum):
     """What a forecast event does to the line."""
 
-    SUBMIT = "submit"  # a new task joins at `priority`
+    SUBMIT = "submit"  # a new task joins at `priority`, ahead of some of the line
+    JOIN = "join"  # a new task joins behind the whole line (not played as a task)
     RAISE = "raise"  # a task of the line moves up to `priority`
     BOOST = "boost"  # a task of the line is made next (Start next)
     BUMP = "bump"  # a task of the line starts now, over the limits (Start now)
@@ -72,8 +77,22 @@ class Schedule:
         self.picks = itertools.count(1)
         # Each stream's first event comes half an interval in: the count of events by
         # any instant is then the rate times the time elapsed, rounded.
-        self.heap = [(now + 0.5 / a.rate, i, a) for i, a in enumerate(arrivals) if a.rate > 0]
+        self.now = now
+        self.heap = [
+            (now + 0.5 / a.rate, i, a)
+            for i, a in enumerate(arrivals)
+            if a.rate > 0 and a.change is not Change.JOIN
+        ]
         heapq.heapify(self.heap)
+        self.joining: dict[str | None, float] = {}
+        for a in arrivals:
+            if a.change is Change.JOIN:
+                self.joining[a.agent] = self.joining.get(a.agent, 0.0) + a.rate
+
+    def joined(self, agent: str | None, clock: float) -> float:
+        """How many tasks of agent type `agent` are expected to have joined behind the
+        line by `clock` (within the forecast's span)."""
+        return self.joining.get(agent, 0.0) * (min(clock, self.until) - self.now)
 
     def next_at(self) -> float | None:
         if self.left <= 0 or self.budget <= 0 or not self.heap or self.heap[0][0] > self.until:

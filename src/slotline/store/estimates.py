@@ -205,8 +205,9 @@ def _change(kind: str, data: Mapping[str, Any], lowest: int) -> tuple[int, forec
     priority it put a task at and the kind of change; None if it is not played."""
     if kind == "submitted":
         priority = int(Priority.parse(data["priority"]))
-        queued = data.get("to") in ("queued", "waiting") and priority < lowest
-        return (priority, forecast.Change.SUBMIT) if queued else None
+        if data.get("to") not in ("queued", "waiting"):
+            return None
+        return (priority, forecast.Change.SUBMIT if priority < lowest else forecast.Change.JOIN)
     if kind == "priority":
         to = int(Priority.parse(data["to_priority"]))
         raised = to < int(Priority.parse(data["from"])) and to < lowest
