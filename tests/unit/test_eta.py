@@ -402,7 +402,7 @@ def test_tasks_moved_up_are_not_forecast_as_new_work(store: Store) -> None:
     assert wait % 10 == pytest.approx(0)
 
 
-@pytest.mark.parametrize("aside", ["forecast", "guard"])
+@pytest.mark.parametrize("aside", ["forecast", "steering", "guard"])
 def test_the_head_of_a_long_line_gets_the_estimates_the_whole_line_gives_it(
     store: Store, aside: str
 ) -> None:
@@ -417,6 +417,12 @@ def test_the_head_of_a_long_line_gets_the_estimates_the_whole_line_gives_it(
     if aside == "guard":
         store.register_node("a")
         store.set_pressure("a", "CPU at 99%", True)
+    if aside == "steering":  # moves and cancels are forecast to go on, from any place
+        line = [t.id for t in store.status().queued]
+        store.set_priority(line[-1], "urgent")
+        store.boost(line[-2])
+        store.cancel(line[-3])
+        store.submit({"command": ["true"], "expected_duration": 10})
     # …the head read alone (`status --limit`) is estimated as in the whole line.
     head = store.status(limit=8)
     assert head.queued_total == 11
@@ -424,5 +430,5 @@ def test_the_head_of_a_long_line_gets_the_estimates_the_whole_line_gives_it(
     shown = {t.id: (t.eta_start, t.eta_basis) for t in head.queued}
     assert shown == {task_id: whole[task_id] for task_id in shown}
     bases = [basis or "" for _start, basis in shown.values()]
-    expect = "expected arrivals ahead" if aside == "forecast" else "resource guard"
+    expect = "resource guard" if aside == "guard" else "expected arrivals ahead"
     assert any(expect in basis for basis in bases)

@@ -27,7 +27,7 @@ import itertools
 import math
 from bisect import insort
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from slotline.models import Status, limit_key_value
@@ -121,9 +121,12 @@ class Line:
     # What the nodes' resource guards allow now, if they hold anything back.
     admission: Admission | None = None
     aging_interval: float | None = None
-    # Work expected to join the line, and for how long ahead (seconds) to expect it.
+    # Changes expected to the line, and for how long ahead (seconds) to expect them.
     arrivals: Sequence[forecast.Arrival] = ()
     forecast: float = 0.0
+    # Per agent type, the queued tasks behind those simulated (a read of the head of
+    # the line): not simulated, but forecast moves and cancels may take them.
+    behind: Mapping[str | None, int] = field(default_factory=dict)
 
 
 def _class_of(task: Entry, limits: policy.Limits, keys: Sequence[str]) -> tuple[object, ...]:
@@ -141,16 +144,16 @@ class _Pending:
         self.classes: dict[tuple[object, ...], list[tuple[tuple[int, int, str], Entry]]] = {}
         self.heads: dict[tuple[object, ...], int] = {}
         self.class_of: dict[str, tuple[object, ...]] = {}
-        # Per agent type, the tasks in the order they joined, from the first not started.
+        # Per agent type, the tasks of the line in queue order, and apart from them the
+        # tasks forecast changes made, in the order they were made.
         self.by_agent: dict[str | None, list[Entry]] = {}
+        self.made: dict[str | None, list[Entry]] = {}
         self.first: dict[str | None, int] = {}
         self.done: set[str] = set()  # started, or taken by a forecast change
         self.taken: set[str] = set()
-        # Per agent type, the tasks taken from those expected to join behind the line.
-        self.behind_taken: dict[str | None, int] = {}
 
-    def add(self, task: Entry) -> None:
-        self.by_agent.setdefault(task.agent, []).append(task)
+    def add(self, task: Entry, made: bool = False) -> None:
+        (self.made if made else self.by_agent).setdefault(task.agent, []).append(task)
         cls = self._class(task)
         members = self.classes.setdefault(cls, [])
         key = policy.queue_key(task, self.now, self.aging)
@@ -192,29 +195,39 @@ class _Pending:
         self.heads[self._class(task)] += 1
         self.done.add(task.id)
 
-    def take(self, agent: str | None, pick: float, behind: float) -> tuple[bool, Entry | None]:
-        """Take the task at `pick` (0 to 1) among those of agent type `agent` not started
-        yet and `behind` more expected to have joined after them, for a forecast move
-        or cancel. One of the line keeps its turn, but runs no time in it (it ran
-        elsewhere, or ended). Returns whether there was one to take, and it, or for one
-        of those behind, the last of its agent type to join (as its likeness)."""
+    def take(
+        self, agent: str | None, pick: float, queued: int, joined: float
+    ) -> tuple[bool, Entry | None]:
+        """Take the task at `pick` (0 to 1) of the line of agent type `agent` for a
+        forecast move or cancel: from its first task not started, through the simulated
+        ones, the `queued` behind them (not simulated), the forecast ones and the
+        `joined` expected behind the line (not simulated either). One that is simulated
+        keeps its turn, but runs no time in it (it ran elsewhere, or ended). Returns
+        whether there was one to take, and it, or for one that is not simulated, the
+        first of the type not started, else the last (its likeness). The places are counted the same
+        whatever was taken, and a pick looks only forward from its place within its
+        part, so that a read of the head of the line takes what the whole line's
+        simulation takes in it."""
         tasks = self.by_agent.get(agent, [])
+        made = self.made.get(agent, [])
         first = self.first.get(agent, 0)
         while first < len(tasks) and tasks[first].id in self.done:
             first += 1
         self.first[agent] = first
-        at = first + int(pick * (len(tasks) - first + max(0.0, behind)))
-        if at >= len(tasks):
-            if behind < 1:
-                return False, None
-            self.behind_taken[agent] = self.behind_taken.get(agent, 0) + 1
-            return True, tasks[-1] if tasks else None
-        for i in itertools.chain(range(at, len(tasks)), range(at - 1, first - 1, -1)):
-            if tasks[i].id not in self.done:
-                self.done.add(tasks[i].id)
-                self.taken.add(tasks[i].id)
-                return True, tasks[i]
-        return False, None
+        places = len(tasks) - first + queued + len(made) + joined
+        if places < 1:
+            return False, None
+        at = first + int(pick * places)
+        if at < len(tasks):
+            part, start = tasks, at
+        else:
+            part, start = made, at - len(tasks) - queued
+        for task in itertools.islice(part, max(0, start), None):
+            if task.id not in self.done:
+                self.done.add(task.id)
+                self.taken.add(task.id)
+                return True, task
+        return True, tasks[min(first, len(tasks) - 1)] if tasks else None
 
     def empty(self) -> bool:
         return all(self.heads[c] >= len(m) for c, m in self.classes.items())
@@ -265,7 +278,7 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
             pending.add(task)
     # Tasks of the line still to start; forecast work arrives only while some are left.
     left = len(line.queued) + len(_startable(line, known))
-    arrivals = forecast.Schedule(line.arrivals, now, line.forecast, left)
+    arrivals = forecast.Schedule(line.arrivals, now, line.forecast, left, line.behind)
     forecast_ids: set[str] = set()
     # Forecast tasks started so far, less the places in line they took, per agent type.
     ahead: dict[str | None, int] = {}
@@ -346,8 +359,9 @@ def _play(
     change, like = due.stream.change, None
     if change is not forecast.Change.SUBMIT:
         agent = due.stream.agent
-        joined = schedule.joined(agent, due.at) - pending.behind_taken.get(agent, 0)
-        moved, like = pending.take(agent, due.pick, joined)
+        moved, like = pending.take(
+            agent, due.pick, schedule.queued_behind.get(agent, 0), schedule.joined(agent, due.at)
+        )
         if not moved or change is forecast.Change.CANCEL:
             return []
     base = like or Entry(
@@ -369,7 +383,7 @@ def _play(
     ids.add(task.id)
     if task.start_now:
         return [task]
-    pending.add(task)
+    pending.add(task, made=True)
     return []
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 import heapq
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 # Changes are played in for at most this long ahead, and at most this many per
@@ -69,7 +69,14 @@ class Schedule:
     seconds have passed, the budget is spent, or no task of the line is left to start
     (`left`, counted down by the simulation)."""
 
-    def __init__(self, arrivals: Sequence[Arrival], now: float, forecast: float, left: int) -> None:
+    def __init__(
+        self,
+        arrivals: Sequence[Arrival],
+        now: float,
+        forecast: float,
+        left: int,
+        behind: Mapping[str | None, int],
+    ) -> None:
         self.left = left
         self.until = now + min(forecast, MAX_FORECAST)
         self.budget = MAX_ARRIVALS
@@ -84,6 +91,7 @@ class Schedule:
             if a.rate > 0 and a.change is not Change.JOIN
         ]
         heapq.heapify(self.heap)
+        self.queued_behind = behind
         self.joining: dict[str | None, float] = {}
         for a in arrivals:
             if a.change is Change.JOIN:

@@ -127,7 +127,17 @@ def head_estimates(tx: Tx, now: float, head: int) -> dict[str, eta.Estimate]:
     when a waiting task of a higher priority joins the line ahead.
     """
     at = as_of(tx, now)
-    return eta.simulate(_line(tx, at, tx.rows("eta_head", limit=head)), run_times(tx))
+    line = _line(tx, at, tx.rows("eta_head", limit=head))
+    if any(a.change not in _NEW for a in line.arrivals):
+        # Forecast moves and cancels may take tasks from behind the head: count them.
+        behind = {r["agent"]: int(r["n"]) for r in tx.rows("eta_queued_by_agent")}
+        for task in line.queued:
+            behind[task.agent] -= 1
+        line = replace(line, behind=behind)
+    return eta.simulate(line, run_times(tx))
+
+
+_NEW = (forecast.Change.SUBMIT, forecast.Change.JOIN)
 
 
 def _line(tx: Tx, now: float, rows: Iterable[Mapping[str, Any]]) -> eta.Line:

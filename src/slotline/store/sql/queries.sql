@@ -379,6 +379,9 @@ FROM events e JOIN tasks t ON t.id = e.task_id
 WHERE e.seq > :after
   AND e.kind IN ('submitted', 'priority', 'boosted', 'bumped', 'cancelled');
 
+-- name: eta_queued_by_agent
+SELECT agent, COUNT(*) AS n FROM tasks WHERE status = 'queued' GROUP BY agent;
+
 -- name: eta_in_line_from
 -- Whether any task in line has priority :priority or lower (a seek per index range).
 SELECT 1 AS found FROM tasks
