@@ -27,18 +27,21 @@ import itertools
 import math
 from bisect import insort
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from slotline.models import Status, limit_key_value
-from slotline.scheduler import forecast, policy
+from slotline.scheduler import policy
 from slotline.scheduler.durations import RunTimes
 
 # A running task past its estimate is expected to need at least this share of it more.
 REMAINING_FLOOR = 0.1
 MIN_REMAINING = 0.05
-# Forecast tasks sort after every real rank, in the order they arrive.
-_FORECAST_RANK = "\U0010ffff"
+# Work expected to join the line is played in for at most this long ahead, and at most
+# this many tasks of it per simulation, so that an estimate stays cheap and does not
+# rest on a forecast far beyond what was seen.
+MAX_FORECAST = 300.0
+MAX_ARRIVALS = 1_000
 
 
 class Entry(NamedTuple):
@@ -107,6 +110,16 @@ class Admission:
 
 
 @dataclass(frozen=True, slots=True)
+class Arrival:
+    """A stream of work expected to join the line: `rate` tasks per second of an agent
+    type at a priority."""
+
+    agent: str | None
+    priority: int
+    rate: float
+
+
+@dataclass(frozen=True, slots=True)
 class Line:
     """What the simulation sees: the tasks that are running, queued (in queue order),
     waiting on dependencies or held, and what holds starts back."""
@@ -121,12 +134,9 @@ class Line:
     # What the nodes' resource guards allow now, if they hold anything back.
     admission: Admission | None = None
     aging_interval: float | None = None
-    # Changes expected to the line, and for how long ahead (seconds) to expect them.
-    arrivals: Sequence[forecast.Arrival] = ()
+    # Work expected to join the line, and for how long ahead (seconds) to expect it.
+    arrivals: Sequence[Arrival] = ()
     forecast: float = 0.0
-    # Per agent type, the queued tasks behind those simulated (a read of the head of
-    # the line): not simulated, but forecast moves and cancels may take them.
-    behind: Mapping[str | None, int] = field(default_factory=dict)
 
 
 def _class_of(task: Entry, limits: policy.Limits, keys: Sequence[str]) -> tuple[object, ...]:
@@ -144,16 +154,8 @@ class _Pending:
         self.classes: dict[tuple[object, ...], list[tuple[tuple[int, int, str], Entry]]] = {}
         self.heads: dict[tuple[object, ...], int] = {}
         self.class_of: dict[str, tuple[object, ...]] = {}
-        # Per agent type, the tasks of the line in queue order, and apart from them the
-        # tasks forecast changes made, in the order they were made.
-        self.by_agent: dict[str | None, list[Entry]] = {}
-        self.made: dict[str | None, list[Entry]] = {}
-        self.first: dict[str | None, int] = {}
-        self.done: set[str] = set()  # started, or taken by a forecast change
-        self.taken: set[str] = set()
 
-    def add(self, task: Entry, made: bool = False) -> None:
-        (self.made if made else self.by_agent).setdefault(task.agent, []).append(task)
+    def add(self, task: Entry) -> None:
         cls = self._class(task)
         members = self.classes.setdefault(cls, [])
         key = policy.queue_key(task, self.now, self.aging)
@@ -193,41 +195,6 @@ class _Pending:
     def started(self, task: Entry) -> None:
         # Tasks of one class start in their order, so a start is always the class's head.
         self.heads[self._class(task)] += 1
-        self.done.add(task.id)
-
-    def take(
-        self, agent: str | None, pick: float, queued: int, joined: float
-    ) -> tuple[bool, Entry | None]:
-        """Take the task at `pick` (0 to 1) of the line of agent type `agent` for a
-        forecast move or cancel: from its first task not started, through the simulated
-        ones, the `queued` behind them (not simulated), the forecast ones and the
-        `joined` expected behind the line (not simulated either). One that is simulated
-        keeps its turn, but runs no time in it (it ran elsewhere, or ended). Returns
-        whether there was one to take, and it, or for one that is not simulated, the
-        first of the type not started, else the last (its likeness). The places are counted the same
-        whatever was taken, and a pick looks only forward from its place within its
-        part, so that a read of the head of the line takes what the whole line's
-        simulation takes in it."""
-        tasks = self.by_agent.get(agent, [])
-        made = self.made.get(agent, [])
-        first = self.first.get(agent, 0)
-        while first < len(tasks) and tasks[first].id in self.done:
-            first += 1
-        self.first[agent] = first
-        places = len(tasks) - first + queued + len(made) + joined
-        if places < 1:
-            return False, None
-        at = first + int(pick * places)
-        if at < len(tasks):
-            part, start = tasks, at
-        else:
-            part, start = made, at - len(tasks) - queued
-        for task in itertools.islice(part, max(0, start), None):
-            if task.id not in self.done:
-                self.done.add(task.id)
-                self.taken.add(task.id)
-                return True, task
-        return True, tasks[min(first, len(tasks) - 1)] if tasks else None
 
     def empty(self) -> bool:
         return all(self.heads[c] >= len(m) for c, m in self.classes.items())
@@ -278,10 +245,8 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
             pending.add(task)
     # Tasks of the line still to start; forecast work arrives only while some are left.
     left = len(line.queued) + len(_startable(line, known))
-    arrivals = forecast.Schedule(line.arrivals, now, line.forecast, left, line.behind)
-    forecast_ids: set[str] = set()
-    # Forecast tasks started so far, less the places in line they took, per agent type.
-    ahead: dict[str | None, int] = {}
+    arrivals = _Arrivals(line, left)
+    ahead: dict[str | None, int] = {}  # forecast tasks started so far, per agent type
     running = {t.id: t for t in line.running}
     clock = now
     while True:
@@ -301,19 +266,17 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
             if not task.start_now:  # a start-now task is not among the pending
                 pending.started(task)
             took, basis = run_times.of(task)
-            # A forecast task adds a run ahead of the tasks behind it; a task taken by a
-            # forecast change lets its place in line pass without one.
-            change = (task.id in forecast_ids) - (task.id in pending.taken)
-            ahead[task.agent] = ahead.get(task.agent, 0) + change
-            if task.id not in forecast_ids:
-                basis += _forecast_basis(ahead[task.agent])
+            if arrivals.forecast(task):
+                ahead[task.agent] = ahead.get(task.agent, 0) + 1
+            else:
+                if ahead.get(task.agent):
+                    basis += f"; after {ahead[task.agent]} expected arrivals ahead"
                 if not task.start_now:
                     basis += guarded
                 estimates[task.id] = Estimate(clock, clock + took.mean, basis)
                 arrivals.left -= 1
             running[task.id] = task
-            runs = 0.0 if task.id in pending.taken else took.mean + run_times.gap
-            heapq.heappush(ends, (clock + runs, next(tiebreak), task))
+            heapq.heappush(ends, (clock + took.mean + run_times.gap, next(tiebreak), task))
         start_now = []
         due = arrivals.next_at()
         if not ends and not timers and due is None:
@@ -323,8 +286,8 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
         )
         while timers and timers[0][0] <= clock:
             pending.add(heapq.heappop(timers)[2]._replace(not_before=None))
-        for event in arrivals.due(clock):
-            start_now.extend(_play(event, pending, arrivals, forecast_ids))
+        for task in arrivals.due(clock):
+            pending.add(task)
         while ends and ends[0][0] <= clock:
             done = heapq.heappop(ends)[2]
             running.pop(done.id, None)
@@ -337,54 +300,6 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
             break
     estimates.update({t.id: UNKNOWN for t in unknown if t.id not in estimates})
     return estimates
-
-
-def _forecast_basis(ahead: int) -> str:
-    """What `eta_basis` says of the forecast changes that started before a task (net of
-    the places in line they freed)."""
-    if ahead > 0:
-        return f"; after {ahead} expected arrivals ahead"
-    if ahead < 0:
-        return f"; after {-ahead} expected cancels ahead"
-    return ""
-
-
-def _play(
-    due: forecast.Due, pending: _Pending, schedule: forecast.Schedule, ids: set[str]
-) -> list[Entry]:
-    """Apply one forecast change to the simulated line (adding the ids of the forecast
-    tasks it makes to `ids`); returns the task to start now, if it makes one. A move
-    takes a task of its agent type off the line's work (or one of those that joined
-    behind it) and puts a copy at its new place; a cancel only takes one."""
-    change, like = due.stream.change, None
-    if change is not forecast.Change.SUBMIT:
-        agent = due.stream.agent
-        moved, like = pending.take(
-            agent, due.pick, schedule.queued_behind.get(agent, 0), schedule.joined(agent, due.at)
-        )
-        if not moved or change is forecast.Change.CANCEL:
-            return []
-    base = like or Entry(
-        id="", agent=due.stream.agent, workspace=None, user=None, labels={}, priority=0,
-        boosted=False, start_now=False, rank="", status=Status.QUEUED, depends_on=(),
-        not_before=None, queued_at=None, started_at=None, expected_duration=None,
-    )  # fmt: skip
-    raised = change in (forecast.Change.SUBMIT, forecast.Change.RAISE)
-    task = base._replace(
-        id=f"~forecast-{due.n}",
-        priority=due.stream.priority if raised else base.priority,
-        boosted=base.boosted or change in (forecast.Change.BOOST, forecast.Change.BUMP),
-        start_now=change is forecast.Change.BUMP,
-        rank=f"{_FORECAST_RANK}{due.n:09d}",
-        depends_on=(),
-        not_before=None,
-        queued_at=due.at,
-    )
-    ids.add(task.id)
-    if task.start_now:
-        return [task]
-    pending.add(task, made=True)
-    return []
 
 
 def _startable(line: Line, known: set[str]) -> set[str]:
@@ -401,3 +316,51 @@ def _startable(line: Line, known: set[str]) -> set[str]:
                 del waiting[task_id]
                 grew = True
     return {t.id for t in line.waiting} - set(waiting)
+
+
+# Forecast tasks sort after every real rank, in the order they arrive.
+_FORECAST_RANK = "\U0010ffff"
+
+
+class _Arrivals:
+    """The forecast work of a line, as tasks that arrive at a steady rate per stream
+    until `line.forecast` seconds have passed or no task of the line is left to start."""
+
+    def __init__(self, line: Line, left: int) -> None:
+        self.left = left
+        self.until = line.now + min(line.forecast, MAX_FORECAST)
+        self.budget = MAX_ARRIVALS
+        self.count = itertools.count()
+        self.ids: set[str] = set()
+        # Each stream's first task arrives half an interval in: the count of arrivals by
+        # any instant is then the rate times the time elapsed, rounded.
+        self.heap = [
+            (line.now + 0.5 / a.rate, i, a) for i, a in enumerate(line.arrivals) if a.rate > 0
+        ]
+        heapq.heapify(self.heap)
+
+    def next_at(self) -> float | None:
+        if self.left <= 0 or self.budget <= 0 or not self.heap or self.heap[0][0] > self.until:
+            return None
+        return self.heap[0][0]
+
+    def due(self, clock: float) -> list[Entry]:
+        found = []
+        while (at := self.next_at()) is not None and at <= clock:
+            _at, i, stream = heapq.heappop(self.heap)
+            n = next(self.count)
+            task = Entry(
+                id=f"~forecast-{n}", agent=stream.agent, workspace=None, user=None, labels={},
+                priority=stream.priority, boosted=False, start_now=False,
+                rank=f"{_FORECAST_RANK}{n:09d}", status=Status.QUEUED, depends_on=(),
+                not_before=None, queued_at=at, started_at=None, expected_duration=None,
+            )  # fmt: skip
+            self.ids.add(task.id)
+            self.budget -= 1
+            found.append(task)
+            heapq.heappush(self.heap, (at + 1 / stream.rate, i, stream))
+        return found
+
+    def forecast(self, task: Entry) -> bool:
+        """Whether `task` is forecast work (which gets no estimate)."""
+        return task.id in self.ids

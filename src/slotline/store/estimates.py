@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from slotline.models import Priority, Status, Task
-from slotline.scheduler import durations, eta, forecast
+from slotline.scheduler import durations, eta
 from slotline.store import ops
 from slotline.store.queries import Tx
 
@@ -127,17 +127,7 @@ def head_estimates(tx: Tx, now: float, head: int) -> dict[str, eta.Estimate]:
     when a waiting task of a higher priority joins the line ahead.
     """
     at = as_of(tx, now)
-    line = _line(tx, at, tx.rows("eta_head", limit=head))
-    if any(a.change not in _NEW for a in line.arrivals):
-        # Forecast moves and cancels may take tasks from behind the head: count them.
-        behind = {r["agent"]: int(r["n"]) for r in tx.rows("eta_queued_by_agent")}
-        for task in line.queued:
-            behind[task.agent] -= 1
-        line = replace(line, behind=behind)
-    return eta.simulate(line, run_times(tx))
-
-
-_NEW = (forecast.Change.SUBMIT, forecast.Change.JOIN)
+    return eta.simulate(_line(tx, at, tx.rows("eta_head", limit=head)), run_times(tx))
 
 
 def _line(tx: Tx, now: float, rows: Iterable[Mapping[str, Any]]) -> eta.Line:
@@ -176,20 +166,19 @@ def _admission(tx: Tx, now: float) -> eta.Admission | None:
     return eta.Admission(limit=max(limits)) if limits else eta.Admission(held=True)
 
 
-def _arrivals(tx: Tx, now: float) -> tuple[list[forecast.Arrival], float]:
-    """The rates at which the line changed, per agent type, kind of change and priority,
-    over the last ARRIVAL_WINDOW seconds, and that span: the forecast the simulation
-    plays (`forecast.Change`).
+def _arrivals(tx: Tx, now: float) -> tuple[list[eta.Arrival], float]:
+    """The rates at which new work joined the line ahead of the tasks in line, per agent
+    type and priority, over the last ARRIVAL_WINDOW seconds, and that span.
 
-    Submits that would queue behind every task in line move no estimate and are left
-    out, and so are those at normal priority: played in for the sake of low-priority
-    tasks, the main stream of submits would multiply the cost of every estimate
-    (low-priority estimates stay early while normal work keeps coming). Moves (priority
-    raises, Start next, Start now) and cancels of queued tasks count as such: a move is
-    played as a task of the line moving, which delays only the tasks it overtakes (played
-    as new work, moves made estimates late), and a cancel as a task leaving it."""
+    Only submits count: a task moved up (priority raise, Start next, Start now) was
+    already in line and in the simulation, ahead of a given task as often as behind it;
+    counted as new work it made estimates late. Submits that would queue behind every
+    task in line move no estimate and are left out, and so are those at normal priority:
+    played in for the sake of low-priority tasks, the main stream of submits would
+    multiply the cost of every estimate (low-priority estimates stay early while normal
+    work keeps coming)."""
     lowest = _lowest(tx)
-    if lowest is None:
+    if lowest is None or lowest == Priority.URGENT:  # nothing can arrive ahead
         return [], 0.0
     last = tx.one("events_last")
     after = 0 if last is None else max(0, int(last["seq"]) - SCAN)
@@ -197,34 +186,18 @@ def _arrivals(tx: Tx, now: float) -> tuple[list[forecast.Arrival], float]:
     if first is None:
         return [], 0.0
     since = max(now - ARRIVAL_WINDOW, float(first["at"]))
-    counts: dict[tuple[str | None, int, forecast.Change], int] = {}
-    for row in tx.rows("eta_changes", after=after):
+    counts: dict[tuple[str | None, int], int] = {}
+    for row in tx.rows("eta_arrivals", after=after):
         if not since <= row["at"] <= now:
             continue
-        change = _change(row["kind"], json.loads(row["data"]), lowest)
-        if change is not None:
-            stream = (row["agent"], *change)
+        data = json.loads(row["data"])
+        priority = int(Priority.parse(data["priority"]))
+        if data.get("to") in ("queued", "waiting") and priority < lowest:
+            stream = (row["agent"], priority)
             counts[stream] = counts.get(stream, 0) + 1
     span = max(now - since, MIN_SPAN)
-    found = [forecast.Arrival(a, p, n / span, change) for (a, p, change), n in counts.items()]
+    found = [eta.Arrival(agent, priority, n / span) for (agent, priority), n in counts.items()]
     return found, span
-
-
-def _change(kind: str, data: Mapping[str, Any], lowest: int) -> tuple[int, forecast.Change] | None:
-    """What an event of `eta_changes` did to the line, as the forecast reads it: the
-    priority it put a task at and the kind of change; None if it is not played."""
-    if kind == "submitted":
-        priority = int(Priority.parse(data["priority"]))
-        if data.get("to") not in ("queued", "waiting"):
-            return None
-        return (priority, forecast.Change.SUBMIT if priority < lowest else forecast.Change.JOIN)
-    if kind == "priority":
-        to = int(Priority.parse(data["to_priority"]))
-        raised = to < int(Priority.parse(data["from"])) and to < lowest
-        return (to, forecast.Change.RAISE) if raised else None
-    if kind == "cancelled":
-        return (0, forecast.Change.CANCEL) if data.get("from") == "queued" else None
-    return (0, forecast.Change.BOOST if kind == "boosted" else forecast.Change.BUMP)
 
 
 def _lowest(tx: Tx) -> int | None:

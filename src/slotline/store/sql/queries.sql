@@ -371,16 +371,12 @@ SELECT * FROM (
     ORDER BY boosted DESC, priority, rank LIMIT :limit
 ) AS head;
 
--- name: eta_changes
--- The submits, moves and cancels after event :after, with the task's agent type: the
--- rates the ETA forecast of changes to the line rests on.
-SELECT e.at, e.kind, e.data, t.agent
+-- name: eta_arrivals
+-- The submits after event :after, with the task's agent type: the rates the ETA forecast
+-- of work arriving ahead of a queued task rests on.
+SELECT e.at, e.data, t.agent
 FROM events e JOIN tasks t ON t.id = e.task_id
-WHERE e.seq > :after
-  AND e.kind IN ('submitted', 'priority', 'boosted', 'bumped', 'cancelled');
-
--- name: eta_queued_by_agent
-SELECT agent, COUNT(*) AS n FROM tasks WHERE status = 'queued' GROUP BY agent;
+WHERE e.seq > :after AND e.kind = 'submitted';
 
 -- name: eta_in_line_from
 -- Whether any task in line has priority :priority or lower (a seek per index range).
