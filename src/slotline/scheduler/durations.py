@@ -57,14 +57,19 @@ class Duration:
 
 
 def fit(samples: Sequence[float]) -> Duration:
-    """The mean and spread of run times `samples`, read as log-normal: from the median
-    and the interquartile range of their logs, so that a few outliers move neither. The
-    mean, exp(mu + sigma²/2), is what a sum of run times grows by; a median or a trimmed
-    mean of a skewed distribution falls short of it."""
+    """The mean and spread of run times `samples`, read as log-normal: from the mean of
+    the middle 80% of their logs and from their interquartile range, so that a few
+    outliers move neither. The mean, exp(mu + sigma²/2), is what a sum of run times
+    grows by; a median or a trimmed mean of the run times themselves (of a skewed
+    distribution) falls short of it. Of the logs (symmetric), the trimmed mean is as
+    robust as their median and varies less from one window to the next (about 1.03
+    against 1.25 sigma/√n): a wait behind many runs moves with it."""
     if len(samples) < MIN_FIT:
         return Duration(statistics.fmean(samples), len(samples))
-    logs = [math.log(max(s, MIN_SECONDS)) for s in samples]
-    q1, mu, q3 = statistics.quantiles(logs, n=4)
+    logs = sorted(math.log(max(s, MIN_SECONDS)) for s in samples)
+    cut = len(logs) // 10
+    mu = statistics.fmean(logs[cut : len(logs) - cut])
+    q1, _median, q3 = statistics.quantiles(logs, n=4)
     sigma = min((q3 - q1) / 1.349, MAX_SIGMA)  # the IQR of a normal is 1.349 sigma
     return Duration(math.exp(mu + sigma**2 / 2), len(samples), sigma)
 
