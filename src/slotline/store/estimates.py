@@ -18,10 +18,10 @@ from slotline.scheduler import durations, eta
 from slotline.store import ops
 from slotline.store.queries import Tx
 
-# How many recent runs the statistic looks at, per agent type and over all tasks: the
-# level of a window of 50 log-normal runs (sigma 0.5) still varies by about 7% from one
-# window to the next, and a wait behind many runs moves with it; 100 halve its variance.
-WINDOW = 100
+# How many recent runs the statistic looks at, per agent type and over all tasks. A
+# longer window varies less but lags behind a change of run times (a busier machine):
+# 100 did worse than 50 on bench/eta.py.
+WINDOW = 50
 # Estimates are made as of the store's last change, so that reading an unchanged line
 # twice gives the same answer; after this long without a change, as of the current
 # minute instead (an overdue run's end moves on).
