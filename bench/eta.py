@@ -60,7 +60,7 @@ def refresh_cost(queued: int, repeat: int) -> dict[str, Any]:
                     found = line_estimates(tx, tx.now())
                 full.append(time.perf_counter() - began)
                 with store._transaction(write=False) as tx:
-                    line, times = estimates._line(tx, tx.now()), run_times(tx)
+                    line, times = estimates.whole_line(tx, tx.now()), run_times(tx)
                 began = time.perf_counter()
                 eta.simulate(line, times)
                 simulate.append(time.perf_counter() - began)
@@ -76,12 +76,6 @@ def refresh_cost(queued: int, repeat: int) -> dict[str, Any]:
             }
         finally:
             store.close()
-
-
-def _line_of(store: Store) -> eta.Line:
-
-    with store._transaction(write=False) as tx:
-        return estimates._line(tx, tx.now())
 
 
 def _limits(store: Store) -> None:

@@ -209,7 +209,7 @@ class Store(RunVerbs, NodeVerbs, SampleVerbs):
                 rows = tx.rows("tasks_queued_in_order", limit=limit, offset=0)
                 queue = [task_from_row(r) for r in rows]
             if len(queue) < total and not settings["aging_interval"]:
-                etas = estimates.head_estimates(tx, now, len(queue))
+                etas = estimates.head_estimates(tx, now, len(queue), self.url)
             else:
                 etas = estimates.line_estimates(tx, now, self.url)
             running = [estimates.with_estimate(t, etas) for t in running]

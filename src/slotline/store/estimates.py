@@ -97,27 +97,23 @@ def as_of(tx: Tx, now: float) -> float:
     return _last_change(tx, now)[1]
 
 
-# The last estimates made per store, by (seq of the last event, instant simulated from):
-# every change appends an event, so an unchanged key is an unchanged line, and a reader
-# polling one task (wait_for_task, `submit --wait`) does not simulate 10,000 again.
-_CACHE: dict[str, tuple[tuple[int, float], dict[str, eta.Estimate]]] = {}
+# The last estimates made per store and read (the whole line, or the head of N), by (seq
+# of the last event, instant simulated from): every change appends an event, so an
+# unchanged key is an unchanged line, and a reader polling one task (wait_for_task,
+# `submit --wait`) or the status does not simulate again.
+_CACHE: dict[tuple[str, int | None], tuple[tuple[int, float], dict[str, eta.Estimate]]] = {}
 
 
 def line_estimates(tx: Tx, now: float, store: str | None = None) -> dict[str, eta.Estimate]:
     """Estimates of every running, queued, waiting and held task, by id, simulated from
     the store's last change: a function of the store's state, the same on every read
     (kept per `store` URL until the next change)."""
-    key = _last_change(tx, now)
-    cached = _CACHE.get(store) if store is not None else None
-    if cached is not None and cached[0] == key:
-        return cached[1]
-    found = eta.simulate(_line(tx, key[1], tx.rows("eta_line")), run_times(tx))
-    if store is not None:
-        _CACHE[store] = (key, found)
-    return found
+    return _estimates(tx, now, store, None)
 
 
-def head_estimates(tx: Tx, now: float, head: int) -> dict[str, eta.Estimate]:
+def head_estimates(
+    tx: Tx, now: float, head: int, store: str | None = None
+) -> dict[str, eta.Estimate]:
     """Estimates of the running tasks and the first `head` queued ones, simulated without
     the tasks behind them and without the waiting and held ones, but otherwise as the
     whole line is (`line_estimates`): from the same instant, under the same guard, with
@@ -128,8 +124,27 @@ def head_estimates(tx: Tx, now: float, head: int) -> dict[str, eta.Estimate]:
     says when a per-key limit lets a task from behind start first and take a slot, or
     when a waiting task of a higher priority joins the line ahead.
     """
-    at = as_of(tx, now)
-    return eta.simulate(_line(tx, at, tx.rows("eta_head", limit=head)), run_times(tx))
+    return _estimates(tx, now, store, head)
+
+
+def _estimates(tx: Tx, now: float, store: str | None, head: int | None) -> dict[str, eta.Estimate]:
+    key = _last_change(tx, now)
+    cached = _CACHE.get((store, head)) if store is not None else None
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    if head is None:
+        line = whole_line(tx, key[1])
+    else:
+        line = _line(tx, key[1], tx.rows("eta_head", limit=head))
+    found = eta.simulate(line, run_times(tx))
+    if store is not None:
+        _CACHE[(store, head)] = (key, found)
+    return found
+
+
+def whole_line(tx: Tx, now: float) -> eta.Line:
+    """Every task running or in line, as the simulation sees it at `now`."""
+    return _line(tx, now, tx.rows("eta_line"))
 
 
 def _line(tx: Tx, now: float, rows: Iterable[Mapping[str, Any]]) -> eta.Line:
@@ -189,7 +204,9 @@ def _arrivals(tx: Tx, now: float) -> tuple[list[eta.Arrival], float]:
         return [], 0.0
     since = max(now - ARRIVAL_WINDOW, float(first["at"]))
     counts: dict[tuple[str | None, int], int] = {}
-    for row in tx.rows("eta_arrivals", after=after):
+    # Only submits above `lowest` (urgent, high) are read: the main stream is not.
+    ahead = [f'%"priority":"{Priority(p).label}"%' for p in range(lowest)]
+    for row in tx.rows("eta_arrivals", after=after, first=ahead[0], second=ahead[-1]):
         if not since <= row["at"] <= now:
             continue
         data = json.loads(row["data"])

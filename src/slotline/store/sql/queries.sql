@@ -372,11 +372,13 @@ SELECT * FROM (
 ) AS head;
 
 -- name: eta_arrivals
--- The submits after event :after, with the task's agent type: the rates the ETA forecast
--- of work arriving ahead of a queued task rests on.
+-- The submits after event :after at one of two priorities (:first, :second: patterns
+-- of the event's compact JSON, checked again by the caller), with the task's agent
+-- type: the rates the ETA forecast of work arriving ahead of a queued task rests on.
 SELECT e.at, e.data, t.agent
 FROM events e JOIN tasks t ON t.id = e.task_id
-WHERE e.seq > :after AND e.kind = 'submitted';
+WHERE e.seq > :after AND e.kind = 'submitted'
+  AND (e.data LIKE :first OR e.data LIKE :second);
 
 -- name: eta_in_line_from
 -- Whether any task in line has priority :priority or lower (a seek per index range).
