@@ -1,7 +1,9 @@
 """Which tasks a listing, the line or a bulk verb is about: one filter for the HTTP API,
-the dashboard and the CLI."""
+the dashboard and the CLI, and one page of the task list."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -9,9 +11,8 @@ from slotline.bounds import normalize_workspace
 from slotline.models import Status, Task
 
 MAX_TEXT = 200
-# Tasks read, at most, to filter in Python (a listing, a bulk verb by filter): every task
-# of any store this side of a million, so a filter never misses one past a first page.
-SCAN_LIMIT = 1_000_000
+# The largest page of the task list a caller may ask for.
+MAX_PAGE = 1000
 
 
 class TaskFilter(BaseModel):
@@ -56,3 +57,23 @@ class TaskFilter(BaseModel):
                 return False
         needle = (self.q or "").casefold()
         return not needle or needle in task.title.casefold() or task.id.startswith(needle)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskPage:
+    """One page of the task list.
+
+    `next_after` is the id of the page's last task when more follow (pass it as `after`
+    to read the next page), else None; `total` counts every task that matches the
+    filter, when it was asked for."""
+
+    tasks: list[Task]
+    next_after: str | None
+    total: int | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "tasks": [t.to_dict() for t in self.tasks],
+            "next_after": self.next_after,
+            "total": self.total,
+        }

@@ -11,6 +11,7 @@ from slotline.store import QueueStatus, Store
 from slotline.store.core import Watcher
 from slotline.store.ops import Settings
 from slotline.store.steering import BulkResult
+from slotline.taskfilter import TaskFilter, TaskPage
 
 
 class Backend(Protocol):
@@ -23,6 +24,18 @@ class Backend(Protocol):
     def get(self, ref: str) -> Task: ...
 
     def list_tasks(self, status: Status | None = None, limit: int = 10_000) -> list[Task]: ...
+
+    def list_page(
+        self,
+        wanted: TaskFilter | None = None,
+        *,
+        parent_id: str | None = None,
+        newest: bool = False,
+        limit: int = 100,
+        after: str | None = None,
+        offset: int = 0,
+        count: bool = False,
+    ) -> TaskPage: ...
 
     def status(self, *, limit: int | None = None) -> QueueStatus: ...
 

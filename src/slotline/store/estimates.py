@@ -171,6 +171,34 @@ def _arrivals(tx: Tx, now: float, lowest: int) -> tuple[list[eta.Arrival], float
     return found, span
 
 
+def head_estimates(
+    tx: Tx, now: float, settings: ops.Settings, head: int
+) -> dict[str, eta.Estimate]:
+    """ETAs of the running tasks and the first `head` queued ones, simulated without the
+    tasks behind them and without the waiting and held ones.
+
+    Simulating a whole line costs time in proportion to it (seconds at 100,000 queued),
+    and a task's start depends mostly on what is ahead of it. It can be later than this
+    says when a per-key limit lets a task from behind start first and take a slot, or
+    when a waiting task of a higher priority joins the line ahead.
+    """
+    running: list[eta.Entry] = []
+    queued: list[eta.Entry] = []
+    for row in tx.rows("eta_head", limit=head):
+        task = line_task(row)
+        (running if task.status is Status.RUNNING else queued).append(task)
+    holding = any(row["pressure_hold"] for row in tx.rows("nodes_pressed"))
+    line = eta.Line(
+        running=running,
+        queued=queued,
+        limits=settings.limits,
+        now=as_of(tx, now),
+        paused=bool(settings["paused"]),
+        admission="held" if holding else None,
+    )
+    return eta.simulate(line, run_times(tx))
+
+
 def with_estimate(task: Task, estimates: Mapping[str, eta.Estimate], **changes: Any) -> Task:
     """`task` with its estimate (and `changes`), in one copy."""
     found = estimates.get(task.id)
