@@ -21,13 +21,14 @@ from typing import Any
 import httpx
 
 from slotline import errors
-from slotline.models import Event, Priority, Status, Task
+from slotline.errors import AccessDenied, ServerUnavailable
+from slotline.models import Event, Priority, Status, Task, TaskPage
 from slotline.spec import TaskSpec
 from slotline.store import QueueStatus
 from slotline.store.core import Watcher
 from slotline.store.ops import Settings
 from slotline.store.steering import BulkResult
-from slotline.taskfilter import TaskFilter, TaskPage
+from slotline.taskfilter import TaskFilter
 from slotline.wire import event_from_json, settings_from_json, task_from_json
 
 PAGE = 1000
@@ -37,14 +38,6 @@ def _task_path(ref: str, verb: str | None = None) -> str:
     """A task's URL path; the ref is escaped, so no ref (`../../pause`) reaches another route."""
     path = f"/api/tasks/{urllib.parse.quote(ref, safe='')}"
     return path if verb is None else f"{path}/{verb}"
-
-
-class AccessDenied(errors.SlotlineError):
-    """The server refused the token (401) or its role does not allow the verb (403)."""
-
-
-class ServerUnavailable(errors.StoreError):
-    """The server cannot be reached, or failed to answer."""
 
 
 _ERRORS: dict[str, type[errors.SlotlineError]] = {

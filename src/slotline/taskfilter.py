@@ -1,9 +1,7 @@
 """Which tasks a listing, the line or a bulk verb is about: one filter for the HTTP API,
-the dashboard and the CLI, and one page of the task list."""
+the dashboard and the CLI."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -57,23 +55,3 @@ class TaskFilter(BaseModel):
                 return False
         needle = (self.q or "").casefold()
         return not needle or needle in task.title.casefold() or task.id.startswith(needle)
-
-
-@dataclass(frozen=True, slots=True)
-class TaskPage:
-    """One page of the task list.
-
-    `next_after` is the id of the page's last task when more follow (pass it as `after`
-    to read the next page), else None; `total` counts every task that matches the
-    filter, when it was asked for."""
-
-    tasks: list[Task]
-    next_after: str | None
-    total: int | None = None
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "tasks": [t.to_dict() for t in self.tasks],
-            "next_after": self.next_after,
-            "total": self.total,
-        }

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-from pydantic import ValidationError
 
 from slotline.models import Status
-from slotline.taskfilter import TaskFilter
+
+if TYPE_CHECKING:  # pydantic, imported only by the commands that filter
+    from slotline.taskfilter import TaskFilter
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -51,6 +52,10 @@ def task_filter(
     Raises:
         click.BadParameter: a value is out of bounds (too long, too many labels).
     """
+    from pydantic import ValidationError
+
+    from slotline.taskfilter import TaskFilter
+
     try:
         return TaskFilter(
             status=[Status(s) for s in dict.fromkeys(statuses)],

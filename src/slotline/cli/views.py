@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Callable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import click
 from rich.text import Text
@@ -14,7 +14,6 @@ from slotline.bounds import MAX_INT
 from slotline.cli.backend import Backend
 from slotline.cli.context import CliState, json_option, pass_state
 from slotline.cli.filters import filter_options, task_filter
-from slotline.cli.interrupt import run_until_interrupted
 from slotline.cli.render import (
     event_line,
     print_json,
@@ -25,7 +24,9 @@ from slotline.cli.render import (
     task_table,
 )
 from slotline.models import Event, utcnow
-from slotline.store import QueueStatus
+
+if TYPE_CHECKING:
+    from slotline.store import QueueStatus
 
 STATUS_QUEUED_SHOWN = 20
 EVENT_PAGE = 1000
@@ -195,6 +196,8 @@ def events(state: CliState, since: int | None, limit: int, follow: bool) -> None
             else:
                 click.echo(event_line(event))
 
+        from slotline.cli.interrupt import run_until_interrupted  # asyncio: only to follow
+
         start = since
         run_until_interrupted(lambda: _follow(store, start, emit))
         return
@@ -212,6 +215,8 @@ def json_line(event: Event) -> str:
 
 async def _follow(store: Backend, since: int, emit: Callable[[Event], None]) -> None:
     """Print events as they are committed, by any process, until cancelled."""
+    import asyncio
+
     watcher = store.watcher()
     try:
         while True:

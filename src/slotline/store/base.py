@@ -13,11 +13,10 @@ import secrets
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slotline.errors import BoundExceeded
-from slotline.models import Attempt, Event, Status, Task
-from slotline.spec import TaskSpec, parse_spec
+from slotline.models import Attempt, Event, Status, Task, TaskPage
 from slotline.store import deps, estimates, listing, ops
 from slotline.store.nodes import NodeVerbs
 from slotline.store.ops import Settings
@@ -25,7 +24,10 @@ from slotline.store.queries import Tx, Where
 from slotline.store.rows import attempt_from_row, dumps, event_from_row, task_from_row
 from slotline.store.runs import RunVerbs
 from slotline.store.samples import SampleVerbs
-from slotline.taskfilter import TaskFilter, TaskPage
+
+if TYPE_CHECKING:  # imported when used: a read needs neither pydantic model
+    from slotline.spec import TaskSpec
+    from slotline.taskfilter import TaskFilter
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +137,8 @@ class Store(RunVerbs, NodeVerbs, SampleVerbs):
 
     def list_tasks(self, status: Status | None = None, limit: int = 10_000) -> list[Task]:
         """Tasks in submission order, optionally of one status; queued ones carry positions."""
+        from slotline.taskfilter import TaskFilter
+
         wanted = TaskFilter(status=[status]) if status is not None else None
         return self.list_page(wanted, limit=limit).tasks
 
@@ -319,6 +323,8 @@ class Store(RunVerbs, NodeVerbs, SampleVerbs):
         self, specs: Iterable[TaskSpec | dict[str, Any]], now: float | None = None
     ) -> list[Task]:
         """Submit several tasks in one transaction: all are created or none."""
+        from slotline.spec import parse_spec
+
         parsed = [parse_spec(s) for s in specs]
         try:
             with self._write() as tx:

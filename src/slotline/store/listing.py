@@ -20,13 +20,16 @@ import itertools
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from slotline.models import Attempt, Priority, Status, Task
+from slotline.models import Attempt, Priority, Status, Task, TaskPage
 from slotline.scheduler import eta
 from slotline.store import estimates, ops
 from slotline.store.queries import Tx, Where
 from slotline.store.rows import attempt_from_row, task_from_row
-from slotline.taskfilter import TaskFilter, TaskPage
+
+if TYPE_CHECKING:
+    from slotline.taskfilter import TaskFilter
 
 # A line up to this long gets every ETA from one simulation of it (cached until the next
 # change); a longer one only those of its head, up to the page's farthest task.
@@ -132,9 +135,11 @@ def dress(tx: Tx, store: str, tasks: list[Task]) -> list[Task]:
     """`tasks` with their attempts, the queued ones with positions, and ETAs."""
     attempts = _attempts(tx, [t.id for t in tasks])
     found = positions(tx, [t for t in tasks if t.status is Status.QUEUED])
-    tasks = [replace(t, attempts=attempts.get(t.id, ()), position=found.get(t.id)) for t in tasks]
-    etas = _estimates(tx, store, tasks)
-    return [estimates.with_estimate(t, etas) for t in tasks]
+    etas = _estimates(tx, store, tasks, found)
+    return [
+        estimates.with_estimate(t, etas, attempts=attempts.get(t.id, ()), position=found.get(t.id))
+        for t in tasks
+    ]
 
 
 def positions(tx: Tx, queued: Iterable[Task]) -> dict[str, int]:
@@ -204,12 +209,17 @@ def _attempts(tx: Tx, ids: list[str]) -> dict[str, tuple[Attempt, ...]]:
     return {task_id: tuple(attempts) for task_id, attempts in found.items()}
 
 
-def _estimates(tx: Tx, store: str, tasks: list[Task]) -> Mapping[str, eta.Estimate]:
+def _estimates(
+    tx: Tx, store: str, tasks: list[Task], found: Mapping[str, int]
+) -> Mapping[str, eta.Estimate]:
     if not any(t.status in _IN_LINE for t in tasks):
         return {}
     now = tx.now()
     if tx.one("tasks_queued_in_order", limit=1, offset=ETA_WHOLE) is None:
         return estimates.line_estimates(tx, now, store)
-    farthest = max((t.position or 0 for t in tasks), default=0)
-    head = farthest if farthest <= ETA_WHOLE else 0
-    return estimates.head_estimates(tx, now, ops.read_settings(tx), head)
+    farthest = max(found.values(), default=0)
+    if farthest > ETA_WHOLE:
+        if not any(t.status is Status.RUNNING for t in tasks):
+            return {}
+        farthest = 0  # the running tasks' ends only
+    return estimates.head_estimates(tx, now, ops.read_settings(tx), farthest)
