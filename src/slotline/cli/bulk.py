@@ -35,12 +35,6 @@ def bulk(
     state: CliState,
     verb: str,
     task_ids: tuple[str, ...],
-    statuses: tuple[str, ...],
-    agent: str | None,
-    workspace: str | None,
-    user: str | None,
-    labels: tuple[str, ...],
-    search: str | None,
     level: Priority | None,
     reason: str | None,
     force: bool,
@@ -54,7 +48,7 @@ def bulk(
     slotline bulk cancel --status queued --agent claude
     slotline bulk priority -p urgent 3f2a 9c1d --reason "release day"
     """
-    wanted = task_filter(statuses, agent, workspace, user, labels, search)
+    wanted = task_filter()
     if bool(task_ids) == (not wanted.empty):
         raise InvalidInput("give task ids, or filter options (--status, --agent…), not both")
     store = state.store

@@ -14,40 +14,54 @@ if TYPE_CHECKING:  # pydantic, imported only by the commands that filter
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+_KEY = "slotline.filter"
+
+
+def _keep(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+    ctx.meta.setdefault(_KEY, {})[param.name] = value
+
+
+# Each option hands its value to `_keep` instead of to the command.
+_HIDDEN: dict[str, Any] = {"expose_value": False, "callback": _keep}
 _OPTIONS = [
     click.option(
         "--status",
         "-s",
-        "statuses",
+        "status",
         multiple=True,
         type=click.Choice([s.value for s in Status]),
         help="Only tasks in this status (repeatable).",
+        **_HIDDEN,
     ),
-    click.option("--agent", "-a", metavar="A", help="Only tasks of agent type A."),
-    click.option("--workspace", "-w", metavar="DIR", help="Only tasks of this workspace."),
-    click.option("--user", "-u", metavar="U", help="Only tasks of this user."),
-    click.option("--label", "-l", "labels", multiple=True, metavar="K[=V]", help="Repeatable."),
-    click.option("--search", "-q", metavar="TEXT", help="Only tasks whose title or id has TEXT."),
+    click.option("--agent", "-a", metavar="A", help="Only tasks of agent type A.", **_HIDDEN),
+    click.option(
+        "--workspace", "-w", metavar="DIR", help="Only tasks of this workspace.", **_HIDDEN
+    ),
+    click.option("--user", "-u", metavar="U", help="Only tasks of this user.", **_HIDDEN),
+    click.option(
+        "--label", "-l", "label", multiple=True, metavar="K[=V]", help="Repeatable.", **_HIDDEN
+    ),
+    click.option(
+        "--search",
+        "-q",
+        "q",
+        metavar="TEXT",
+        help="Only tasks whose title or id has TEXT.",
+        **_HIDDEN,
+    ),
 ]
 
 
 def filter_options(command: F) -> F:
     """Add --status, --agent, --workspace, --user, --label and --search; the command
-    gets them as `statuses`, `agent`, `workspace`, `user`, `labels` and `search`."""
+    reads them with `task_filter()`."""
     for option in reversed(_OPTIONS):
         command = option(command)
     return command
 
 
-def task_filter(
-    statuses: tuple[str, ...],
-    agent: str | None,
-    workspace: str | None,
-    user: str | None,
-    labels: tuple[str, ...],
-    search: str | None,
-) -> TaskFilter:
-    """The TaskFilter of the options.
+def task_filter() -> TaskFilter:
+    """The TaskFilter of the filter options of the running command.
 
     Raises:
         click.BadParameter: a value is out of bounds (too long, too many labels).
@@ -56,14 +70,15 @@ def task_filter(
 
     from slotline.taskfilter import TaskFilter
 
+    given = click.get_current_context().meta.get(_KEY, {})
     try:
         return TaskFilter(
-            status=[Status(s) for s in dict.fromkeys(statuses)],
-            agent=agent,
-            workspace=workspace,
-            user=user,
-            label=list(labels),
-            q=search,
+            status=[Status(s) for s in dict.fromkeys(given.get("status", ()))],
+            agent=given.get("agent"),
+            workspace=given.get("workspace"),
+            user=given.get("user"),
+            label=list(given.get("label", ())),
+            q=given.get("q"),
         )
     except ValidationError as exc:
         error = exc.errors()[0]

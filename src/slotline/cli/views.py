@@ -67,12 +67,6 @@ def show_task(state: CliState, task_id: str) -> None:
 @pass_state
 def list_tasks(
     state: CliState,
-    statuses: tuple[str, ...],
-    agent: str | None,
-    workspace: str | None,
-    user: str | None,
-    labels: tuple[str, ...],
-    search: str | None,
     parent: str | None,
     newest: bool,
     limit: int,
@@ -84,7 +78,7 @@ def list_tasks(
     Columns: short id, status, priority, position, title, agent, age, ETA (estimated
     start; for a running task, its estimated end).
     """
-    wanted = task_filter(statuses, agent, workspace, user, labels, search)
+    wanted = task_filter()
     parent_id = None if parent is None else state.store.get(parent).id
     page = state.store.list_page(
         None if wanted.empty else wanted,
@@ -96,7 +90,7 @@ def list_tasks(
     if page.tasks:
         show(task_table(page.tasks, utcnow()))
     else:
-        click.echo("no tasks" + (f" {' or '.join(statuses)}" if statuses else ""))
+        click.echo("no tasks" + (f" {' or '.join(wanted.status)}" if wanted.status else ""))
     if page.next_after is not None:
         click.echo(f"more: slotline ls --after {page.next_after} …", err=True)
 

@@ -113,6 +113,8 @@ def queued_page(tx: Tx, where: Where, offset: int, limit: int) -> tuple[list[Tas
     rows = tx.select("queued_page", where, limit=limit, offset=offset)
     total = _count(tx, Where([*where.groups]).all("tasks_where_status", status="queued"))
     tasks = [task_from_row(r) for r in rows]
+    if not where.groups:  # the line itself: the page's place is its position
+        return [replace(t, position=offset + i) for i, t in enumerate(tasks, 1)], total
     found = positions(tx, tasks)
     return [replace(t, position=found.get(t.id)) for t in tasks], total
 
