@@ -94,9 +94,44 @@ def reads(url: str, repeat: int) -> dict[str, list[float]]:
             store.submit({"callable": NOOP})
             eta += timed(lambda: store.get(tail.id), 1)
         found["get_with_eta_ms"] = eta
+        found.update(lists(store, repeat))
         return found
     finally:
         store.close()
+
+
+def lists(store: Any, repeat: int) -> dict[str, list[float]]:
+    """Pages of 100 of the task list (what `slotline ls` and GET /api/tasks read), after
+    a change so that no ETA is cached: the first page oldest first (the head of the line),
+    newest first (its tail: positions near 100,000), the next page, a page with the count
+    of all matches, and a page of a filter that matches one task in 1,000."""
+    from slotline.taskfilter import TaskFilter
+
+    rare = TaskFilter(status=["queued"], agent="rare")
+    for _ in range(3):
+        store.submit({"callable": NOOP, "agent": "rare"})
+
+    def fresh(**options: Any) -> Callable[[], object]:
+        def read() -> object:
+            store.submit({"callable": NOOP})  # a change: estimates are made anew
+            start = time.perf_counter()
+            store.list_page(limit=100, **options)
+            return time.perf_counter() - start
+
+        return read
+
+    first = store.list_page(limit=100).next_after
+    found = {}
+    for name, options in {
+        "list_first_ms": {},
+        "list_newest_ms": {"newest": True},
+        "list_next_ms": {"after": first},
+        "list_count_ms": {"count": True},
+        "list_rare_ms": {"wanted": rare},
+    }.items():
+        read = fresh(**options)
+        found[name] = [float(read()) * 1000 for _ in range(repeat)]  # type: ignore[arg-type]
+    return found
 
 
 def node_child(url: str, seconds: float) -> dict[str, float]:
@@ -158,8 +193,9 @@ def measure(backend: str, size: int, args: argparse.Namespace, folder: Path) -> 
         result: dict[str, Any] = {"backend": backend, "queued": size}
         for name, values in reads(url, args.repeat).items():
             result[name] = (median(values), min(values), max(values))
-        fill(url, AHEAD, "high")
-        result["node"] = node_rate(url, args.node_seconds)
+        if args.node_seconds > 0:
+            fill(url, AHEAD, "high")
+            result["node"] = node_rate(url, args.node_seconds)
         return result
     finally:
         if backend == "postgres":
@@ -174,10 +210,24 @@ def render(results: list[dict[str, Any]]) -> str:
     ]
     for r in results:
         cell = functools.partial(_cell, r)
+        node = r.get("node", {"rate": float("nan"), "peak_rss_mib": float("nan")})
         lines.append(
             f"| {r['backend']} | {r['queued']:,} | {cell('status_head_ms')} "
             f"| {cell('position_ms')} | {cell('submit_ms')} | {cell('get_with_eta_ms')} "
-            f"| {r['node']['rate']:,.0f} | {r['node']['peak_rss_mib']:.1f} |"
+            f"| {node['rate']:,.0f} | {node['peak_rss_mib']:.1f} |"
+        )
+    lines += [
+        "",
+        "| store | queued | list: first page ms | newest first ms | next page ms "
+        "| with count ms | 1 in 1,000 matches ms |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        cell = functools.partial(_cell, r)
+        lines.append(
+            f"| {r['backend']} | {r['queued']:,} | {cell('list_first_ms')} "
+            f"| {cell('list_newest_ms')} | {cell('list_next_ms')} | {cell('list_count_ms')} "
+            f"| {cell('list_rare_ms')} |"
         )
     return "\n".join(lines)
 
@@ -191,7 +241,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="bench/scale.py")
     parser.add_argument("--sizes", default="0,10000,100000")
     parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--node-seconds", type=float, default=5.0)
+    parser.add_argument("--node-seconds", type=float, default=5.0, help="0: no node run")
     parser.add_argument("--postgres", help="also run on this PostgreSQL database")
     parser.add_argument("--node", help=argparse.SUPPRESS)  # the child: run a node on it
     parser.add_argument("--json", type=Path, help="write every raw value here")

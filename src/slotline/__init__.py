@@ -1,8 +1,14 @@
-"""slotline: an agent task queue with concurrency control."""
+"""slotline: an agent task queue with concurrency control.
+
+The Python API (`Queue`, `Node`, `TaskSpec`) is imported on first use, so that a command
+of the CLI that needs none of it (`slotline status`) does not pay for it.
+"""
 
 from __future__ import annotations
 
-from slotline.api import Queue, open_queue
+import importlib
+import typing
+
 from slotline.errors import (
     AmbiguousId,
     BoundExceeded,
@@ -17,10 +23,31 @@ from slotline.errors import (
     UnknownDependency,
 )
 from slotline.models import Attempt, Event, Priority, Status, Task
-from slotline.node import Node
-from slotline.spec import TaskSpec
+
+if typing.TYPE_CHECKING:
+    from slotline.api import Queue, open_queue
+    from slotline.node import Node
+    from slotline.spec import TaskSpec
 
 __version__ = "0.1.0"
+
+# The exports that are imported when first used: name -> module.
+_LAZY = {
+    "Node": "slotline.node",
+    "Queue": "slotline.api",
+    "TaskSpec": "slotline.spec",
+    "open_queue": "slotline.api",
+}
+
+
+def __getattr__(name: str) -> typing.Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'slotline' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "AmbiguousId",

@@ -25,12 +25,13 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from slotline.errors import InvalidInput
-from slotline.models import Event, Priority, Status, Task
+from slotline.models import Event, Priority, Status, Task, TaskPage
 from slotline.node import Node
 from slotline.runner.callable import TaskFunction
 from slotline.spec import TaskSpec
 from slotline.store import QueueStatus, Store, open_store
 from slotline.store.ops import Settings
+from slotline.taskfilter import TaskFilter
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -102,6 +103,27 @@ class Queue:
     async def list(self, status: Status | str | None = None) -> builtins.list[Task]:
         """Tasks in submission order, optionally only those of one status."""
         return await self._call(self.store.list_tasks, Status(status) if status else None)
+
+    async def page(
+        self,
+        wanted: TaskFilter | None = None,
+        *,
+        parent_id: str | None = None,
+        newest: bool = False,
+        limit: int = 100,
+        after: str | None = None,
+        count: bool = False,
+    ) -> TaskPage:
+        """One page of the tasks that match `wanted`, in submission order (or `newest`
+        first), read in SQL: pass the page's `next_after` as `after` for the next one.
+
+        Raises:
+            NotFound: no task matches `after`.
+        """
+        return await self._call(
+            self.store.list_page, wanted, parent_id=parent_id, newest=newest, limit=limit,
+            after=after, count=count,
+        )  # fmt: skip
 
     async def status(self) -> QueueStatus:
         """Active/max, slots available, paused, and the queued tasks with positions."""

@@ -21,12 +21,14 @@ from typing import Any
 import httpx
 
 from slotline import errors
-from slotline.models import Event, Priority, Status, Task
+from slotline.errors import AccessDenied, ServerUnavailable
+from slotline.models import Event, Priority, Status, Task, TaskPage
 from slotline.spec import TaskSpec
 from slotline.store import QueueStatus
 from slotline.store.core import Watcher
 from slotline.store.ops import Settings
 from slotline.store.steering import BulkResult
+from slotline.taskfilter import TaskFilter
 from slotline.wire import event_from_json, settings_from_json, task_from_json
 
 PAGE = 1000
@@ -36,14 +38,6 @@ def _task_path(ref: str, verb: str | None = None) -> str:
     """A task's URL path; the ref is escaped, so no ref (`../../pause`) reaches another route."""
     path = f"/api/tasks/{urllib.parse.quote(ref, safe='')}"
     return path if verb is None else f"{path}/{verb}"
-
-
-class AccessDenied(errors.SlotlineError):
-    """The server refused the token (401) or its role does not allow the verb (403)."""
-
-
-class ServerUnavailable(errors.StoreError):
-    """The server cannot be reached, or failed to answer."""
 
 
 _ERRORS: dict[str, type[errors.SlotlineError]] = {
@@ -148,20 +142,47 @@ class SlotlineClient:
     def list_tasks(
         self, status: Status | str | None = None, limit: int = 10_000, **filters: Any
     ) -> list[Task]:
-        """Tasks in submission order; filters: agent, workspace, user, parent, label."""
-        params: dict[str, Any] = {k: v for k, v in filters.items() if v is not None}
-        if status is not None:
-            params["status"] = Status(status).value
+        """Tasks in submission order; filters: agent, workspace, user, label (a str or a
+        list of them), q, parent (a full id)."""
+        parent = filters.pop("parent", None)
+        if isinstance(filters.get("label"), str):
+            filters["label"] = [filters["label"]]
+        wanted = TaskFilter(status=[Status(status)] if status is not None else [], **filters)
+        return self.list_page(wanted, parent_id=parent, limit=limit).tasks
+
+    def list_page(
+        self,
+        wanted: TaskFilter | None = None,
+        *,
+        parent_id: str | None = None,
+        newest: bool = False,
+        limit: int = 100,
+        after: str | None = None,
+        offset: int = 0,
+        count: bool = False,
+    ) -> TaskPage:
+        """One page of the tasks the token may see that match `wanted` (as
+        `Store.list_page`), read in requests of at most 1,000 tasks."""
+        params: dict[str, Any] = {"newest": newest, "count": count, "offset": offset}
+        if wanted is not None:
+            params.update(wanted.model_dump(mode="json", exclude_defaults=True))
+        if parent_id is not None:
+            params["parent"] = parent_id
         found: list[Task] = []
-        while len(found) < limit:
-            page = min(PAGE, limit - len(found))
+        total = None
+        while True:
+            size = min(PAGE, limit - len(found))
             data = self._request(
-                "GET", "/api/tasks", params={**params, "limit": page, "offset": len(found)}
+                "GET",
+                "/api/tasks",
+                params={**params, "limit": size, **({"after": after} if after else {})},
             )
             found.extend(task_from_json(t) for t in data["tasks"])
-            if len(data["tasks"]) < page:
-                break
-        return found
+            total = data.get("total") if total is None else total
+            after = data.get("next_after")
+            params.update(offset=0, count=False)
+            if after is None or len(found) >= limit:
+                return TaskPage(found, after, total)
 
     def status(
         self, mine: bool = False, root: str | None = None, limit: int | None = None

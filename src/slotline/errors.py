@@ -9,8 +9,10 @@ SlotlineError
 ├── InvalidTransition       the verb does not apply to the task's state (HTTP 409)
 ├── StaleAttempt            a report from an attempt that is no longer current (HTTP 409)
 ├── BoundExceeded           queue size, depth or children bound reached (HTTP 429)
+├── AccessDenied            the server refused the token, or its role the verb
 └── StoreError              the store cannot be used
-    └── SchemaTooNew        the database was written by a newer slotline
+    ├── SchemaTooNew        the database was written by a newer slotline
+    └── ServerUnavailable   the server cannot be reached, or failed to answer
 """
 
 from __future__ import annotations
@@ -68,3 +70,11 @@ class StoreError(SlotlineError):
 
 class SchemaTooNew(StoreError):
     """The database schema is newer than this version of slotline knows."""
+
+
+class AccessDenied(SlotlineError):
+    """The server refused the token (401) or its role does not allow the verb (403)."""
+
+
+class ServerUnavailable(StoreError):
+    """The server cannot be reached, or failed to answer."""

@@ -25,6 +25,7 @@ from slotline.config import Config
 from slotline.errors import BoundExceeded, SlotlineError
 from slotline.models import Priority, Status, Task
 from slotline.store.core import Watcher
+from slotline.taskfilter import TaskFilter
 
 R = TypeVar("R")
 TaskId = Annotated[str, Field(description="A task id, or a unique prefix of one")]
@@ -50,7 +51,9 @@ class Calls(Protocol):
 
     async def get(self, ref: str) -> dict[str, Any]: ...
 
-    async def list(self, filters: dict[str, Any], limit: int, offset: int) -> dict[str, Any]: ...
+    async def list(
+        self, filters: dict[str, Any], limit: int, offset: int, after: str | None
+    ) -> dict[str, Any]: ...
 
     async def log(self, ref: str, max_bytes: int) -> str: ...
 
@@ -132,18 +135,19 @@ class BackendCalls:
     async def get(self, ref: str) -> dict[str, Any]:
         return (await self._run(self.backend.get, ref)).to_dict()
 
-    async def list(self, filters: dict[str, Any], limit: int, offset: int) -> dict[str, Any]:
-        status = filters.get("status")
-        if filters.get("parent_id"):  # an id prefix, as everywhere
-            filters["parent_id"] = (await self._run(self.backend.get, filters["parent_id"])).id
-        tasks = await self._run(self.backend.list_tasks, Status(status) if status else None)
-        found = [
-            t
-            for t in tasks
-            if all(getattr(t, name) == want for name, want in filters.items() if name != "status")
-        ]
-        page = found[offset : offset + limit]
-        return {"tasks": [t.to_dict() for t in page], "total": len(found)}
+    async def list(
+        self, filters: dict[str, Any], limit: int, offset: int, after: str | None
+    ) -> dict[str, Any]:
+        status, parent = filters.get("status"), filters.get("parent_id")
+        if parent:  # an id prefix, as everywhere
+            parent = (await self._run(self.backend.get, parent)).id
+        wanted = TaskFilter(status=[Status(status)] if status else [], agent=filters.get("agent"))
+        page = await self._run(
+            lambda: self.backend.list_page(
+                wanted, parent_id=parent, limit=limit, after=after, offset=offset, count=True
+            )
+        )
+        return page.to_dict()
 
     async def log(self, ref: str, max_bytes: int) -> str:
         from slotline.client import SlotlineClient
@@ -278,13 +282,17 @@ def build_server(calls_for: Callable[[Context[Any, Any, Any]], Calls], **setting
         parent: Annotated[str | None, Field(description="Only subtasks of this task id")] = None,
         limit: Annotated[int, Field(ge=1, le=500)] = 50,
         offset: Annotated[int, Field(ge=0)] = 0,
+        after: Annotated[
+            str | None, Field(description="Continue after this task id: next_after of a page")
+        ] = None,
     ) -> dict[str, Any]:
-        """Tasks you may see, oldest first, filtered, a page at a time: {tasks, total}."""
+        """Tasks you may see, oldest first, filtered, a page at a time:
+        {tasks, total, next_after}; the next page is after=next_after (null: the last)."""
         if status is not None and status not in STATUS_NAMES:
             raise ToolError(f"unknown status {status!r}: one of {', '.join(STATUS_NAMES)}")
         filters = {"status": status, "agent": agent, "parent_id": parent}
         chosen = {k: v for k, v in filters.items() if v is not None}
-        return await call(ctx, lambda c: c.list(chosen, limit, offset))
+        return await call(ctx, lambda c: c.list(chosen, limit, offset, after))
 
     @server.tool()
     async def task_log(

@@ -399,3 +399,23 @@ def check_limit_key(key: str) -> str:
     if key in LIMIT_KEYS or (key.startswith("label:") and len(key) > len("label:")):
         return key
     raise InvalidInput(f"unknown limit key {key!r}; use agent, workspace, user or label:NAME")
+
+
+@dataclass(frozen=True, slots=True)
+class TaskPage:
+    """One page of the task list.
+
+    `next_after` is the id of the page's last task when more follow (pass it as `after`
+    to read the next page), else None; `total` counts every task that matches the
+    filter, when it was asked for."""
+
+    tasks: list[Task]
+    next_after: str | None
+    total: int | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "tasks": [t.to_dict() for t in self.tasks],
+            "next_after": self.next_after,
+            "total": self.total,
+        }

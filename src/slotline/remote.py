@@ -8,7 +8,8 @@ from collections.abc import AsyncIterator
 
 import httpx
 
-from slotline.client import ServerUnavailable, SlotlineClient, response_error
+from slotline.client import SlotlineClient, response_error
+from slotline.errors import ServerUnavailable
 from slotline.store.core import Watcher
 
 # The server sends a heartbeat on an idle event stream (every 15 s by default): a longer

@@ -9,9 +9,8 @@ from slotline.bounds import normalize_workspace
 from slotline.models import Status, Task
 
 MAX_TEXT = 200
-# Tasks read, at most, to filter in Python (a listing, a bulk verb by filter): every task
-# of any store this side of a million, so a filter never misses one past a first page.
-SCAN_LIMIT = 1_000_000
+# The largest page of the task list a caller may ask for.
+MAX_PAGE = 1000
 
 
 class TaskFilter(BaseModel):

@@ -7,6 +7,7 @@ import pytest
 from slotline.errors import InvalidInput, NotFound
 from slotline.models import Priority, Status
 from slotline.store import Store
+from slotline.taskfilter import TaskFilter
 
 from .conftest import ClaimFn, Clock, FinishFn, SubmitFn
 
@@ -81,7 +82,7 @@ def test_emergency_stop_pauses_and_asks_every_run_to_stop(
 
 
 def test_line_pages_keep_positions_and_the_next_up(store: Store, submit: SubmitFn) -> None:
-    tasks = [submit(f"t{i}") for i in range(5)]
+    tasks = [submit(f"t{i}", agent="odd" if i % 2 else "even") for i in range(5)]
     store.hold(tasks[4].id)
 
     page = store.line(offset=2, limit=2)
@@ -91,7 +92,7 @@ def test_line_pages_keep_positions_and_the_next_up(store: Store, submit: SubmitF
     assert page.next_up == tasks[0].id
     assert [t.title for t in page.parked] == ["t4"]
 
-    odd = store.line(keep=lambda t: t.title in ("t1", "t3"))
+    odd = store.line(wanted=TaskFilter(agent="odd"))
     assert [(t.title, t.position) for t in odd.status.queued] == [("t1", 2), ("t3", 4)]
     assert odd.queued_total == 2
 

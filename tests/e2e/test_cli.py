@@ -243,6 +243,28 @@ def test_ls_table_and_status_filter(cli: Run, store: Store) -> None:
     assert cli("ls", "--status", "failed").out == "no tasks failed\n"
 
 
+def test_ls_filters_and_pages_after_the_last_task_shown(cli: Run, store: Store) -> None:
+    made = [
+        store.submit({"command": ["true"], "title": f"task {i}", "labels": {"n": str(i % 2)}})
+        for i in range(5)
+    ]
+    first = cli("--json", "ls", "--limit", "2", "--newest")
+    assert [t["id"] for t in ok(first)] == [made[4].id, made[3].id]
+    rest = ok(cli("--json", "ls", "--newest", "--after", made[3].id))
+    assert [t["id"] for t in rest] == [t.id for t in reversed(made[:3])]
+    table = cli("ls", "-n", "2", "--label", "n=0")
+    assert made[0].id[:8] in table.out
+    assert f"more: slotline ls --after {made[2].id}" in table.err
+    assert [t["title"] for t in ok(cli("--json", "ls", "-q", "TASK 3"))] == ["task 3"]
+    unknown = cli("ls", "--after", "f" * 32)
+    assert unknown.code == 1
+    assert "no task" in unknown.err
+    assert cli("ls", "--limit", "0").code == 2
+    too_long = cli("ls", "--agent", "a" * 300)
+    assert too_long.code == 2
+    assert "agent" in too_long.err
+
+
 def test_show_accepts_a_unique_prefix(cli: Run, store: Store) -> None:
     task = submit(cli, "--title", "show me [bold]literally[/bold]")
     shown = ok(cli("--json", "show", task["id"][:5]))

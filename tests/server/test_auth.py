@@ -116,6 +116,11 @@ def test_users_see_and_steer_only_their_own_tasks(make_server: ServerFactory) ->
     with server.client(bob) as http:
         theirs = http.post("/api/tasks", json={"command": ["true"], "title": "bob's"}).json()
         assert [t["title"] for t in http.get("/api/tasks").json()["tasks"]] == ["bob's"]
+        assert http.get("/api/tasks").json()["total"] == 1
+        # Another user's task is no place to continue from, and the filter cannot widen
+        # the scope.
+        assert http.get("/api/tasks", params={"after": mine["id"]}).status_code == 404
+        assert http.get("/api/tasks", params={"user": "ann"}).json()["tasks"] == []
         assert http.get(f"/api/tasks/{mine['id']}").status_code == 404
         assert http.post(f"/api/tasks/{mine['id']}/cancel").status_code == 404
         assert http.post("/api/pause").status_code == 403

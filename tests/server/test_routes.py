@@ -76,6 +76,36 @@ def test_list_filters_and_pages(http: httpx.Client) -> None:
     assert (titles(page["tasks"]), page["total"]) == (["a", "b"], 4)
 
 
+def test_list_pages_follow_next_after_to_the_end(http: httpx.Client) -> None:
+    for name in "abcde":
+        submit(http, name)
+    seen, after = [], None
+    while True:
+        params: dict[str, Any] = {"limit": 2, "newest": "true", "count": "false"}
+        page = http.get("/api/tasks", params={**params, **({"after": after} if after else {})})
+        body = page.json()
+        assert body["total"] is None
+        seen += titles(body["tasks"])
+        submit(http, "meanwhile")  # newer than every page: never listed newest-first here
+        after = body["next_after"]
+        if after is None:
+            break
+        assert after == body["tasks"][-1]["id"]
+    assert seen == ["e", "d", "c", "b", "a"]
+
+
+def test_list_refuses_bad_paging_values_with_what_is_wrong(http: httpx.Client) -> None:
+    submit(http, "a")
+    for params in ({"limit": 1001}, {"offset": -1}, {"newest": "maybe"}, {"after": "x" * 65}):
+        response = http.get("/api/tasks", params=params)
+        assert response.status_code == 422, params
+        assert next(iter(params)) in response.text
+    unknown = http.get("/api/tasks", params={"after": "f" * 32})
+    assert unknown.status_code == 404
+    assert "f" * 8 in unknown.json()["detail"]
+    assert http.get("/api/tasks", params={"after": "not-an-id"}).status_code == 422
+
+
 def test_steering_verbs_change_the_line(http: httpx.Client) -> None:
     a, b, c = (submit(http, name) for name in "abc")
 

@@ -7,6 +7,7 @@ submit: try again later, as the message says), 130 interrupted.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from collections.abc import Sequence
@@ -16,43 +17,67 @@ import click
 from click.core import ParameterSource
 
 from slotline import __version__
-from slotline.cli.bulk import bulk, stop
-from slotline.cli.config import show_config
 from slotline.cli.context import CliState, report_error
-from slotline.cli.export import export
-from slotline.cli.limits import limits
-from slotline.cli.logs import logs
-from slotline.cli.mcp import mcp_command
-from slotline.cli.redrive import redrive
-from slotline.cli.serve import serve
-from slotline.cli.stats import stats
-from slotline.cli.steering import (
-    boost,
-    bump,
-    cancel,
-    clear,
-    hold,
-    move,
-    pause,
-    priority,
-    release,
-    restart,
-    resume,
-    terminate,
-)
-from slotline.cli.submit import submit
-from slotline.cli.tokens import token
-from slotline.cli.top import top
-from slotline.cli.views import events, list_tasks, queue_status_command, show_task
-from slotline.client import AccessDenied
-from slotline.errors import BoundExceeded, SlotlineError
+from slotline.errors import AccessDenied, BoundExceeded, SlotlineError
+
+# Each command as "module:function", imported only when the command runs (or when the
+# help lists them all), so that `slotline status` pays for none of the others' imports.
+COMMANDS = {
+    "serve": "serve:serve",
+    "mcp": "mcp:mcp_command",
+    "submit": "submit:submit",
+    "show": "views:show_task",
+    "ls": "views:list_tasks",
+    "status": "views:queue_status_command",
+    "events": "views:events",
+    "logs": "logs:logs",
+    "stats": "stats:stats",
+    "top": "top:top",
+    "export": "export:export",
+    "cancel": "steering:cancel",
+    "terminate": "steering:terminate",
+    "boost": "steering:boost",
+    "bump": "steering:bump",
+    "move": "steering:move",
+    "priority": "steering:priority",
+    "restart": "steering:restart",
+    "hold": "steering:hold",
+    "release": "steering:release",
+    "pause": "steering:pause",
+    "resume": "steering:resume",
+    "clear": "steering:clear",
+    "bulk": "bulk:bulk",
+    "stop": "bulk:stop",
+    "redrive": "redrive:redrive",
+    "limits": "limits:limits",
+    "config": "config:show_config",
+    "token": "tokens:token",
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose commands (`COMMANDS`) are imported when first asked for."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [*COMMANDS, *super().list_commands(ctx)]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        found = super().get_command(ctx, cmd_name)
+        if found is not None or cmd_name not in COMMANDS:
+            return found
+        module, name = COMMANDS[cmd_name].split(":")
+        command = getattr(importlib.import_module(f"slotline.cli.{module}"), name)
+        assert isinstance(command, click.Command)
+        self.add_command(command, cmd_name)
+        return command
+
 
 EXIT_REFUSED = 1
 EXIT_FULL = 75  # EX_TEMPFAIL: a bound refused a submit; try again later
 EXIT_INTERRUPTED = 130
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--store",
     "store_url",
@@ -125,40 +150,6 @@ def choose_target(
     raise click.UsageError(
         "SLOTLINE_STORE and SLOTLINE_URL are both set: unset one, or pick with --store or --url"
     )
-
-
-for command in (
-    serve,
-    mcp_command,
-    submit,
-    show_task,
-    list_tasks,
-    queue_status_command,
-    events,
-    logs,
-    stats,
-    top,
-    export,
-    cancel,
-    terminate,
-    boost,
-    bump,
-    move,
-    priority,
-    restart,
-    hold,
-    release,
-    pause,
-    resume,
-    clear,
-    bulk,
-    stop,
-    redrive,
-    limits,
-    show_config,
-    token,
-):
-    cli.add_command(command)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

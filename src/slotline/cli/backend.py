@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from slotline.config import Config, expand_agent_type
-from slotline.models import Event, Priority, Status, Task
-from slotline.spec import TaskSpec
-from slotline.store import QueueStatus, Store
-from slotline.store.core import Watcher
-from slotline.store.ops import Settings
-from slotline.store.steering import BulkResult
+from slotline.models import Event, Priority, Status, Task, TaskPage
+
+if TYPE_CHECKING:  # a command imports what it uses (`slotline status` needs no pydantic)
+    from slotline.config import Config
+    from slotline.spec import TaskSpec
+    from slotline.store import QueueStatus
+    from slotline.store.core import Watcher
+    from slotline.store.ops import Settings
+    from slotline.store.steering import BulkResult
+    from slotline.taskfilter import TaskFilter
 
 
 class Backend(Protocol):
@@ -23,6 +26,18 @@ class Backend(Protocol):
     def get(self, ref: str) -> Task: ...
 
     def list_tasks(self, status: Status | None = None, limit: int = 10_000) -> list[Task]: ...
+
+    def list_page(
+        self,
+        wanted: TaskFilter | None = None,
+        *,
+        parent_id: str | None = None,
+        newest: bool = False,
+        limit: int = 100,
+        after: str | None = None,
+        offset: int = 0,
+        count: bool = False,
+    ) -> TaskPage: ...
 
     def status(self, *, limit: int | None = None) -> QueueStatus: ...
 
@@ -101,6 +116,9 @@ def agent_type_fields(
     Raises:
         InvalidInput: on a store, as `expand_agent_type` does.
     """
+    from slotline.config import expand_agent_type
+    from slotline.store import Store
+
     if isinstance(backend, Store):
         return expand_agent_type(config, fields, prompt)
     data = {key: value for key, value in fields.items() if value is not None}

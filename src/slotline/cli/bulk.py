@@ -6,30 +6,18 @@ from __future__ import annotations
 import click
 
 from slotline.cli.context import CliState, json_option, pass_state
+from slotline.cli.filters import filter_options, task_filter
 from slotline.cli.render import print_json, short_id
 from slotline.cli.submit import parse_priority
 from slotline.errors import InvalidInput
-from slotline.models import Priority, Status
+from slotline.models import Priority
 from slotline.store.steering import BULK_VERBS, MAX_BULK
-from slotline.taskfilter import SCAN_LIMIT, TaskFilter
 
 
 @click.command()
 @click.argument("verb", type=click.Choice(BULK_VERBS))
 @click.argument("task_ids", metavar="[ID]...", nargs=-1)
-@click.option(
-    "--status",
-    "-s",
-    "statuses",
-    multiple=True,
-    type=click.Choice([s.value for s in Status]),
-    help="Only tasks in this status (repeatable).",
-)
-@click.option("--agent", "-a", metavar="A", help="Only tasks of agent type A.")
-@click.option("--workspace", "-w", metavar="DIR", help="Only tasks of this workspace.")
-@click.option("--user", "-u", metavar="U", help="Only tasks of this user.")
-@click.option("--label", "-l", "labels", multiple=True, metavar="K[=V]", help="Repeatable.")
-@click.option("--search", "-q", metavar="TEXT", help="Only tasks whose title or id has TEXT.")
+@filter_options
 @click.option(
     "--priority",
     "-p",
@@ -47,12 +35,6 @@ def bulk(
     state: CliState,
     verb: str,
     task_ids: tuple[str, ...],
-    statuses: tuple[str, ...],
-    agent: str | None,
-    workspace: str | None,
-    user: str | None,
-    labels: tuple[str, ...],
-    search: str | None,
     level: Priority | None,
     reason: str | None,
     force: bool,
@@ -66,22 +48,15 @@ def bulk(
     slotline bulk cancel --status queued --agent claude
     slotline bulk priority -p urgent 3f2a 9c1d --reason "release day"
     """
-    wanted = TaskFilter(
-        status=[Status(s) for s in statuses],
-        agent=agent,
-        workspace=workspace,
-        user=user,
-        label=list(labels),
-        q=search,
-    )
+    wanted = task_filter()
     if bool(task_ids) == (not wanted.empty):
         raise InvalidInput("give task ids, or filter options (--status, --agent…), not both")
     store = state.store
     if task_ids:
         refs = list(task_ids)
     else:
-        one = wanted.status[0] if len(wanted.status) == 1 else None
-        refs = [t.id for t in store.list_tasks(one, SCAN_LIMIT) if wanted.matches(t)]
+        # One more than a bulk verb takes: enough to refuse a filter that matches too many.
+        refs = [t.id for t in store.list_page(wanted, limit=MAX_BULK + 1).tasks]
         if len(refs) > MAX_BULK:
             raise InvalidInput(f"the filter matches more than {MAX_BULK} tasks; narrow it")
     if dry_run:

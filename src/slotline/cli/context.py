@@ -10,12 +10,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from slotline.cli.backend import Backend
-from slotline.config import Config, load_config
-from slotline.store import Store, open_store
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # imported when first used: not every command needs them
+    from slotline.cli.backend import Backend
     from slotline.client import SlotlineClient
+    from slotline.config import Config
+    from slotline.store import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -38,6 +37,8 @@ class CliState:
     def config(self) -> Config:
         """slotline.yaml (from --config, $SLOTLINE_CONFIG or ./slotline.yaml), loaded once."""
         if self._config is None:
+            from slotline.config import load_config
+
             self._config = load_config(self.config_path)
         return self._config
 
@@ -51,6 +52,8 @@ class CliState:
     def local_store(self) -> Store:
         """The store itself (from --store, $SLOTLINE_STORE or the default file)."""
         if self._store is None:
+            from slotline.store import open_store
+
             self._store = open_store(self.store_url or None)
         return self._store
 

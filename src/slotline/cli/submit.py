@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import math
 import time
@@ -14,9 +13,7 @@ import click
 from slotline.bounds import MAX_SECONDS
 from slotline.cli.backend import Backend, agent_type_fields
 from slotline.cli.context import CliState, json_option, pass_state
-from slotline.cli.interrupt import run_until_interrupted
 from slotline.cli.render import describe_place, print_json, short_id
-from slotline.cli.wait import wait_for
 from slotline.errors import BoundExceeded, InvalidInput
 from slotline.models import Priority, Task, utcnow
 
@@ -250,6 +247,8 @@ def submit(
             print_json(task.to_dict())
 
     if wait:
+        from slotline.cli.wait import wait_for  # asyncio: only to wait
+
         return wait_for(store, task, state.json, announce)
     announce()
     return 0
@@ -280,6 +279,8 @@ def submit_when_room(
                 said = True
             delay = ROOM_RETRY_DEFAULT if hint is None else float(hint)
             delay = min(max(delay, 0.2), ROOM_RETRY_MAX, *(() if left is None else (left,)))
+            from slotline.cli.interrupt import run_until_interrupted
+
             _, interrupted = run_until_interrupted(functools.partial(_changed, store, delay))
             if interrupted:
                 raise click.Abort() from None
@@ -287,6 +288,8 @@ def submit_when_room(
 
 async def _changed(store: Backend, seconds: float) -> None:
     """Return when the store changes, or after `seconds`."""
+    import asyncio
+
     watcher = await asyncio.to_thread(store.watcher)
     try:
         await watcher.wait(seconds)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Callable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import click
 from rich.text import Text
@@ -13,7 +13,7 @@ from rich.text import Text
 from slotline.bounds import MAX_INT
 from slotline.cli.backend import Backend
 from slotline.cli.context import CliState, json_option, pass_state
-from slotline.cli.interrupt import run_until_interrupted
+from slotline.cli.filters import filter_options, task_filter
 from slotline.cli.render import (
     event_line,
     print_json,
@@ -23,8 +23,10 @@ from slotline.cli.render import (
     task_detail,
     task_table,
 )
-from slotline.models import Event, Status, utcnow
-from slotline.store import QueueStatus
+from slotline.models import Event, utcnow
+
+if TYPE_CHECKING:
+    from slotline.store import QueueStatus
 
 STATUS_QUEUED_SHOWN = 20
 EVENT_PAGE = 1000
@@ -44,37 +46,53 @@ def show_task(state: CliState, task_id: str) -> None:
 
 
 @click.command("ls")
-@click.option(
-    "--status",
-    "-s",
-    "status",
-    type=click.Choice([s.value for s in Status]),
-    help="Only tasks in this state.",
-)
+@filter_options
+@click.option("--parent", metavar="ID", help="Only the subtasks of this task.")
+@click.option("--newest", is_flag=True, help="Newest first (default: oldest first).")
 @click.option(
     "--limit",
     "-n",
     metavar="N",
     type=click.IntRange(min=1, max=MAX_INT),
-    default=10_000,
+    default=100,
     show_default=True,
-    help="At most N tasks (the oldest first).",
+    help="At most N tasks.",
+)
+@click.option(
+    "--after",
+    metavar="ID",
+    help="Continue after this task: the last one of the page before.",
 )
 @json_option
 @pass_state
-def list_tasks(state: CliState, status: str | None, limit: int) -> None:
-    """List tasks, oldest first.
+def list_tasks(
+    state: CliState,
+    parent: str | None,
+    newest: bool,
+    limit: int,
+    after: str | None,
+) -> None:
+    """List tasks, oldest first, a page of --limit at a time (--after the last one shown
+    for the next page).
 
     Columns: short id, status, priority, position, title, agent, age, ETA (estimated
     start; for a running task, its estimated end).
     """
-    tasks = state.store.list_tasks(Status(status) if status else None, limit=limit)
+    wanted = task_filter()
+    parent_id = None if parent is None else state.store.get(parent).id
+    page = state.store.list_page(
+        None if wanted.empty else wanted,
+        parent_id=parent_id, newest=newest, limit=limit, after=after,
+    )  # fmt: skip
     if state.json:
-        print_json([t.to_dict() for t in tasks])
-    elif tasks:
-        show(task_table(tasks, utcnow()))
+        print_json([t.to_dict() for t in page.tasks])
+        return
+    if page.tasks:
+        show(task_table(page.tasks, utcnow()))
     else:
-        click.echo("no tasks" + (f" {status}" if status else ""))
+        click.echo("no tasks" + (f" {' or '.join(wanted.status)}" if wanted.status else ""))
+    if page.next_after is not None:
+        click.echo(f"more: slotline ls --after {page.next_after} …", err=True)
 
 
 @click.command("status")
@@ -172,6 +190,8 @@ def events(state: CliState, since: int | None, limit: int, follow: bool) -> None
             else:
                 click.echo(event_line(event))
 
+        from slotline.cli.interrupt import run_until_interrupted  # asyncio: only to follow
+
         start = since
         run_until_interrupted(lambda: _follow(store, start, emit))
         return
@@ -189,6 +209,8 @@ def json_line(event: Event) -> str:
 
 async def _follow(store: Backend, since: int, emit: Callable[[Event], None]) -> None:
     """Print events as they are committed, by any process, until cancelled."""
+    import asyncio
+
     watcher = store.watcher()
     try:
         while True:

@@ -77,6 +77,12 @@ class Principal:
             return task.id in self.subtree
         return self.role != "user" or task.user == self.name
 
+    @property
+    def scope(self) -> tuple[str | None, str | None]:
+        """`sees` as the store's listings take it, (owner, root): a user's own tasks; a
+        task token's subtree; (None, None) for those who see every task."""
+        return (self.name if self.role == "user" else None), self.task_id
+
     def steers(self, task: Task) -> bool:
         """Admins steer every task; a user only their own; a task its subtree; a viewer none."""
         return self.is_admin or (self.role in ("user", "task") and self.sees(task))

@@ -63,13 +63,8 @@ def machine() -> dict[str, float]:
 def _line(
     store: Store, who: Principal, wanted: TaskFilter, offset: int, limit: int
 ) -> dict[str, Any]:
-    keep = None
-    if not (wanted.empty and who.sees_all):
-
-        def keep(task: Task) -> bool:
-            return who.sees(task) and wanted.matches(task)
-
-    line = store.line(offset, limit, keep)
+    owner, root = who.scope
+    line = store.line(offset, limit, None if wanted.empty else wanted, owner, root)
     data = status_json(line.status, who)
     # The page stands for the line here: `queued_total` counts what the caller sees and
     # the filter keeps; `next_up` is shown when it is among those.

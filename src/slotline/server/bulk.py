@@ -14,7 +14,7 @@ from slotline.server.errors import ERROR_RESPONSES
 from slotline.server.schemas import PRIORITY_HELP
 from slotline.store import Store
 from slotline.store.steering import MAX_BULK
-from slotline.taskfilter import SCAN_LIMIT, TaskFilter
+from slotline.taskfilter import TaskFilter
 
 router = APIRouter(prefix="/api", tags=["bulk"], responses=ERROR_RESPONSES)
 
@@ -50,10 +50,11 @@ class BulkOut(BaseModel):
 def _targets(store: Store, who: Principal, body: BulkBody) -> list[str]:
     """The full ids the body names, each one the caller may steer."""
     if body.filter is not None:
-        wanted = body.filter
-        one = wanted.status[0] if len(wanted.status) == 1 else None
-        tasks = store.list_tasks(one, SCAN_LIMIT)
-        return [t.id for t in tasks if who.steers(t) and wanted.matches(t)]
+        # One more than a bulk verb takes: enough to refuse a filter that matches too many.
+        tasks = store.list_page(
+            body.filter, owner=who.scope[0], root=who.scope[1], limit=MAX_BULK + 1
+        ).tasks
+        return [t.id for t in tasks if who.steers(t)]
     ids = []
     for ref in body.ids or ():
         task = store.get(ref, who.prefix_owner)

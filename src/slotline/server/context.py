@@ -127,7 +127,7 @@ class ServerState:
         """Run a synchronous store verb in a worker thread, off the event loop."""
         return await asyncio.to_thread(function, *args, **kwargs)
 
-    async def visible_task(self, who: Principal, ref: str) -> Task:
+    async def visible_task(self, who: Principal, ref: str, estimate: bool = True) -> Task:
         """The task `ref` names, if `who` may see it (a user sees only their own).
 
         For a user token, a prefix matches only the user's own tasks, so an ambiguous
@@ -137,7 +137,7 @@ class ServerState:
             NotFound: no such task, or one the caller may not see.
             AmbiguousId: the prefix matches several tasks the caller may see.
         """
-        task = await self.call(self.store.get, ref, who.prefix_owner)
+        task = await self.call(self.store.get, ref, who.prefix_owner, estimate)
         if not who.sees(task):
             raise hidden(ref)
         return task

@@ -64,7 +64,9 @@ class RouteCalls:
     async def get(self, ref: str) -> dict[str, Any]:
         return await routes.get_task(self.state, self.who, ref)
 
-    async def list(self, filters: dict[str, Any], limit: int, offset: int) -> dict[str, Any]:
+    async def list(
+        self, filters: dict[str, Any], limit: int, offset: int, after: str | None
+    ) -> dict[str, Any]:
         status = filters.get("status")
         wanted = TaskFilter(status=[Status(status)] if status else [], agent=filters.get("agent"))
         found = await routes.list_tasks(
@@ -73,9 +75,10 @@ class RouteCalls:
             wanted,
             parent=filters.get("parent_id"),
             limit=limit,
+            after=after,
             offset=offset,
         )
-        return {"tasks": found["tasks"], "total": found["total"]}
+        return {k: found[k] for k in ("tasks", "total", "next_after")}
 
     async def log(self, ref: str, max_bytes: int) -> str:
         task = await self.state.visible_task(self.who, ref)

@@ -30,9 +30,7 @@ from slotline.server.schemas import (
 )
 from slotline.spec import TaskSpec, parse_spec
 from slotline.store import Store
-from slotline.taskfilter import SCAN_LIMIT, TaskFilter
-
-MAX_PAGE = 1000
+from slotline.taskfilter import MAX_PAGE, TaskFilter
 
 router = APIRouter(prefix="/api/tasks", tags=["tasks"], responses=ERROR_RESPONSES)
 
@@ -182,26 +180,29 @@ async def list_tasks(
     parent: Annotated[str | None, Query(description="Only subtasks of this task id")] = None,
     newest: Annotated[bool, Query(description="Newest first")] = False,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+    after: Annotated[
+        str | None,
+        Query(
+            max_length=64,
+            description="Continue after this task id: `next_after` of the page before",
+        ),
+    ] = None,
     offset: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
+    count: Annotated[bool, Query(description="Count every match (`total`)")] = True,
 ) -> dict[str, Any]:
-    """Tasks in submission order (or newest first), filtered, a page at a time (`total`
-    counts all matches). A user token sees only its own tasks."""
-    one = wanted.status[0] if len(wanted.status) == 1 else None
-    tasks = await state.call(state.store.list_tasks, one, SCAN_LIMIT)
-    parent_id = None
-    if parent is not None:
-        parent_id = (await state.visible_task(who, parent)).id
-    found = [
-        t
-        for t in tasks
-        if who.sees(t) and wanted.matches(t) and (parent_id is None or t.parent_id == parent_id)
-    ]
-    if newest:
-        found.reverse()
-    page = found[offset : offset + limit]
+    """Tasks in submission order (or newest first), filtered, a page at a time: the next
+    page is `after=` the `next_after` of this one (null on the last page); `total`
+    counts all matches (unless `count=false`). A user token sees only its own tasks."""
+    parent_id = None if parent is None else (await state.visible_task(who, parent, False)).id
+    after_id = None if after is None else (await state.visible_task(who, after, False)).id
+    page = await state.call(
+        state.store.list_page, wanted, parent_id=parent_id, newest=newest, limit=limit,
+        after=after_id, offset=offset, count=count, owner=who.scope[0], root=who.scope[1],
+    )  # fmt: skip
     return {
-        "tasks": [task_json(t) for t in page],
-        "total": len(found),
+        "tasks": [task_json(t) for t in page.tasks],
+        "next_after": page.next_after,
+        "total": page.total,
         "limit": limit,
         "offset": offset,
     }

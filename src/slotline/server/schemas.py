@@ -145,7 +145,8 @@ class BatchBody(BaseModel):
 
 class TaskList(BaseModel):
     tasks: list[TaskOut]
-    total: int
+    next_after: str | None
+    total: int | None
     limit: int
     offset: int
 

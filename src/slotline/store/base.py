@@ -11,20 +11,23 @@ from __future__ import annotations
 
 import secrets
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slotline.errors import BoundExceeded
-from slotline.models import Attempt, Event, Status, Task
-from slotline.spec import TaskSpec, parse_spec
-from slotline.store import deps, estimates, ops
+from slotline.models import Attempt, Event, Status, Task, TaskPage
+from slotline.store import deps, estimates, listing, ops
 from slotline.store.nodes import NodeVerbs
 from slotline.store.ops import Settings
-from slotline.store.queries import Tx
+from slotline.store.queries import Tx, Where
 from slotline.store.rows import attempt_from_row, dumps, event_from_row, task_from_row
 from slotline.store.runs import RunVerbs
 from slotline.store.samples import SampleVerbs
+
+if TYPE_CHECKING:  # imported when used: a read needs neither pydantic model
+    from slotline.spec import TaskSpec
+    from slotline.taskfilter import TaskFilter
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,32 +137,47 @@ class Store(RunVerbs, NodeVerbs, SampleVerbs):
 
     def list_tasks(self, status: Status | None = None, limit: int = 10_000) -> list[Task]:
         """Tasks in submission order, optionally of one status; queued ones carry positions."""
+        from slotline.taskfilter import TaskFilter
+
+        wanted = TaskFilter(status=[status]) if status is not None else None
+        return self.list_page(wanted, limit=limit).tasks
+
+    def list_page(
+        self,
+        wanted: TaskFilter | None = None,
+        *,
+        owner: str | None = None,
+        root: str | None = None,
+        parent_id: str | None = None,
+        newest: bool = False,
+        limit: int = 100,
+        after: str | None = None,
+        offset: int = 0,
+        count: bool = False,
+    ) -> TaskPage:
+        """One page of the tasks that match `wanted`, in submission order (oldest first,
+        or `newest` first; ties by id), filtered, ordered and cut in SQL.
+
+        Args:
+            owner: only this user's tasks (a user's scope: others' tasks are not seen).
+            root: only this task (full id) and its subtasks, at any depth.
+            parent_id: only the direct subtasks of this task (full id).
+            limit: at most this many tasks.
+            after: continue after this task (an id or unique prefix): the `next_after`
+                of the page before. Tasks submitted meanwhile are neither repeated nor
+                skipped among those that existed.
+            offset: skip this many tasks first (after `after`, if given).
+            count: also count every task that matches (`total`), which costs in
+                proportion to the matches.
+
+        Raises:
+            NotFound: no task (of `owner`) matches `after`.
+        """
         with self._transaction(write=False) as tx:
-            if status is None:
-                rows = tx.rows("tasks_all", limit=limit)
-            else:
-                rows = tx.rows("tasks_by_status", status=Status(status).value, limit=limit)
-            positions = self._positions(tx)
-            etas = estimates.line_estimates(tx, tx.now(), self.url)
-            # Attempts in one query, not one per task: a listing reads two result sets.
-            if status is None:
-                attempt_rows = tx.rows("attempts_all")
-            else:
-                attempt_rows = tx.rows("attempts_by_task_status", status=Status(status).value)
-            attempts: dict[str, list[Attempt]] = {}
-            for row in attempt_rows:
-                attempts.setdefault(row["task_id"], []).append(attempt_from_row(row))
-            return [
-                estimates.with_estimate(
-                    replace(
-                        task_from_row(r),
-                        attempts=tuple(sorted(attempts.get(r["id"], ()), key=lambda a: a.number)),
-                        position=positions.get(r["id"]),
-                    ),
-                    etas,
-                )
-                for r in rows
-            ]
+            return listing.page(
+                tx, self.url, wanted, owner=owner, root=root, parent_id=parent_id,
+                newest=newest, limit=limit, after=after, offset=offset, count=count,
+            )  # fmt: skip
 
     def subtree(self, task_id: str) -> list[str]:
         """The ids of a task and of all its descendants (subtasks, theirs…); empty when
@@ -217,50 +235,42 @@ class Store(RunVerbs, NodeVerbs, SampleVerbs):
             return replace(_queue_status(tx, settings, running, placed), queued_total=total)
 
     def line(
-        self, offset: int = 0, limit: int = 100, keep: Callable[[Task], bool] | None = None
+        self,
+        offset: int = 0,
+        limit: int = 100,
+        wanted: TaskFilter | None = None,
+        owner: str | None = None,
+        root: str | None = None,
     ) -> Line:
         """Capacity, running tasks, and queued tasks `offset`..`offset+limit` in queue
-        order with their positions; with `keep`, only the queued (and parked) tasks it
-        keeps, still with their positions in the whole line. Without a filter or aging,
-        only the page is read."""
+        order with their positions; with a filter (`wanted`, the scope `owner` or `root`:
+        see `list_page`), only the queued (and parked) tasks that match, still with their
+        positions in the whole line. Only the page is read, unless aging is on."""
         with self._transaction(write=False) as tx:
             now = tx.now()
             settings = ops.read_settings(tx)
             aging = settings["aging_interval"]
             running = [ops.with_attempts(tx, task_from_row(r)) for r in tx.rows("tasks_running")]
-            if aging or keep is not None:
+            where = listing.where_of(wanted, owner, root)
+            if aging:
                 queue = ops.ordered_queue(tx, now, aging)
+                kept = set(_ids(tx, where)) if where.groups else None
                 placed = [replace(t, position=i) for i, t in enumerate(queue, 1)]
-                kept = [t for t in placed if keep is None or keep(t)]
-                total, page = len(kept), kept[offset : offset + limit]
+                placed = [t for t in placed if kept is None or t.id in kept]
+                total, page = len(placed), placed[offset : offset + limit]
                 next_up = queue[0].id if queue else None
             else:
-                total = ops.count(tx, "count_queued")
-                rows = tx.rows("tasks_queued_in_order", limit=limit, offset=offset)
-                page = [
-                    replace(task_from_row(r), position=offset + i) for i, r in enumerate(rows, 1)
-                ]
-                first = (
-                    rows[0]
-                    if offset == 0 and rows
-                    else tx.one("tasks_queued_in_order", limit=1, offset=0)
-                )
+                page, total = listing.queued_page(tx, where, offset, limit)
+                first = tx.one("tasks_queued_in_order", limit=1, offset=0)
                 next_up = None if first is None else str(first["id"])
-            parked = [
-                task_from_row(r)
-                for status in (Status.HELD, Status.WAITING)
-                for r in tx.rows("tasks_by_status", status=status.value, limit=1_000_000)
-            ]
-            parked = [t for t in parked if keep is None or keep(t)]
+            parked, parked_total = listing.parked(tx, where, PARKED_SHOWN)
             etas = estimates.line_estimates(tx, now, self.url)
             running = [estimates.with_estimate(t, etas) for t in running]
             page = [estimates.with_estimate(t, etas) for t in page]
             parked = [estimates.with_estimate(t, etas) for t in parked]
             status = _queue_status(tx, settings, running, page)
             last_seq = int((tx.one("events_last_seq") or {"seq": 0})["seq"])
-            return Line(
-                status, total, next_up, parked[:PARKED_SHOWN], len(parked), settings, last_seq, now
-            )
+            return Line(status, total, next_up, parked, parked_total, settings, last_seq, now)
 
     def events(self, since: int = 0, limit: int = 1000) -> list[Event]:
         """Events with `seq` greater than `since`, oldest first."""
@@ -313,6 +323,8 @@ class Store(RunVerbs, NodeVerbs, SampleVerbs):
         self, specs: Iterable[TaskSpec | dict[str, Any]], now: float | None = None
     ) -> list[Task]:
         """Submit several tasks in one transaction: all are created or none."""
+        from slotline.spec import parse_spec
+
         parsed = [parse_spec(s) for s in specs]
         try:
             with self._write() as tx:
@@ -437,6 +449,13 @@ def _queue_status(
 
 # Statuses whose tasks get estimates.
 _IN_LINE = frozenset({Status.RUNNING, Status.QUEUED, Status.WAITING, Status.HELD})
+
+
+def _ids(tx: Tx, where: Where) -> list[str]:
+    """The ids of every queued task that matches `where` (with aging, whose order is not
+    SQL's)."""
+    matched = Where([*where.groups]).all("tasks_where_status", status=Status.QUEUED.value)
+    return [str(r["id"]) for r in tx.select("tasks_page", matched, limit=1_000_000, offset=0)]
 
 
 def _admission(pressed: list[dict[str, Any]]) -> str | None:

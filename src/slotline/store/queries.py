@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from typing import Any, Protocol
@@ -14,6 +15,10 @@ from slotline.models import utcnow
 
 _NAME_LINE = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 _PARAM = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
+# A parameter in either style (`:name`, `%(name)s`), to rename those of a fragment.
+_ANY_PARAM = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)|%\(([a-z_][a-z0-9_]*)\)s")
+_COMMENT = re.compile(r"^\s*--.*$\n?", re.MULTILINE)
+WHERE = "/*where*/"
 
 
 def parse_queries(text: str) -> dict[str, str]:
@@ -45,6 +50,46 @@ def migrations(dialect: str) -> list[tuple[int, str]]:
         if entry.name.endswith(".sql"):
             found.append((int(entry.name.split("_", 1)[0]), entry.read_text()))
     return sorted(found)
+
+
+@dataclass
+class Where:
+    """The conditions of a composed query: named `where_*` fragments, joined by AND; the
+    fragments of one `any` group by OR. Each use gets its own parameter names, so a
+    fragment can be used several times (two labels, three statuses)."""
+
+    groups: list[list[tuple[str, dict[str, Any]]]] = field(default_factory=list)
+
+    def all(self, fragment: str, **params: Any) -> Where:
+        self.groups.append([(fragment, params)])
+        return self
+
+    def any(self, fragment: str, values: Iterable[dict[str, Any]]) -> Where:
+        group = [(fragment, params) for params in values]
+        if group:
+            self.groups.append(group)
+        return self
+
+    def compose(self, queries: Mapping[str, str], query: str) -> tuple[str, dict[str, Any]]:
+        """The text of `query` with these conditions in place of its `/*where*/`, and
+        their parameters (named `NAME_N`)."""
+        params: dict[str, Any] = {}
+        ands = []
+        for group in self.groups:
+            ors = []
+            for fragment, values in group:
+                n = len(params)
+
+                def renamed(match: re.Match[str], n: int = n) -> str:
+                    name = match.group(1) or match.group(2)
+                    new = f"{name}_{n}"
+                    return f":{new}" if match.group(1) else f"%({new})s"
+
+                ors.append(_ANY_PARAM.sub(renamed, _COMMENT.sub("", queries[fragment])))
+                params.update({f"{name}_{n}": value for name, value in values.items()})
+            ands.append(" OR ".join(f"({text})" for text in ors))
+        where = "".join(f" AND ({text})" for text in ands)
+        return queries[query].replace(WHERE, where), params
 
 
 class Cursor(Protocol):
@@ -100,6 +145,12 @@ class Tx:
                 return
             offset += page
             page = min(page * 8, max_page)
+
+    def select(self, query: str, where: Where, /, **params: Any) -> list[dict[str, Any]]:
+        """Rows of a composed query: `query` with the conditions of `where`."""
+        sql, more = where.compose(self._queries, query)
+        self._cursor.execute(sql, {**params, **more})
+        return [dict(row) for row in self._cursor.fetchall()]
 
     def one(self, query: str, /, **params: Any) -> dict[str, Any] | None:
         found = self.rows(query, **params)

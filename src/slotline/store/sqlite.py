@@ -7,7 +7,6 @@ another process is dispatched at once rather than at the next poll.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import os
@@ -231,6 +230,8 @@ class _SocketWatcher(Watcher):
     async def wait(self, timeout: float | None) -> bool:
         if self._drain():
             return True
+        import asyncio  # only a follower waits: a one-shot command needs no event loop
+
         loop = asyncio.get_running_loop()
         try:
             await asyncio.wait_for(loop.sock_recv(self._sock, 64), timeout)

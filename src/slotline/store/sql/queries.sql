@@ -395,3 +395,93 @@ SELECT queued_at FROM tasks WHERE status = 'running' AND started_at = :now;
 -- name: finishes_before
 SELECT finished_at AS at FROM attempts WHERE finished_at > :since AND finished_at <= :now
 ORDER BY finished_at DESC LIMIT :n;
+
+-- The task list, filtered and paged in SQL (store/listing.py). A composed query: its
+-- `/*where*/` becomes `AND` and the `where_*` conditions the filter asks for (each one
+-- of the fragments below, its parameters renamed apart), so an unused criterion costs
+-- nothing and each one used can take an index.
+
+-- name: tasks_page
+SELECT * FROM tasks WHERE TRUE /*where*/
+ORDER BY created_at, id LIMIT :limit OFFSET :offset;
+
+-- name: tasks_page_newest
+SELECT * FROM tasks WHERE TRUE /*where*/
+ORDER BY created_at DESC, id DESC LIMIT :limit OFFSET :offset;
+
+-- name: tasks_page_count
+SELECT COUNT(*) AS n FROM tasks WHERE TRUE /*where*/;
+
+-- name: queued_page
+-- Queued tasks that match, in queue order (the line, filtered).
+SELECT * FROM tasks WHERE status = 'queued' /*where*/
+ORDER BY boosted DESC, priority, rank LIMIT :limit OFFSET :offset;
+
+-- name: attempts_page
+SELECT * FROM attempts WHERE TRUE /*where*/ ORDER BY task_id, number;
+
+-- name: tasks_where_status
+status = :status
+
+-- name: tasks_where_agent
+agent = :agent
+
+-- name: tasks_where_workspace
+workspace = :workspace
+
+-- name: tasks_where_owner
+owner = :owner
+
+-- name: tasks_where_parent
+parent_id = :parent_id
+
+-- name: attempts_where_task
+task_id = :task_id
+
+-- name: tasks_where_label
+-- :needle is `"NAME":` or `"NAME":"VALUE"` as the labels' JSON spells them (compact,
+-- every value a string): in that JSON an unescaped quote only delimits a string, so the
+-- needle is found exactly where the label is. replace() is case-sensitive on both
+-- backends, where LIKE is not.
+replace(labels, :needle, '') <> labels
+
+-- name: tasks_where_text
+-- Part of the title, in any case (the text is given lower-case; SQLite folds only
+-- ASCII letters), or the start of the id.
+(replace(lower(title), :text, '') <> lower(title) OR id LIKE :id_prefix)
+
+-- name: tasks_where_subtree
+id IN (
+    WITH RECURSIVE subtree(id) AS (
+        SELECT id FROM tasks WHERE id = :root
+        UNION
+        SELECT tasks.id FROM tasks JOIN subtree ON tasks.parent_id = subtree.id
+    )
+    SELECT id FROM subtree
+)
+
+-- name: tasks_where_after
+-- Row values: one range of an index on (created_at, id), on both backends.
+(created_at, id) > (:at, :id)
+
+-- name: tasks_where_before
+(created_at, id) < (:at, :id)
+
+-- name: queue_rank_between
+-- Queued tasks between two ranks of one band (boosted, priority): one index range.
+SELECT COUNT(*) AS n FROM tasks
+WHERE status = 'queued' AND boosted = :boosted AND priority = :priority
+  AND rank > :lo AND rank < :hi;
+
+-- name: queue_rank_after
+SELECT COUNT(*) AS n FROM tasks
+WHERE status = 'queued' AND boosted = :boosted AND priority = :priority AND rank > :lo;
+
+-- name: queue_rank_before
+SELECT COUNT(*) AS n FROM tasks
+WHERE status = 'queued' AND boosted = :boosted AND priority = :priority AND rank < :hi;
+
+-- name: queue_bands_between
+-- Queued tasks of the bands strictly between two priorities, both in one boosted half.
+SELECT COUNT(*) AS n FROM tasks
+WHERE status = 'queued' AND boosted = :boosted AND priority > :lo AND priority < :hi;

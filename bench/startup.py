@@ -1,0 +1,94 @@
+"""Start-up of the CLI on a local store: the wall time of `slotline status` and of one
+`slotline submit`, each a fresh process, beside a bare `python -c pass`.
+
+.venv/bin/python bench/startup.py                 # 11 runs of each, medians and ranges
+.venv/bin/python bench/startup.py --runs 21 --imports   # and where the imports go
+
+The three commands run in turn (status, submit, bare), so a change in the machine's load
+touches all three alike; a warm-up run of each is not counted. `--imports` runs each
+command once more under `python -X importtime` and prints the heaviest top-level imports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make the `bench` package importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.machine import load_average
+from bench.stats import median
+
+_IMPORT = re.compile(r"import time:\s+\d+ \|\s+(\d+) \|( *)(\S+)")
+
+
+def commands(store: Path) -> dict[str, list[str]]:
+    python = sys.executable
+    cli = [python, "-m", "slotline", "--store", str(store)]
+    return {
+        "slotline status": [*cli, "status"],
+        "slotline submit -- true": [*cli, "submit", "--", "true"],
+        "python -c pass": [python, "-c", "pass"],
+    }
+
+
+def wall(argv: list[str]) -> float:
+    """Milliseconds from the start of `argv` to its exit."""
+    start = time.perf_counter()
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+    return (time.perf_counter() - start) * 1000
+
+
+def heaviest_imports(argv: list[str], shown: int = 8) -> list[tuple[str, float]]:
+    """The top-level imports of one run of `argv` by cumulative milliseconds."""
+    run = subprocess.run(
+        [argv[0], "-X", "importtime", *argv[1:]],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    found = []
+    for line in run.stderr.splitlines():
+        match = _IMPORT.match(line)
+        if match and len(match.group(2)) == 1:  # a top-level import
+            found.append((match.group(3), int(match.group(1)) / 1000))
+    return sorted(found, key=lambda item: -item[1])[:shown]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="bench/startup.py")
+    parser.add_argument("--runs", type=int, default=11)
+    parser.add_argument("--imports", action="store_true", help="also profile the imports")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="slotline-startup-") as folder:
+        store = Path(folder) / "store.db"
+        subprocess.run(commands(store)["slotline status"], check=True, stdout=subprocess.DEVNULL)
+        found: dict[str, list[float]] = {name: [] for name in commands(store)}
+        print(f"load average at start: {load_average()}", file=sys.stderr)
+        for run in range(args.runs + 1):
+            for name, argv in commands(store).items():
+                took = wall(argv)
+                if run:  # the first round warms the caches
+                    found[name].append(took)
+        print(f"load average at end: {load_average()}", file=sys.stderr)
+        print("| command | wall ms, median | min–max |")
+        print("|---|---:|---:|")
+        for name, values in found.items():
+            print(f"| `{name}` | {median(values):.0f} | {min(values):.0f}–{max(values):.0f} |")
+        if args.imports:
+            for name, argv in commands(store).items():
+                if name.startswith("slotline"):
+                    heavy = ", ".join(f"{mod} {ms:.0f}" for mod, ms in heaviest_imports(argv))
+                    print(f"\n`{name}`, heaviest top-level imports (ms): {heavy}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
