@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from slotline.errors import InvalidInput, NotFound
-from slotline.models import Priority, Status
+from slotline.models import Priority, Status, StopRequest
 from slotline.store import Store
 
 from .conftest import ClaimFn, Clock, FinishFn, SubmitFn
@@ -76,7 +76,7 @@ def test_emergency_stop_pauses_and_asks_every_run_to_stop(
 
     assert set(stopped) == running
     assert store.settings()["paused"]
-    assert {t.kill_request for t in store.status().running} == {"terminate:fire drill"}
+    assert {t.kill_request for t in store.status().running} == {StopRequest.terminate("fire drill")}
     assert claim() == []
 
 
