@@ -107,12 +107,18 @@ TRANSITIONS: dict[str, dict[Status, Status]] = {
     "unblock": {Status.WAITING: Status.QUEUED},
     # A task submitted held while waiting on dependencies: held once they succeeded.
     "unblock_held": {Status.WAITING: Status.HELD},
-    "block": {Status.WAITING: Status.BLOCKED, Status.HELD: Status.BLOCKED},
+    "block": dict.fromkeys((Status.WAITING, Status.HELD, Status.QUEUED), Status.BLOCKED),
     "hold": {Status.QUEUED: Status.HELD},
     "release": {Status.HELD: Status.QUEUED},
     "restart": dict.fromkeys((*TERMINAL, Status.BLOCKED), Status.QUEUED),
     "reblock": {Status.BLOCKED: Status.WAITING},
     "terminate": {Status.RUNNING: Status.FAILED},
+    # restart --force of a running task: it is stopped, then back in line.
+    "restart_running": {Status.RUNNING: Status.QUEUED},
+    # A new dependency keeps a waiting or queued task where it is, or sends it to
+    # "wait" (queued → waiting) or "block" (a dependency that has ended badly).
+    "add_dependency": {Status.WAITING: Status.WAITING, Status.QUEUED: Status.QUEUED},
+    "wait": {Status.QUEUED: Status.WAITING},
     "boost": {Status.QUEUED: Status.QUEUED, Status.HELD: Status.HELD},
     "move": {Status.QUEUED: Status.QUEUED, Status.HELD: Status.HELD},
     "priority": {s: s for s in (*PENDING, Status.BLOCKED)},
@@ -130,6 +136,7 @@ _HINTS: dict[tuple[str, Status], str] = {
     ("bump", Status.RUNNING): "it is already running",
     ("boost", Status.RUNNING): "it is already running",
     ("move", Status.RUNNING): "it is already running",
+    **{("add_dependency", s): "only a waiting or queued task can get one" for s in Status},
 }
 
 
@@ -279,7 +286,7 @@ class Task:
     timeout: float | None
     queue_ttl: float | None
     not_before: float | None
-    kill_request: str | None
+    kill_request: StopRequest | None
     restart_requested: bool
     created_at: float
     queued_at: float | None
@@ -343,6 +350,78 @@ class Task:
         }
 
 
+class StopKind(enum.StrEnum):
+    """Why a running attempt is asked to stop; its task then ends by the verb of that name
+    in TRANSITIONS ("restart" by "restart_running")."""
+
+    CANCEL = "cancel"
+    TERMINATE = "terminate"
+    RESTART = "restart"
+
+
+_STOP_OUTCOMES = {
+    StopKind.CANCEL: "cancelled",
+    StopKind.TERMINATE: "terminated",
+    StopKind.RESTART: "restarted",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class StopRequest:
+    """Someone asked a running attempt to stop: how its task ends once the process is gone.
+
+    Stored (and shown over HTTP as `stop_requested`) as "cancel", "restart" or
+    "terminate:REASON"; `str()` gives that form and `parse` reads it.
+    """
+
+    kind: StopKind
+    reason: str | None = None  # terminate's, shown in the task's failure reason
+
+    @classmethod
+    def parse(cls, text: str | None) -> StopRequest | None:
+        """The request stored as `text`, or None for none."""
+        return None if text is None else cls.read(text)
+
+    @classmethod
+    def read(cls, text: str) -> StopRequest:
+        kind, _, reason = text.partition(":")
+        try:
+            stop = StopKind(kind)
+        except ValueError:
+            raise InvalidInput(f"unknown stop request {text!r}") from None
+        return cls(stop, reason if stop is StopKind.TERMINATE else None)
+
+    @classmethod
+    def terminate(cls, reason: str) -> StopRequest:
+        return cls(StopKind.TERMINATE, reason)
+
+    def __str__(self) -> str:
+        if self.kind is StopKind.TERMINATE:
+            return f"{self.kind}:{self.reason or ''}"
+        return str(self.kind)
+
+    @property
+    def verb(self) -> str:
+        """The TRANSITIONS verb that ends the run's task."""
+        return "restart_running" if self.kind is StopKind.RESTART else str(self.kind)
+
+    @property
+    def outcome(self) -> str:
+        """The attempt's outcome: cancelled, terminated or restarted."""
+        return _STOP_OUTCOMES[self.kind]
+
+    @property
+    def stop_reason(self) -> str:
+        """Why the run stopped, in words: "cancelled", "terminated: REASON", "restarted"."""
+        if self.kind is StopKind.TERMINATE:
+            return f"terminated: {self.reason}"
+        return self.outcome
+
+
+CANCEL = StopRequest(StopKind.CANCEL)
+RESTART = StopRequest(StopKind.RESTART)
+
+
 @dataclass(frozen=True, slots=True)
 class KillRequest:
     """A running attempt on a node that someone asked to stop."""
@@ -350,7 +429,7 @@ class KillRequest:
     task_id: str
     attempt_id: str
     pid: int | None
-    kind: str
+    request: StopRequest
 
 
 def log_file(log_dir: Path, task_id: str, number: int) -> str:

@@ -23,13 +23,12 @@ from slotline.admission import Guard, Verdict
 from slotline.config import Admission
 from slotline.errors import InvalidInput, SlotlineError
 from slotline.models import Kind, utcnow
-from slotline.runner.adopt import Adopter
+from slotline.runner import adopt
 from slotline.runner.callable import Registry, TaskFunction
 from slotline.runner.env import BASE_ALLOW
 from slotline.runner.process import DEFAULT_LOG_MAX, process_start_time
-from slotline.runner.proctree import TreeSampler
-from slotline.runner.supervisor import _Run
-from slotline.store import Report, StartReport, Store
+from slotline.runner.supervisor import RunSettings, Supervisor
+from slotline.store import Store
 from slotline.store.ops import LEASE_SECONDS
 
 log = logging.getLogger("slotline.node")
@@ -48,7 +47,7 @@ def default_log_dir(store: Store) -> Path:
     return Path(base) / "slotline" / "logs"
 
 
-class Node(Adopter):
+class Node:
     """Claims tasks from a store and runs them; see `run` and `run_until_idle`."""
 
     def __init__(
@@ -71,9 +70,7 @@ class Node(Adopter):
     ) -> None:
         self.store = store
         self.node_id = node_id or default_node_id()
-        self.log_dir = log_dir or default_log_dir(store)
         self.registry = Registry(callables)
-        self.kill_grace = kill_grace
         if not (math.isfinite(lease) and lease > 0):
             raise InvalidInput(f"lease must be a positive number of seconds, not {lease!r}")
         if slots is not None and slots < 0:
@@ -86,20 +83,28 @@ class Node(Adopter):
         self.guard_interval = 2.0
         # How often the line is sampled for the dashboard's charts (0: never).
         self.sample_interval = sample_interval
-        self._sampler = TreeSampler()
         self.lease = lease
-        self.env_allow = tuple(env_allow)
-        # The HTTP API runs reach slotline through (with a task token); None: the store.
-        self.api_url = api_url
-        self.log_max_bytes = log_max_bytes
         self.guard = guard or Guard(admission or Admission())
         self._verdict = Verdict()
-        self._runs: dict[str, _Run] = {}
         self._changed = asyncio.Event()
-        self._stopping = False
-        self._stoppers: set[asyncio.Task[None]] = set()
-        self._reports = []
-        self._dispatching = False
+        settings = RunSettings(
+            log_dir=log_dir or default_log_dir(store),
+            registry=self.registry,
+            kill_grace=kill_grace,
+            lease=lease,
+            env_allow=tuple(env_allow),
+            api_url=api_url,
+            log_max_bytes=log_max_bytes,
+        )
+        self.supervisor = Supervisor(store, self.node_id, settings, self._changed, self._store_now)
+
+    @property
+    def log_dir(self) -> Path:
+        return self.supervisor.settings.log_dir
+
+    def _store_now(self) -> float:
+        """Now on the store's clock: every recorded time is on it (see `Supervisor.now`)."""
+        return utcnow() + self._skew
 
     def register(self, name: str) -> Callable[[TaskFunction], TaskFunction]:
         """Decorator: make `function` runnable as callable task `name` on this node."""
@@ -137,9 +142,9 @@ class Node(Adopter):
                 self._changed.clear()
                 try:
                     if not reconciled:
-                        await self._reconcile()
+                        await adopt.reconcile(self.supervisor)
                         reconciled = True
-                        self._dispatching = True
+                        self.supervisor.dispatching = True
                     next_wake = await self._dispatch(watcher.id)
                     failures = 0
                 except SlotlineError:
@@ -148,7 +153,7 @@ class Node(Adopter):
                     log.exception("dispatch failed; retrying", extra={"node": self.node_id})
                     await self._sleep(watcher, stop, min(0.5 * 2**failures, 10.0))
                     continue
-                idle = not self._runs and next_wake is None and not self._changed.is_set()
+                idle = not self.supervisor.runs and next_wake is None and not self._changed.is_set()
                 if until_idle and idle:
                     return
                 delay = self.heartbeat_interval
@@ -163,7 +168,7 @@ class Node(Adopter):
             if self._verdict != Verdict():
                 with contextlib.suppress(SlotlineError):
                     await asyncio.to_thread(self.store.set_pressure, self.node_id, None, False)
-            await self._shutdown()
+            await self.supervisor.shutdown()
             watcher.close()
             with contextlib.suppress(SlotlineError):
                 await asyncio.to_thread(self.store.unregister_node, self.node_id)
@@ -202,9 +207,7 @@ class Node(Adopter):
         kinds = {Kind.COMMAND.value}
         if self.registry.names():
             kinds.add(Kind.CALLABLE.value)
-        pending, self._reports = self._reports, []
-        starts = [(r, done) for r, done in pending if isinstance(r, StartReport)]
-        ends = [(r, done) for r, done in pending if isinstance(r, Report)]
+        batch = self.supervisor.take_reports()
         try:
             result = await asyncio.to_thread(
                 self.store.claim,
@@ -214,27 +217,17 @@ class Node(Adopter):
                 hold=self._verdict.hold,
                 limit=self._verdict.limit,
                 slots=self.slots,
-                started=[report for report, _ in starts],
-                finished=[report for report, _ in ends],
-                log_dir=self.log_dir,
+                started=batch.started,
+                finished=batch.finished,
+                log_dir=self.supervisor.settings.log_dir,
                 watcher=watcher,
             )
         except BaseException:
-            self._reports[:0] = pending  # not committed: they go with the next claim
+            self.supervisor.restore(batch)
             raise
-        for (_, done), refused in zip(starts, result.recorded, strict=True):
-            if not done.done():  # its waiter may have been cancelled meanwhile
-                done.set_result(refused)
-        for (end, done), refused in zip(ends, result.finished, strict=True):
-            # The claim refilled the slot: the run is over for the loop's bookkeeping.
-            self._runs.pop(end.attempt_id, None)
-            if not done.done():
-                done.set_result(refused)
         if result.now is not None:
             self._skew = result.now - utcnow()
-        for claim in result.claims:
-            self._begin(claim)
-        self._handle_kills(result.kills)
+        self.supervisor.settle(batch, result)
         return result.next_wake
 
     async def _guard(self, stop: asyncio.Event) -> None:
@@ -248,7 +241,8 @@ class Node(Adopter):
             return
         try:
             settings = await asyncio.to_thread(self.store.settings)
-            verdict = self.guard.check(int(settings["max_concurrent"]), len(self._runs), utcnow())
+            running = len(self.supervisor.runs)
+            verdict = self.guard.check(int(settings["max_concurrent"]), running, utcnow())
             if verdict != self._verdict:
                 self._verdict = verdict
                 await asyncio.to_thread(
@@ -276,31 +270,13 @@ class Node(Adopter):
             await asyncio.sleep(self.heartbeat_interval)
             try:
                 await asyncio.to_thread(self.store.heartbeat, self.node_id, lease=self.lease)
-                await self._fence()
-                await self._sample_usage()
-                await self._reap_lapsed()
+                await self.supervisor.fence()
+                await self.supervisor.sample_usage()
+                await adopt.reap_lapsed(self.supervisor)
             except Exception:
                 # Whatever failed (the store, a bug), the next beat must come: a node that
                 # stops heartbeating is taken for dead and its runs are started elsewhere.
                 log.exception("heartbeat failed", extra={"node": self.node_id})
-
-    # -- shutdown -------------------------------------------------------------------------
-
-    async def _shutdown(self) -> None:
-        """Stop supervising. Processes keep running (a restarted node re-adopts them);
-        callables cannot outlive the node: they are interrupted and their outcome recorded."""
-        self._stopping = True
-        await self._commit_pending()
-        pending = []
-        for run in list(self._runs.values()):
-            if run.inner is not None:
-                run.inner.cancel()
-            elif run.watcher is not None:
-                run.watcher.cancel()
-            if run.watcher is not None:
-                pending.append(run.watcher)
-        await asyncio.gather(*pending, return_exceptions=True)
-        self._runs.clear()
 
 
 def _running_since(pid: int, since: float) -> bool:

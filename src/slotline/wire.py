@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from slotline.models import Attempt, Event, Kind, Limit, Priority, Status, Task
+from slotline.models import Attempt, Event, Kind, Limit, Priority, Status, StopRequest, Task
 from slotline.store.ops import Settings
 
 
@@ -68,7 +68,7 @@ def task_from_json(data: dict[str, Any]) -> Task:
         timeout=data.get("timeout"),
         queue_ttl=data.get("queue_ttl"),
         not_before=_epoch(data.get("not_before")),
-        kill_request=data.get("stop_requested"),
+        kill_request=StopRequest.parse(data.get("stop_requested")),
         restart_requested=data.get("stop_requested") == "restart",
         created_at=_epoch(data.get("created_at")) or 0.0,
         queued_at=_epoch(data.get("queued_at")),

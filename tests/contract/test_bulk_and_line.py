@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from slotline.errors import InvalidInput, NotFound
-from slotline.models import Priority, Status
+from slotline.models import Priority, Status, StopRequest
 from slotline.store import Store
 from slotline.taskfilter import TaskFilter
 
@@ -77,7 +77,7 @@ def test_emergency_stop_pauses_and_asks_every_run_to_stop(
 
     assert set(stopped) == running
     assert store.settings()["paused"]
-    assert {t.kill_request for t in store.status().running} == {"terminate:fire drill"}
+    assert {t.kill_request for t in store.status().running} == {StopRequest.terminate("fire drill")}
     assert claim() == []
 
 

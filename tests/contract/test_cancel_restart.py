@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from slotline.errors import InvalidTransition
-from slotline.models import Status, Task
+from slotline.models import CANCEL, RESTART, Status, StopKind, Task
 from slotline.store import Store
 
 from .conftest import NODE, ClaimFn, Clock, FinishFn, LineFn, SubmitFn, titles
@@ -74,7 +74,7 @@ def test_cancel_of_a_running_task_asks_it_to_stop_and_frees_the_slot_when_it_has
     # The task still holds its slot until its process is gone.
     assert requested.status is Status.RUNNING
     (kill,) = store.kill_requests(NODE)
-    assert (kill.task_id, kill.attempt_id, kill.kind) == (task.id, running.attempt.id, "cancel")
+    assert (kill.task_id, kill.attempt_id, kill.request) == (task.id, running.attempt.id, CANCEL)
     assert store.kill_requests("other-node") == []
     assert claim() == []
 
@@ -159,7 +159,7 @@ def test_terminate_fails_a_running_task_with_the_reason_and_no_retry(
 
     assert requested.status is Status.RUNNING
     (kill,) = store.kill_requests(NODE)
-    assert kill.kind.startswith("terminate")
+    assert kill.request.kind is StopKind.TERMINATE
     ended = finish(running, exit_code=-15)
     assert ended.status is Status.FAILED
     assert ended.failure_reason == "terminated: stuck in a loop"
@@ -274,7 +274,7 @@ def test_forced_restart_stops_the_run_then_queues_it_again(
 
     # The run is asked to stop; until it has, it keeps its slot and is not started twice.
     assert store.restart(task.id, force=True).status is Status.RUNNING
-    assert [(k.task_id, k.kind) for k in store.kill_requests(NODE)] == [(task.id, "restart")]
+    assert [(k.task_id, k.request) for k in store.kill_requests(NODE)] == [(task.id, RESTART)]
     store.set_setting("max_concurrent", 5)
     assert titles(claim()) == ["b"]
 

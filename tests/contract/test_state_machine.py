@@ -33,7 +33,18 @@ from slotline.errors import (
     SlotlineError,
     StaleAttempt,
 )
-from slotline.models import BAD_ENDS, PENDING, TERMINAL, Priority, Status, Task, utcnow
+from slotline.models import (
+    BAD_ENDS,
+    CANCEL,
+    PENDING,
+    RESTART,
+    TERMINAL,
+    Priority,
+    Status,
+    StopRequest,
+    Task,
+    utcnow,
+)
 from slotline.store import Claim, QueueStatus, Store, open_store
 
 NODES = ("node-a", "node-b")
@@ -244,7 +255,7 @@ class StoreMachine(RuleBasedStateMachine):
         task_id = self.live_ids()[pick % len(self.live)]
         claimed = self.live[task_id]
         before = self.store.get(task_id)
-        request = before.kill_request or ""
+        request = "" if before.kill_request is None else str(before.kill_request)
         used = before.attempt_count - before.attempt_base
         retry_at: tuple[float, float] | None = None
         reset_to = self.reset_target(before)
@@ -309,7 +320,7 @@ class StoreMachine(RuleBasedStateMachine):
             return
         after = self.store.cancel(task.id)
         if task.status is Status.RUNNING:
-            assert (after.status, after.kill_request) == (Status.RUNNING, "cancel")
+            assert (after.status, after.kill_request) == (Status.RUNNING, CANCEL)
         else:
             assert after.status is Status.CANCELLED
 
@@ -322,7 +333,7 @@ class StoreMachine(RuleBasedStateMachine):
             return
         after = self.store.terminate(task.id, "by the machine")
         assert after.status is Status.RUNNING
-        assert after.kill_request == "terminate:by the machine"
+        assert after.kill_request == StopRequest.terminate("by the machine")
 
     @precondition(lambda self: self.ids)
     @rule(pick=picks)
@@ -400,7 +411,7 @@ class StoreMachine(RuleBasedStateMachine):
         target = self.reset_target(task)
         if task.status is Status.RUNNING and force:
             after = self.store.restart(task.id, force=True)
-            assert (after.status, after.kill_request) == (Status.RUNNING, "restart")
+            assert (after.status, after.kill_request) == (Status.RUNNING, RESTART)
             assert after.restart_requested
             return
         if not (task.status in TERMINAL or task.status is Status.BLOCKED) or target is None:

@@ -64,5 +64,5 @@ def test_stop_needs_yes_then_pauses_and_terminates_every_run(cli: Run, store: St
 
     assert result == {"paused": True, "stopped": [running]}
     assert store.settings()["paused"]
-    assert store.kill_requests("test-node")[0].kind == "terminate:fire drill"
+    assert str(store.kill_requests("test-node")[0].request) == "terminate:fire drill"
     assert store.get(queued).status is Status.QUEUED

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from slotline.models import CANCEL, RESTART
 from slotline.store import Store
 
 from .conftest import Run, claim_one, ok, submit
@@ -40,7 +41,7 @@ def test_cancel_running_asks_its_node_to_stop_it(cli: Run, store: Store) -> None
     assert result.out.startswith(f"cancelling {task['id'][:8]}")
     # Still running (and holding its slot) until the node sees its process exit.
     assert ok(cli("--json", "show", task["id"]))["status"] == "running"
-    assert store.kill_requests("test-node")[0].kind == "cancel"
+    assert store.kill_requests("test-node")[0].request == CANCEL
 
 
 def test_terminate_running_and_refused_when_queued(cli: Run, store: Store) -> None:
@@ -49,7 +50,7 @@ def test_terminate_running_and_refused_when_queued(cli: Run, store: Store) -> No
     claim_one(store)
     result = ok(cli("--json", "terminate", task["id"], "--reason", "stuck in a loop"))
     assert result["status"] == "running"
-    assert store.kill_requests("test-node")[0].kind == "terminate:stuck in a loop"
+    assert str(store.kill_requests("test-node")[0].request) == "terminate:stuck in a loop"
     event = ok(cli("--json", "events", "--limit", "1"))[0]
     assert event["kind"] == "terminate_requested"
     assert event["data"]["reason"] == "stuck in a loop"
@@ -142,7 +143,7 @@ def test_restart_running_needs_force(cli: Run, store: Store) -> None:
     )
     forced = ok(cli("--json", "restart", "--force", task["id"]))
     assert forced["status"] == "running"
-    assert store.kill_requests("test-node")[0].kind == "restart"
+    assert store.kill_requests("test-node")[0].request == RESTART
 
 
 def test_restart_an_ended_task_queues_it_again(cli: Run) -> None:

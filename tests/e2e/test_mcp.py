@@ -26,13 +26,21 @@ TOOLS = {
     "queue_status", "submit_task", "get_task", "list_tasks", "task_log", "cancel_task",
     "start_now", "boost_task", "move_task", "set_priority", "restart_task", "wait_for_task",
 }  # fmt: skip
-SLEEP = "import sys, time; time.sleep(float(sys.argv[1]))"
+# The prompt is how many seconds to sleep, or "go:PATH": wait until PATH exists.
+SLEEP = """import os, sys, time
+arg = sys.argv[1]
+if arg.startswith("go:"):
+    while not os.path.exists(arg[3:]):
+        time.sleep(0.05)
+else:
+    time.sleep(float(arg))
+"""
 
 
 @pytest.fixture(autouse=True)
 def sleeper_agent(tmp_path: Path) -> None:
     """slotline.yaml (read from the working directory) with an agent type `sleeper`
-    whose prompt is how many seconds it sleeps."""
+    whose prompt is how many seconds it sleeps (or "go:PATH", see SLEEP)."""
     command = json.dumps([sys.executable, "-c", SLEEP, "{prompt}"])
     (tmp_path / "slotline.yaml").write_text(f"agents:\n  sleeper:\n    command: {command}\n")
 
@@ -59,9 +67,12 @@ async def mine(session: ClientSession, task_id: str) -> dict[str, Any]:
     return found
 
 
-async def supervise(session: ClientSession, operator: Callable[[str], Awaitable[None]]) -> None:
+async def supervise(
+    session: ClientSession, operator: Callable[[str], Awaitable[None]], go: Path
+) -> None:
     """What a supervising agent does, asserting what it must see on the way; `operator`
-    sets a limit (`max_queue_size=0`: the queue is full) as a person would."""
+    sets a limit (`max_queue_size=0`: the queue is full) as a person would; the long task
+    ends once the file `go` exists."""
     listed = await session.list_tools()
     assert {t.name for t in listed.tools} == TOOLS
     assert all(len(t.description or "") > 40 for t in listed.tools)
@@ -81,9 +92,9 @@ async def supervise(session: ClientSession, operator: Callable[[str], Awaitable[
         assert time.monotonic() < deadline, "the last subtask never moved up"
         await anyio.sleep(0.1)
         later = await mine(session, ids[-1])
-    # One to wait for, and one to cancel (it waits for the first, which runs long enough
-    # that the cancel comes first even on a loaded machine).
-    awaited = await call(session, "submit_task", agent="sleeper", prompt="10", title="long")
+    # One to wait for, and one to cancel (it waits for the first, which runs until the
+    # wait below has reported progress: the cancel comes first however slow the machine).
+    awaited = await call(session, "submit_task", agent="sleeper", prompt=f"go:{go}", title="long")
     victim = await call(session, "submit_task", agent="sleeper", prompt="1", after=[awaited["id"]])
     assert victim["status"] == "waiting"
     assert victim["eta_start"] >= awaited["eta_finish"]
@@ -100,9 +111,10 @@ async def supervise(session: ClientSession, operator: Callable[[str], Awaitable[
 
     async def progress(_done: float, _total: float | None, message: str | None) -> None:
         notes.append(message or "")
+        go.touch()
 
     result = await session.call_tool(
-        "wait_for_task", {"task_id": awaited["id"][:10], "timeout": 60}, progress_callback=progress
+        "wait_for_task", {"task_id": awaited["id"][:10], "timeout": 120}, progress_callback=progress
     )
     assert payload(result)["status"] == "succeeded"
     assert notes
@@ -156,7 +168,7 @@ def test_a_supervisor_over_stdio_on_the_store(
     async def main() -> None:
         async with stdio_client(server) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
-            await supervise(session, operator(cli))
+            await supervise(session, operator(cli), tmp_path / "go")
             # Its subtasks were submitted under its task: they are "mine".
             status = await call(session, "queue_status")
             assert me["id"] in {t["id"] for t in status["mine"]}
@@ -164,7 +176,9 @@ def test_a_supervisor_over_stdio_on_the_store(
     anyio.run(main)
 
 
-def test_a_supervisor_over_http_and_a_viewer_refused(run: Run, serve_http: Start) -> None:
+def test_a_supervisor_over_http_and_a_viewer_refused(
+    run: Run, serve_http: Start, tmp_path: Path
+) -> None:
     # Given a server with a user token (the supervisor) and a viewer token
     url = serve_http()
     pm = ok(run("--json", "token", "create", "--role", "user", "--name", "pm"))["token"]
@@ -198,7 +212,9 @@ def test_a_supervisor_over_http_and_a_viewer_refused(run: Run, serve_http: Start
         assert "unknown status 'nonsense': one of waiting, queued" in bad
 
     async def main() -> None:
-        await session_as(pm, lambda session: supervise(session, operator(run, remote)))
+        await session_as(
+            pm, lambda session: supervise(session, operator(run, remote), tmp_path / "go")
+        )
         await session_as(eye, viewer)
         # Without a token, /mcp answers 401 as the rest of the API does.
         async with httpx.AsyncClient() as http:

@@ -413,7 +413,7 @@ def test_a_cancel_that_arrives_while_the_process_is_being_spawned_is_not_lost(
             # when the task is cancelled before its process exists,
             store.cancel(agent.id)
             # (the node has taken the request while the spawn is still held back)
-            await until_async(lambda: any(r.stop_reason for r in node._runs.values()))
+            await until_async(lambda: any(r.stop_reason for r in node.supervisor.runs.values()))
             gate.set()
             # then the process, once started, is stopped and the task ends cancelled.
             await until_async(lambda: store.get(agent.id).status is Status.CANCELLED)
@@ -574,7 +574,7 @@ def test_the_heartbeat_outlives_an_error_that_is_not_the_stores(
             await until_async(lambda: has_pid(store, task.id), what="the command runs")
             # when sampling its process fails once with an OSError (not a store error),
             failed_at: list[float] = []
-            real = node._sampler.sample
+            real = node.supervisor.sampler.sample
 
             def sample(*args: Any, **kwargs: Any) -> Any:
                 if not failed_at:
@@ -582,7 +582,7 @@ def test_the_heartbeat_outlives_an_error_that_is_not_the_stores(
                     raise OSError(errno.EMFILE, "Too many open files")
                 return real(*args, **kwargs)
 
-            monkeypatch.setattr(node._sampler, "sample", sample)
+            monkeypatch.setattr(node.supervisor.sampler, "sample", sample)
             await until_async(lambda: failed_at, what="the failing sample")
             # then the node goes on heartbeating (a node that stops is taken for dead),
             await until_async(

@@ -25,7 +25,9 @@ from slotline.store import Claim, open_store
 MAX_CONCURRENT = 3
 AGENT_LIMITS = {"claude": 2, "codex": 1, "aider": 1}  # codex and aider get the generic 1
 AGENTS = tuple(AGENT_LIMITS)
-WORK_DEADLINE_S = 25.0
+# Hang guards, not expectations: a quiet machine takes 1-3 s; a loaded one (load 13 on
+# 2 cores) was seen past 25.
+WORK_DEADLINE_S = 80.0
 
 
 def run_node(url: str, node_id: str, n_tasks: int, total: int, seed: int, start: Barrier) -> None:
@@ -135,7 +137,7 @@ def race(url: str, nodes: int, tasks_per_node: int) -> float:
         proc.start()
     try:
         for proc in procs:
-            proc.join(timeout=60)
+            proc.join(timeout=max(0.0, began + WORK_DEADLINE_S + 20 - time.monotonic()))
     finally:
         for proc in procs:
             if proc.is_alive():
@@ -154,12 +156,14 @@ def race(url: str, nodes: int, tasks_per_node: int) -> float:
     return took
 
 
+@pytest.mark.timeout(200)  # beyond the hang guards of `race`
 def test_four_processes_on_one_sqlite_file_never_exceed_a_limit(tmp_path: Path) -> None:
     took = race(str(tmp_path / "store.db"), nodes=4, tasks_per_node=40)
     print(f"sqlite race: {took:.1f}s")
 
 
 @pytest.mark.postgres
+@pytest.mark.timeout(200)  # beyond the hang guards of `race`
 def test_three_nodes_on_one_postgres_never_exceed_a_limit(pg_url: str) -> None:
     took = race(pg_url, nodes=3, tasks_per_node=50)
     print(f"postgres race: {took:.1f}s")

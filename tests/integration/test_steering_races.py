@@ -26,7 +26,7 @@ import psycopg
 import pytest
 
 from slotline.errors import InvalidTransition, StaleAttempt
-from slotline.models import TERMINAL, Status, Task
+from slotline.models import CANCEL, TERMINAL, Status, Task
 from slotline.store import Claim, Store, open_store
 from slotline.store.postgres import lock_key, split_url
 from waiting import until
@@ -217,7 +217,7 @@ def test_cancel_racing_bump_and_start_one_wins(store: Store, racer: Racer) -> No
         after = store.get(task.id)
         assert cancel.refused is None
         if start.started:
-            assert (after.status, after.kill_request) == (Status.RUNNING, "cancel")
+            assert (after.status, after.kill_request) == (Status.RUNNING, CANCEL)
             assert [a.id for a in after.attempts] == start.started
             attempt = after.attempts[0]
             store.finish(attempt.id, attempt.token, -15)

@@ -7,7 +7,18 @@ import dataclasses
 import pytest
 
 from slotline.errors import InvalidInput, InvalidTransition
-from slotline.models import TRANSITIONS, Kind, Priority, Status, Task, check_transition
+from slotline.models import (
+    CANCEL,
+    RESTART,
+    TRANSITIONS,
+    Kind,
+    Priority,
+    Status,
+    StopKind,
+    StopRequest,
+    Task,
+    check_transition,
+)
 
 TASK_ID = "3f2a9c0e77b1"
 
@@ -63,3 +74,23 @@ def test_an_unknown_limit_key_is_named_in_the_error() -> None:
     assert dataclasses.replace(task, labels={}).key_value("label:team") is None
     with pytest.raises(InvalidInput, match="unknown limit key 'colour'"):
         task.key_value("colour")
+
+
+def test_a_stop_request_reads_back_what_it_stores_and_refuses_what_it_does_not_know() -> None:
+    for stop in (CANCEL, RESTART, StopRequest.terminate("stuck: in a loop")):
+        assert StopRequest.read(str(stop)) == stop
+    assert str(StopRequest.terminate("stuck")) == "terminate:stuck"
+    assert StopRequest.read("terminate:stuck").stop_reason == "terminated: stuck"
+    assert StopRequest.parse(None) is None
+    with pytest.raises(InvalidInput, match="unknown stop request 'pause'"):
+        StopRequest.read("pause")
+
+
+def test_each_stop_ends_its_running_task_by_a_move_of_the_table() -> None:
+    ends = {stop.kind: check_transition(stop.verb, TASK_ID, Status.RUNNING) for stop in (
+        CANCEL, RESTART, StopRequest.terminate("x"))}  # fmt: skip
+    assert ends == {
+        StopKind.CANCEL: Status.CANCELLED,
+        StopKind.RESTART: Status.QUEUED,
+        StopKind.TERMINATE: Status.FAILED,
+    }

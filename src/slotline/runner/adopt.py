@@ -17,92 +17,93 @@ from slotline.runner.process import (
     process_start_time,
     read_exit_file,
 )
-from slotline.runner.supervisor import Supervisor, _Run
+from slotline.runner.supervisor import Run, Supervisor
 
 # The node's logger: records keep the name they had before this code moved here.
 log = logging.getLogger("slotline.node")
 
 
-class Adopter(Supervisor):
-    """What a (re)starting node does with attempts it finds running (a mixin of `Node`)."""
-
-    async def _reconcile(self) -> None:
-        """Look at the attempts the store says this node runs: re-adopt live processes,
-        finish dead ones from their exit file, or mark them interrupted."""
-        for attempt in await asyncio.to_thread(self.store.live_attempts, self.node_id):
-            if attempt.id in self._runs:
-                continue
-            task = await asyncio.to_thread(self.store.get, attempt.task_id)
-            run = _Run(task, attempt)
-            log_path = Path(attempt.log_path) if attempt.log_path else self._paths(task, attempt)
-            exit_path = log_path.with_suffix(".exit")
-            pid, pid_started = attempt.pid, attempt.pid_started
-            if pid is None:  # the node died between spawning and recording the pid
-                pid, pid_started = _pid_from_file(log_path.with_suffix(".pid"))
-            if pid is not None and pid_started is not None:
-                handle = ProcessHandle.adopt(pid, pid_started, log_path, exit_path)
-                if handle.alive():
-                    log.info(
-                        "re-adopted a running attempt",
-                        extra={"task_id": task.id, "pid": pid},
-                    )
-                    await asyncio.to_thread(
-                        self.store.note_reconciled, task.id, attempt.id, "adopted", pid=pid
-                    )
-                    run.handle = handle
-                    self._runs[attempt.id] = run
-                    run.watcher = asyncio.create_task(self._adopted(run, handle))
-                    continue
-            code = read_exit_file(exit_path)
-            never_spawned = (
-                task.kind is Kind.COMMAND and pid is None and code is None
-                and not log_path.with_suffix(".pid").exists()
-            )  # fmt: skip
-            if code is not None:
-                action, outcome = "collected", Outcome(code, describe_exit(code))
-            elif never_spawned:
-                reason = "interrupted before its command started; queued again"
-                action, outcome = "requeued", Outcome(None, reason)
-            else:
-                reason = "interrupted: the node stopped and the process is gone"
-                action, outcome = "interrupted", Outcome(None, reason)
-            log.info(
-                "finishing an attempt left by a stopped node",
-                extra={"task_id": task.id, "reason": outcome.reason},
-            )
-            await asyncio.to_thread(
-                self.store.note_reconciled,
-                task.id,
-                attempt.id,
-                action,
-                exit_code=outcome.exit_code,
-                reason=outcome.reason,
-            )
-            self._runs[attempt.id] = run
-            await self._finish(run, outcome, requeue=never_spawned)
-
-    async def _adopted(self, run: _Run, handle: ProcessHandle) -> None:
-        await self._finish(run, await self._wait(run, handle))
-
-    async def _reap_lapsed(self) -> None:
-        """Finish attempts of other nodes that are gone: the attempt's lease lapsed and its
-        node has not heartbeated for a whole lease (both re-checked in the transaction).
-        A node that was only slow finds its attempts finished and stops their processes
-        (see `_fence`), so a task never runs twice."""
-        for attempt in await asyncio.to_thread(self.store.live_attempts, None):
-            if attempt.node_id == self.node_id:
-                continue
-            with contextlib.suppress(StaleAttempt):
-                await asyncio.to_thread(
-                    functools.partial(
-                        self.store.finish,
-                        attempt.id,
-                        attempt.token,
-                        None,
-                        f"interrupted: node {attempt.node_id} stopped heartbeating",
-                        reap_after=self.lease,
-                    )
+async def reconcile(supervisor: Supervisor) -> None:
+    """Look at the attempts the store says this node runs: re-adopt live processes,
+    finish dead ones from their exit file, or mark them interrupted."""
+    for attempt in await asyncio.to_thread(supervisor.store.live_attempts, supervisor.node_id):
+        if attempt.id in supervisor.runs:
+            continue
+        task = await asyncio.to_thread(supervisor.store.get, attempt.task_id)
+        run = Run(task, attempt)
+        log_path = supervisor.log_path(task, attempt)
+        if attempt.log_path:
+            log_path = Path(attempt.log_path)
+        exit_path = log_path.with_suffix(".exit")
+        pid, pid_started = attempt.pid, attempt.pid_started
+        if pid is None:  # the node died between spawning and recording the pid
+            pid, pid_started = _pid_from_file(log_path.with_suffix(".pid"))
+        if pid is not None and pid_started is not None:
+            handle = ProcessHandle.adopt(pid, pid_started, log_path, exit_path)
+            if handle.alive():
+                log.info(
+                    "re-adopted a running attempt",
+                    extra={"task_id": task.id, "pid": pid},
                 )
+                await asyncio.to_thread(
+                    supervisor.store.note_reconciled, task.id, attempt.id, "adopted", pid=pid
+                )
+                run.handle = handle
+                supervisor.runs[attempt.id] = run
+                run.watcher = asyncio.create_task(_adopted(supervisor, run, handle))
+                continue
+        code = read_exit_file(exit_path)
+        never_spawned = (
+            task.kind is Kind.COMMAND and pid is None and code is None
+            and not log_path.with_suffix(".pid").exists()
+        )  # fmt: skip
+        if code is not None:
+            action, outcome = "collected", Outcome(code, describe_exit(code))
+        elif never_spawned:
+            reason = "interrupted before its command started; queued again"
+            action, outcome = "requeued", Outcome(None, reason)
+        else:
+            reason = "interrupted: the node stopped and the process is gone"
+            action, outcome = "interrupted", Outcome(None, reason)
+        log.info(
+            "finishing an attempt left by a stopped node",
+            extra={"task_id": task.id, "reason": outcome.reason},
+        )
+        await asyncio.to_thread(
+            supervisor.store.note_reconciled,
+            task.id,
+            attempt.id,
+            action,
+            exit_code=outcome.exit_code,
+            reason=outcome.reason,
+        )
+        supervisor.runs[attempt.id] = run
+        await supervisor.finish(run, outcome, requeue=never_spawned)
+
+
+async def _adopted(supervisor: Supervisor, run: Run, handle: ProcessHandle) -> None:
+    await supervisor.finish(run, await supervisor.wait(run, handle))
+
+
+async def reap_lapsed(supervisor: Supervisor) -> None:
+    """Finish attempts of other nodes that are gone: the attempt's lease lapsed and its
+    node has not heartbeated for a whole lease (both re-checked in the transaction).
+    A node that was only slow finds its attempts finished and stops their processes
+    (see `_fence`), so a task never runs twice."""
+    for attempt in await asyncio.to_thread(supervisor.store.live_attempts, None):
+        if attempt.node_id == supervisor.node_id:
+            continue
+        with contextlib.suppress(StaleAttempt):
+            await asyncio.to_thread(
+                functools.partial(
+                    supervisor.store.finish,
+                    attempt.id,
+                    attempt.token,
+                    None,
+                    f"interrupted: node {attempt.node_id} stopped heartbeating",
+                    reap_after=supervisor.settings.lease,
+                )
+            )
 
 
 def _pid_from_file(path: Path) -> tuple[int | None, float | None]:

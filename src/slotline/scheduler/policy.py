@@ -108,8 +108,15 @@ def effective_priority(task: Placeable, now: float, aging_interval: float | None
     return max(0, int(task.priority) - levels)
 
 
+# The order of the line, the one rule: boosted first, then priority, then rank. Python
+# sorts by `queue_key`; the store's queries say `ORDER BY {line_order}`, filled in from
+# LINE_ORDER_SQL (by stored priority: with aging on, `order` re-sorts what they read),
+# and the tasks_line index (migration 0001) serves it.
+LINE_ORDER_SQL = "boosted DESC, priority, rank"
+
+
 def queue_key(task: Placeable, now: float, aging_interval: float | None) -> tuple[int, int, str]:
-    """Sort key of the queue: boosted first, then effective priority, then rank."""
+    """Sort key of the queue (LINE_ORDER_SQL, with the effective priority)."""
     return (0 if task.boosted else 1, effective_priority(task, now, aging_interval), task.rank)
 
 

@@ -116,7 +116,7 @@ async def heartbeat(
     return {
         "attempt_id": attempt_id,
         "lease_expires_at": iso(now + body.lease),
-        "stop_requested": task.kill_request,
+        "stop_requested": None if task.kill_request is None else str(task.kill_request),
     }
 
 

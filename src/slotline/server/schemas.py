@@ -94,7 +94,7 @@ def task_json(task: Task) -> dict[str, Any]:
         **task.to_dict(),
         "current_attempt": task.current_attempt,
         "start_now": task.start_now,
-        "stop_requested": task.kill_request,
+        "stop_requested": None if task.kill_request is None else str(task.kill_request),
         "depth": task.depth,
         "backoff": task.backoff,
     }

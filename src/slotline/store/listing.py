@@ -23,7 +23,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from slotline.models import Attempt, Priority, Status, Task, TaskPage
-from slotline.scheduler import eta
+from slotline.scheduler import eta, policy
 from slotline.store import estimates, ops
 from slotline.store.queries import Tx, Where
 from slotline.store.rows import attempt_from_row, task_from_row
@@ -152,7 +152,7 @@ def positions(tx: Tx, queued: Iterable[Task]) -> dict[str, int]:
     of them, wherever they are in the line. With aging (aged priorities are not indexed),
     the line is ordered in full.
     """
-    ordered = sorted(queued, key=_queue_key)
+    ordered = sorted(queued, key=lambda t: policy.queue_key(t, 0.0, None))
     if not ordered:
         return {}
     aging = ops.read_settings(tx)["aging_interval"]
@@ -169,10 +169,6 @@ def positions(tx: Tx, queued: Iterable[Task]) -> dict[str, int]:
         position += 1 + _between(tx, ahead, task)
         found[task.id] = position
     return found
-
-
-def _queue_key(task: Task) -> tuple[bool, int, str]:
-    return (not task.boosted, int(task.priority), task.rank)
 
 
 def _between(tx: Tx, ahead: Task, behind: Task) -> int:

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from slotline.errors import SlotlineError, StoreError
 from slotline.models import utcnow
+from slotline.scheduler import policy
 
 _NAME_LINE = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 _PARAM = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
@@ -36,7 +37,7 @@ def parse_queries(text: str) -> dict[str, str]:
 def load_queries(dialect: str) -> dict[str, str]:
     """The shared queries, in the parameter style of `dialect` ("sqlite" or "postgres")."""
     text = resources.files("slotline.store").joinpath("sql/queries.sql").read_text()
-    queries = parse_queries(text)
+    queries = parse_queries(text.replace("{line_order}", policy.LINE_ORDER_SQL))
     if dialect == "postgres":
         queries = {name: _PARAM.sub(r"%(\1)s", sql) for name, sql in queries.items()}
     return queries

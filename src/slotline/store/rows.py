@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from slotline.models import Attempt, Event, Kind, Priority, Status, Task
+from slotline.models import Attempt, Event, Kind, Priority, Status, StopRequest, Task
 
 
 def dumps(value: Any) -> str:
@@ -55,7 +55,7 @@ def task_from_row(
         timeout=_opt_float(row["timeout"]),
         queue_ttl=_opt_float(row["queue_ttl"]),
         not_before=_opt_float(row["not_before"]),
-        kill_request=row["kill_request"],
+        kill_request=StopRequest.parse(row["kill_request"]),
         restart_requested=bool(row["restart_requested"]),
         created_at=float(row["created_at"]),
         queued_at=_opt_float(row["queued_at"]),

@@ -11,7 +11,17 @@ from typing import Any
 
 from slotline.bounds import parse_id
 from slotline.errors import InvalidInput, NotFound, SlotlineError, StaleAttempt, StoreError
-from slotline.models import Attempt, KillRequest, Kind, Status, Task, check_transition, log_file
+from slotline.models import (
+    Attempt,
+    KillRequest,
+    Kind,
+    Status,
+    StopKind,
+    StopRequest,
+    Task,
+    check_transition,
+    log_file,
+)
 from slotline.scheduler import policy
 from slotline.store import deps, estimates, ops
 from slotline.store.queries import Tx
@@ -332,20 +342,17 @@ class RunVerbs(SteeringVerbs):
         task, attempt = self._live_attempt(tx, report.attempt_id, report.token)
         if reap_after is not None:
             self._check_reapable(tx, attempt, now, reap_after)
-        request = task.kill_request or ""
-        if request == "cancel":
-            outcome, status = "cancelled", Status.CANCELLED
-        elif request.startswith("terminate:"):
-            outcome, status = "terminated", Status.FAILED
-            reason = "terminated: " + request.removeprefix("terminate:")
-        elif task.restart_requested:
-            outcome, status = "restarted", Status.QUEUED
+        stop = task.kill_request
+        if stop is not None:
+            outcome, status = stop.outcome, check_transition(stop.verb, task.id, task.status)
+            if stop.kind is StopKind.TERMINATE:
+                reason = stop.stop_reason
         elif requeue:
-            outcome, status = "interrupted", Status.QUEUED
+            outcome, status = "interrupted", check_transition("retry", task.id, task.status)
         elif exit_code == 0 and reason is None:
-            outcome, status = "succeeded", Status.SUCCEEDED
+            outcome, status = "succeeded", check_transition("succeed", task.id, task.status)
         else:
-            outcome, status = "failed", Status.FAILED
+            outcome, status = "failed", check_transition("fail", task.id, task.status)
             reason = reason or f"exit code {exit_code}"
         tx.run(
             "attempt_end",
@@ -359,7 +366,6 @@ class RunVerbs(SteeringVerbs):
             estimates.record_run(tx, task.agent, now - attempt.started_at, now)
         used = task.attempt_count - task.attempt_base
         if outcome == "interrupted":
-            check_transition("retry", task.id, task.status)
             tx.run("task_requeue_uncounted", id=task.id, status_reason=reason)
             ops.change(tx, task, "requeued", Status.QUEUED, now, attempt=attempt.id, reason=reason)
         elif status is Status.QUEUED:
@@ -367,7 +373,6 @@ class RunVerbs(SteeringVerbs):
         elif outcome == "failed" and used < task.max_attempts:
             self._retry(tx, task, attempt, used, exit_code, reason, now)
         else:
-            check_transition("succeed" if outcome == "succeeded" else "fail", task.id, task.status)
             tx.run(
                 "task_end",
                 id=task.id,
@@ -486,7 +491,7 @@ class RunVerbs(SteeringVerbs):
 
 def _kill_requests(tx: Tx, node_id: str) -> list[KillRequest]:
     return [
-        KillRequest(r["task_id"], r["attempt_id"], r["pid"], r["kill_request"])
+        KillRequest(r["task_id"], r["attempt_id"], r["pid"], StopRequest.read(r["kill_request"]))
         for r in tx.rows("tasks_kill_requested", node_id=node_id)
     ]
 

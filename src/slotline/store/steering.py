@@ -7,8 +7,12 @@ from typing import Any
 
 from slotline.errors import InvalidInput, InvalidTransition, SlotlineError
 from slotline.models import (
+    CANCEL,
+    RESTART,
     Priority,
     Status,
+    StopKind,
+    StopRequest,
     Task,
     check_transition,
 )
@@ -71,7 +75,7 @@ class SteeringVerbs(SettingsVerbs):
     def _cancel(self, tx: Tx, task: Task, now: float) -> None:
         check_transition("cancel", task.id, task.status)
         if task.status is Status.RUNNING:
-            tx.run("task_kill_request", id=task.id, kill_request="cancel", restart_requested=False)
+            _request_stop(tx, task, CANCEL)
             ops.emit(tx, "cancel_requested", task.id, now, attempt=task.current_attempt)
             return
         tx.run(
@@ -100,12 +104,7 @@ class SteeringVerbs(SettingsVerbs):
     def _terminate(self, tx: Tx, task: Task, now: float, reason: str) -> None:
         reason = reason.strip() or "by request"
         check_transition("terminate", task.id, task.status)
-        tx.run(
-            "task_kill_request",
-            id=task.id,
-            kill_request="terminate:" + reason[:500],
-            restart_requested=False,
-        )
+        _request_stop(tx, task, StopRequest.terminate(reason[:500]))
         ops.emit(
             tx, "terminate_requested", task.id, now, attempt=task.current_attempt, reason=reason
         )
@@ -253,7 +252,8 @@ class SteeringVerbs(SettingsVerbs):
 
     def _restart(self, tx: Tx, task: Task, now: float, force: bool) -> None:
         if task.status is Status.RUNNING and force:
-            tx.run("task_kill_request", id=task.id, kill_request="restart", restart_requested=True)
+            check_transition("restart_running", task.id, task.status)
+            _request_stop(tx, task, RESTART)
             ops.emit(tx, "restart_requested", task.id, now, attempt=task.current_attempt)
         else:
             check_transition("restart", task.id, task.status)
@@ -316,13 +316,7 @@ class SteeringVerbs(SettingsVerbs):
         with self._write() as tx:
             now = tx.now()
             task = ops.resolve(tx, ref)
-            if task.status not in (Status.WAITING, Status.QUEUED):
-                raise InvalidTransition(
-                    f"cannot add a dependency to task {task.id[:8]}: it is {task.status}; "
-                    "only a waiting or queued task can get one",
-                    task_id=task.id,
-                    status=task.status,
-                )
+            check_transition("add_dependency", task.id, task.status)
             (dep,) = deps.resolve_dependencies(tx, [dep_ref])
             deps.check_no_cycle(tx, task.id, dep.id)
             if dep.id in task.depends_on:
@@ -334,6 +328,8 @@ class SteeringVerbs(SettingsVerbs):
             # A queued task now waits (or is blocked); a waiting one is blocked by a
             # dependency that ended badly, or it would wait forever.
             if status is not Status.QUEUED and status is not task.status:
+                verb = "block" if status is Status.BLOCKED else "wait"
+                check_transition(verb, task.id, task.status)
                 tx.run("task_set_status", id=task.id, status=status.value, status_reason=reason)
                 ops.change(tx, task, status.value, status, now, dependency=dep.id)
                 if status is Status.BLOCKED:
@@ -442,3 +438,9 @@ class SteeringVerbs(SettingsVerbs):
                     stopped.append(task.id)
             ops.emit(tx, "emergency_stop", None, now, reason=reason, count=len(stopped))
         return stopped
+
+
+def _request_stop(tx: Tx, task: Task, stop: StopRequest) -> None:
+    """Ask the node running `task` to stop it; the run's end then applies `stop.verb`."""
+    restart = stop.kind is StopKind.RESTART
+    tx.run("task_kill_request", id=task.id, kill_request=str(stop), restart_requested=restart)

@@ -1,5 +1,6 @@
 -- Queries by name, shared by every backend. Parameters are :named; the PostgreSQL
--- backend rewrites them to its own style. Never format values into these strings.
+-- backend rewrites them to its own style. Never format values into these strings; the one
+-- text filled in is {line_order}, the order of the line (scheduler/policy.py).
 
 -- name: task_insert
 INSERT INTO tasks (
@@ -66,7 +67,7 @@ SELECT * FROM tasks WHERE status = 'running';
 
 -- name: tasks_queued_in_order
 SELECT * FROM tasks WHERE status = 'queued'
-ORDER BY boosted DESC, priority, rank LIMIT :limit OFFSET :offset;
+ORDER BY {line_order} LIMIT :limit OFFSET :offset;
 
 -- name: tasks_start_now
 SELECT * FROM tasks WHERE status = 'queued' AND start_now ORDER BY rank;
@@ -257,7 +258,7 @@ SET status = 'queued', status_reason = :status_reason, not_before = NULL,
 WHERE id = :id;
 
 -- name: queue_position
--- 1 + the queued tasks ahead in (boosted first, priority, rank) order: three ranges of
+-- 1 + the queued tasks ahead in line order (policy.LINE_ORDER_SQL): three ranges of
 -- the tasks_line index, so that the count reads only the entries ahead of the task.
 SELECT 1
     + (SELECT COUNT(*) FROM tasks
@@ -328,7 +329,7 @@ ORDER BY seq DESC LIMIT :limit;
 SELECT id, kind, agent, workspace, owner, labels, priority, boosted, start_now, rank,
        status, depends_on, not_before, queued_at, started_at, expected_duration
 FROM tasks WHERE status IN ('running', 'queued', 'waiting', 'held')
-ORDER BY boosted DESC, priority, rank;
+ORDER BY {line_order};
 
 -- name: run_times_all
 SELECT scope, name, samples, estimate, runs FROM run_times;
@@ -368,7 +369,7 @@ SELECT * FROM (
     SELECT id, kind, agent, workspace, owner, labels, priority, boosted, start_now, rank,
            status, depends_on, not_before, queued_at, started_at, expected_duration
     FROM tasks WHERE status = 'queued'
-    ORDER BY boosted DESC, priority, rank LIMIT :limit
+    ORDER BY {line_order} LIMIT :limit
 ) AS head;
 
 -- name: eta_arrivals
@@ -415,7 +416,7 @@ SELECT COUNT(*) AS n FROM tasks WHERE TRUE /*where*/;
 -- name: queued_page
 -- Queued tasks that match, in queue order (the line, filtered).
 SELECT * FROM tasks WHERE status = 'queued' /*where*/
-ORDER BY boosted DESC, priority, rank LIMIT :limit OFFSET :offset;
+ORDER BY {line_order} LIMIT :limit OFFSET :offset;
 
 -- name: attempts_page
 SELECT * FROM attempts WHERE TRUE /*where*/ ORDER BY task_id, number;
