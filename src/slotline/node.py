@@ -102,6 +102,16 @@ class Node:
     def log_dir(self) -> Path:
         return self.supervisor.settings.log_dir
 
+    @property
+    def api_url(self) -> str | None:
+        """The HTTP API runs reach slotline through (with a task token); None: the store.
+        Set once the node's server is bound."""
+        return self.supervisor.settings.api_url
+
+    @api_url.setter
+    def api_url(self, url: str | None) -> None:
+        self.supervisor.settings.api_url = url
+
     def _store_now(self) -> float:
         """Now on the store's clock: every recorded time is on it (see `Supervisor.now`)."""
         return utcnow() + self._skew

@@ -190,7 +190,7 @@ def serve(
 
     def ready(bound_host: str, bound_port: int) -> None:
         url = f"http://{bound_host}:{bound_port}"
-        node.supervisor.settings.api_url = local_url(bound_host, bound_port)
+        node.api_url = local_url(bound_host, bound_port)
         shown = local_url(bound_host, bound_port)
         click.echo(
             json.dumps({"http": url, "dashboard": f"{shown}/"})
