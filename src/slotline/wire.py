@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from slotline.models import Attempt, Event, Kind, Limit, Priority, Status, StopRequest, Task
+from slotline.models import Attempt, Event, Kind, Limit, Priority, Status, Task
 from slotline.store.ops import Settings
+from slotline.transitions import StopRequest
 
 
 def _epoch(text: str | None) -> float | None:

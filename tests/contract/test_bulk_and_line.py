@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from slotline.errors import InvalidInput, NotFound
-from slotline.models import Priority, Status, StopRequest
+from slotline.models import Priority, Status
 from slotline.store import Store
 from slotline.taskfilter import TaskFilter
+from slotline.transitions import StopRequest
 
 from .conftest import ClaimFn, Clock, FinishFn, SubmitFn
 

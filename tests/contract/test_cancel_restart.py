@@ -7,8 +7,9 @@ from collections.abc import Callable
 import pytest
 
 from slotline.errors import InvalidTransition
-from slotline.models import CANCEL, RESTART, Status, StopKind, Task
+from slotline.models import Status, Task
 from slotline.store import Store
+from slotline.transitions import CANCEL, RESTART, StopKind
 
 from .conftest import NODE, ClaimFn, Clock, FinishFn, LineFn, SubmitFn, titles
 

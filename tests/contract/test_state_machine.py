@@ -33,19 +33,9 @@ from slotline.errors import (
     SlotlineError,
     StaleAttempt,
 )
-from slotline.models import (
-    BAD_ENDS,
-    CANCEL,
-    PENDING,
-    RESTART,
-    TERMINAL,
-    Priority,
-    Status,
-    StopRequest,
-    Task,
-    utcnow,
-)
+from slotline.models import BAD_ENDS, PENDING, TERMINAL, Priority, Status, Task, utcnow
 from slotline.store import Claim, QueueStatus, Store, open_store
+from slotline.transitions import CANCEL, RESTART, StopRequest
 
 NODES = ("node-a", "node-b")
 AGENTS = (None, "claude", "aider")

@@ -26,9 +26,10 @@ import psycopg
 import pytest
 
 from slotline.errors import InvalidTransition, StaleAttempt
-from slotline.models import CANCEL, TERMINAL, Status, Task
+from slotline.models import TERMINAL, Status, Task
 from slotline.store import Claim, Store, open_store
 from slotline.store.postgres import lock_key, split_url
+from slotline.transitions import CANCEL
 from waiting import until
 
 ROUNDS = 8

@@ -7,16 +7,13 @@ import dataclasses
 import pytest
 
 from slotline.errors import InvalidInput, InvalidTransition
-from slotline.models import (
+from slotline.models import Kind, Priority, Status, Task
+from slotline.transitions import (
     CANCEL,
     RESTART,
     TRANSITIONS,
-    Kind,
-    Priority,
-    Status,
     StopKind,
     StopRequest,
-    Task,
     check_transition,
 )
 

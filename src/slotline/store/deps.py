@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from slotline.errors import DependencyCycle, NotFound, UnknownDependency
-from slotline.models import BAD_ENDS, Status, Task, check_transition
+from slotline.models import BAD_ENDS, Status, Task
 from slotline.store import ops
 from slotline.store.queries import Tx
+from slotline.transitions import check_transition
 
 
 def resolve_dependencies(tx: Tx, refs: list[str]) -> list[Task]:

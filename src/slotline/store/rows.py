@@ -6,7 +6,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from slotline.models import Attempt, Event, Kind, Priority, Status, StopRequest, Task
+from slotline.models import Attempt, Event, Kind, Priority, Status, Task
+from slotline.transitions import StopRequest
 
 
 def dumps(value: Any) -> str:

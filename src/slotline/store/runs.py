@@ -11,22 +11,13 @@ from typing import Any
 
 from slotline.bounds import parse_id
 from slotline.errors import InvalidInput, NotFound, SlotlineError, StaleAttempt, StoreError
-from slotline.models import (
-    Attempt,
-    KillRequest,
-    Kind,
-    Status,
-    StopKind,
-    StopRequest,
-    Task,
-    check_transition,
-    log_file,
-)
+from slotline.models import Attempt, KillRequest, Kind, Status, Task, log_file
 from slotline.scheduler import policy
 from slotline.store import deps, estimates, ops
 from slotline.store.queries import Tx
 from slotline.store.rows import attempt_from_row, task_from_row
 from slotline.store.steering import SteeringVerbs
+from slotline.transitions import StopKind, StopRequest, check_transition
 
 COMMAND_KINDS = frozenset({"command", "callable"})
 # The keeper's exit code when the program cannot be executed (as a shell's).

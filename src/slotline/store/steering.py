@@ -6,20 +6,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slotline.errors import InvalidInput, InvalidTransition, SlotlineError
-from slotline.models import (
-    CANCEL,
-    RESTART,
-    Priority,
-    Status,
-    StopKind,
-    StopRequest,
-    Task,
-    check_transition,
-)
+from slotline.models import Priority, Status, Task
 from slotline.store import deps, ops
 from slotline.store.queries import Tx
 from slotline.store.rows import dumps
 from slotline.store.settings_verbs import SETTING_RULES, SettingsVerbs
+from slotline.transitions import CANCEL, RESTART, StopKind, StopRequest, check_transition
 
 # SETTING_RULES is imported from here by the CLI and the server.
 __all__ = ["BULK_VERBS", "SETTING_RULES", "BulkResult", "SteeringVerbs"]
