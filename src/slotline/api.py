@@ -29,8 +29,7 @@ from slotline.models import Event, Priority, Status, Task, TaskPage
 from slotline.node import Node
 from slotline.runner.callable import TaskFunction
 from slotline.spec import TaskSpec
-from slotline.store import QueueStatus, Store, open_store
-from slotline.store.ops import Settings
+from slotline.store import QueueStatus, Settings, Store, open_store
 from slotline.taskfilter import TaskFilter
 
 P = ParamSpec("P")

@@ -24,10 +24,7 @@ from slotline import errors
 from slotline.errors import AccessDenied, ServerUnavailable
 from slotline.models import Event, Priority, Status, Task, TaskPage
 from slotline.spec import TaskSpec
-from slotline.store import QueueStatus
-from slotline.store.core import Watcher
-from slotline.store.ops import Settings
-from slotline.store.steering import BulkResult
+from slotline.store import BulkResult, QueueStatus, Settings, Watcher
 from slotline.taskfilter import TaskFilter
 from slotline.wire import event_from_json, settings_from_json, task_from_json
 

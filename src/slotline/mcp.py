@@ -24,7 +24,7 @@ from slotline.cli.backend import Backend, agent_type_fields
 from slotline.config import Config
 from slotline.errors import BoundExceeded, SlotlineError
 from slotline.models import Priority, Status, Task
-from slotline.store.core import Watcher
+from slotline.store import Watcher
 from slotline.taskfilter import TaskFilter
 
 R = TypeVar("R")

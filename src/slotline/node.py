@@ -28,8 +28,7 @@ from slotline.runner.callable import Registry, TaskFunction
 from slotline.runner.env import BASE_ALLOW
 from slotline.runner.process import DEFAULT_LOG_MAX, process_start_time
 from slotline.runner.supervisor import RunSettings, Supervisor
-from slotline.store import Store
-from slotline.store.ops import LEASE_SECONDS
+from slotline.store import LEASE_SECONDS, Store
 
 log = logging.getLogger("slotline.node")
 

@@ -10,7 +10,7 @@ import httpx
 
 from slotline.client import SlotlineClient, response_error
 from slotline.errors import ServerUnavailable
-from slotline.store.core import Watcher
+from slotline.store import Watcher
 
 # The server sends a heartbeat on an idle event stream (every 15 s by default): a longer
 # silence is a dead connection. A log has no heartbeat: a quiet run may say nothing for hours.

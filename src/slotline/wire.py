@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from slotline.models import Attempt, Event, Kind, Limit, Priority, Status, Task
-from slotline.store.ops import Settings
+from slotline.store import Settings
 from slotline.transitions import StopRequest
 
 

@@ -16,8 +16,8 @@ import pytest
 
 from slotline.errors import SchemaTooNew
 from slotline.store import open_store
+from slotline.store.migrate import migrations
 from slotline.store.postgres import split_url
-from slotline.store.queries import migrations
 
 Catalog = dict[str, list[tuple[Any, ...]]]
 

@@ -9,10 +9,7 @@ from slotline.models import Event, Priority, Status, Task, TaskPage
 if TYPE_CHECKING:  # a command imports what it uses (`slotline status` needs no pydantic)
     from slotline.config import Config
     from slotline.spec import TaskSpec
-    from slotline.store import QueueStatus
-    from slotline.store.core import Watcher
-    from slotline.store.ops import Settings
-    from slotline.store.steering import BulkResult
+    from slotline.store import BulkResult, QueueStatus, Settings, Watcher
     from slotline.taskfilter import TaskFilter
 
 

@@ -11,7 +11,7 @@ from slotline.cli.render import print_json, short_id
 from slotline.cli.submit import parse_priority
 from slotline.errors import InvalidInput
 from slotline.models import Priority
-from slotline.store.steering import BULK_VERBS, MAX_BULK
+from slotline.store import BULK_VERBS, MAX_BULK
 
 
 @click.command()

@@ -13,7 +13,7 @@ from slotline.cli.context import CliState, json_option, pass_state
 from slotline.cli.render import limits_table, print_json, show
 from slotline.errors import InvalidInput
 from slotline.models import LIMIT_KEYS
-from slotline.store.settings_verbs import NONE_MEANS_NO_BOUND, SETTING_RULES, check_limit_max
+from slotline.store import NONE_MEANS_NO_BOUND, SETTING_RULES, check_limit_max
 
 # KEY[VALUE]=N: the value in brackets runs to the last `]=`, so it may hold `=` or `]`.
 _ASSIGNMENT = re.compile(r"^(?P<key>[^\[=]+?)(?:\[(?P<value>.*)\])?=(?P<n>[^=]*)$")

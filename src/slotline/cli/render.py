@@ -18,8 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from slotline.models import Event, Limit, Status, Task, iso
-from slotline.store import QueueStatus
-from slotline.store.ops import Settings
+from slotline.store import QueueStatus, Settings
 
 STATUS_STYLES: dict[Status, str] = {
     Status.WAITING: "cyan",

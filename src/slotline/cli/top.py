@@ -25,8 +25,7 @@ from slotline.cli.top_view import View, render, selectable
 from slotline.errors import SlotlineError
 from slotline.models import Status, utcnow
 from slotline.runner.proctree import TreeSampler, Usage
-from slotline.store import QueueStatus
-from slotline.store.core import Watcher
+from slotline.store import QueueStatus, Watcher
 
 REFRESH_SECONDS = 1.0
 # Escape sequences of the arrow keys (normal and application cursor mode).

@@ -17,8 +17,7 @@ from slotline.server.errors import ERROR_RESPONSES
 from slotline.server.filters import filter_query
 from slotline.server.queue import status_json
 from slotline.server.schemas import MAX_SEQ, task_json
-from slotline.store import Store
-from slotline.store.ops import Settings
+from slotline.store import Settings, Store
 from slotline.taskfilter import TaskFilter
 
 router = APIRouter(prefix="/api", tags=["dashboard"], responses=ERROR_RESPONSES)

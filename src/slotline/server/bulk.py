@@ -12,8 +12,7 @@ from slotline.server.auth import Principal
 from slotline.server.context import Admin, State, Writer, hidden
 from slotline.server.errors import ERROR_RESPONSES
 from slotline.server.schemas import PRIORITY_HELP
-from slotline.store import Store
-from slotline.store.steering import MAX_BULK
+from slotline.store import MAX_BULK, Store
 from slotline.taskfilter import TaskFilter
 
 router = APIRouter(prefix="/api", tags=["bulk"], responses=ERROR_RESPONSES)

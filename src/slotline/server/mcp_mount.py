@@ -28,7 +28,7 @@ from slotline.server.auth import Principal
 from slotline.server.context import ServerState, presented_token, resolve
 from slotline.server.errors import error_body
 from slotline.server.schemas import CancelBody, MoveBody, PriorityBody, RestartBody, SubmitBody
-from slotline.store.core import Watcher
+from slotline.store import Watcher
 from slotline.taskfilter import TaskFilter
 
 PRINCIPAL = "slotline.principal"

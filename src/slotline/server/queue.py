@@ -27,8 +27,7 @@ from slotline.server.schemas import (
     StatsOut,
     task_json,
 )
-from slotline.store import QueueStatus, Store
-from slotline.store.settings_verbs import check_limit_max, check_setting
+from slotline.store import QueueStatus, Store, check_limit_max, check_setting
 
 router = APIRouter(prefix="/api", tags=["queue"], responses=ERROR_RESPONSES)
 

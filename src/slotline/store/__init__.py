@@ -1,14 +1,63 @@
-"""Storage: one interface of domain verbs, an SQLite and a PostgreSQL backend."""
+"""Storage: one interface of domain verbs, an SQLite and a PostgreSQL backend.
+
+What the rest of slotline uses of the store is exported here, and only here. The names
+are loaded when first used, so that a command that needs only `Settings` (the CLI talking
+to a server) does not import the verbs and the SQL.
+"""
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from slotline.errors import InvalidInput
-from slotline.models import KillRequest
-from slotline.store.base import Line, QueueStatus, Store
-from slotline.store.core import Watcher
-from slotline.store.runs import Claim, ClaimResult, Report, StartReport
+
+if TYPE_CHECKING:
+    from slotline.models import KillRequest
+    from slotline.store.base import Store
+    from slotline.store.bulk import BULK_VERBS, MAX_BULK, BulkResult
+    from slotline.store.claim import Claim, ClaimResult
+    from slotline.store.core import Watcher
+    from slotline.store.reads import Line, QueueStatus
+    from slotline.store.runs import Report, StartReport
+    from slotline.store.settings import (
+        LEASE_SECONDS,
+        NONE_MEANS_NO_BOUND,
+        SETTING_RULES,
+        Settings,
+        check_limit_max,
+        check_setting,
+    )
+
+# Each exported name, and the module that defines it.
+_HOMES = {
+    "KillRequest": "slotline.models",
+    "Store": "slotline.store.base",
+    "BULK_VERBS": "slotline.store.bulk",
+    "MAX_BULK": "slotline.store.bulk",
+    "BulkResult": "slotline.store.bulk",
+    "Claim": "slotline.store.claim",
+    "ClaimResult": "slotline.store.claim",
+    "Watcher": "slotline.store.core",
+    "Line": "slotline.store.reads",
+    "QueueStatus": "slotline.store.reads",
+    "Report": "slotline.store.runs",
+    "StartReport": "slotline.store.runs",
+    "LEASE_SECONDS": "slotline.store.settings",
+    "NONE_MEANS_NO_BOUND": "slotline.store.settings",
+    "SETTING_RULES": "slotline.store.settings",
+    "Settings": "slotline.store.settings",
+    "check_limit_max": "slotline.store.settings",
+    "check_setting": "slotline.store.settings",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(home), name)
 
 
 def open_store(url: str | Path | None = None) -> Store:
@@ -36,14 +85,23 @@ def open_store(url: str | Path | None = None) -> Store:
 
 
 __all__ = [
+    "BULK_VERBS",
+    "LEASE_SECONDS",
+    "MAX_BULK",
+    "NONE_MEANS_NO_BOUND",
+    "SETTING_RULES",
+    "BulkResult",
     "Claim",
     "ClaimResult",
     "KillRequest",
     "Line",
     "QueueStatus",
     "Report",
+    "Settings",
     "StartReport",
     "Store",
     "Watcher",
+    "check_limit_max",
+    "check_setting",
     "open_store",
 ]

@@ -1,11 +1,16 @@
-"""Dependency rules: checking new edges and propagating ends and restarts to dependents."""
+"""Dependency rules: checking new edges, and a task's end or reset (a new attempt) carried
+to the tasks that depend on it."""
 
 from __future__ import annotations
 
-from slotline.errors import DependencyCycle, NotFound, UnknownDependency
+from collections.abc import Mapping
+from typing import Any
+
+from slotline.errors import DependencyCycle, InvalidTransition, NotFound, UnknownDependency
 from slotline.models import BAD_ENDS, Status, Task
-from slotline.store import ops
+from slotline.store.events import change
 from slotline.store.queries import Tx
+from slotline.store.tasks import load, next_rank, resolve
 from slotline.transitions import check_transition
 
 
@@ -14,7 +19,7 @@ def resolve_dependencies(tx: Tx, refs: list[str]) -> list[Task]:
     found: dict[str, Task] = {}
     for ref in refs:
         try:
-            task = ops.resolve(tx, ref)
+            task = resolve(tx, ref)
         except NotFound:
             raise UnknownDependency(f"unknown dependency {ref!r}: no such task") from None
         found.setdefault(task.id, task)
@@ -48,11 +53,11 @@ def initial_status(deps: list[Task], hold: bool) -> tuple[Status, str | None]:
 
 
 def _dependents(tx: Tx, task_id: str) -> list[Task]:
-    return [ops.load(tx, r["task_id"]) for r in tx.rows("dependents_of", dep_id=task_id)]
+    return [load(tx, r["task_id"]) for r in tx.rows("dependents_of", dep_id=task_id)]
 
 
 def _deps(tx: Tx, task_id: str) -> list[Task]:
-    return [ops.load(tx, r["dep_id"]) for r in tx.rows("deps_of", task_id=task_id)]
+    return [load(tx, r["dep_id"]) for r in tx.rows("deps_of", task_id=task_id)]
 
 
 def propagate_end(tx: Tx, task_id: str, status: Status, now: float) -> None:
@@ -70,10 +75,10 @@ def propagate_end(tx: Tx, task_id: str, status: Status, now: float) -> None:
                     id=dependent.id,
                     status=to.value,
                     status_reason=None,
-                    rank=ops.next_rank(tx),
+                    rank=next_rank(tx),
                     now=now,
                 )
-                ops.change(tx, dependent, "ready", to, now, dependency=task_id)
+                change(tx, dependent, "ready", to, now, dependency=task_id)
         return
     stack = [(task_id, status)]
     while stack:
@@ -89,9 +94,7 @@ def propagate_end(tx: Tx, task_id: str, status: Status, now: float) -> None:
                 status=Status.BLOCKED.value,
                 status_reason=reason,
             )
-            ops.change(
-                tx, dependent, "blocked", Status.BLOCKED, now, reason=reason, dependency=cause
-            )
+            change(tx, dependent, "blocked", Status.BLOCKED, now, reason=reason, dependency=cause)
             stack.append((dependent.id, Status.BLOCKED))
 
 
@@ -122,5 +125,63 @@ def unblock_dependents(tx: Tx, task_id: str, now: float) -> None:
             tx.run(
                 "task_set_status", id=dependent.id, status=Status.WAITING.value, status_reason=None
             )
-            ops.change(tx, dependent, "unblocked", Status.WAITING, now, dependency=cause)
+            change(tx, dependent, "unblocked", Status.WAITING, now, dependency=cause)
             stack.append(dependent.id)
+
+
+def end_task(
+    tx: Tx,
+    task: Task,
+    to: Status,
+    kind: str,
+    now: float,
+    *,
+    status_reason: str | None = None,
+    exit_code: int | None = None,
+    failure_reason: str | None = None,
+    event: Mapping[str, Any] | None = None,
+) -> None:
+    """End `task` as `to` (the caller has checked the transition), log it as `kind` with
+    the data `event`, and carry the end to its dependents."""
+    tx.run(
+        "task_end",
+        id=task.id,
+        status=to.value,
+        status_reason=status_reason,
+        now=now,
+        exit_code=exit_code,
+        failure_reason=failure_reason,
+    )
+    change(tx, task, kind, to, now, **(event or {}))
+    propagate_end(tx, task.id, to, now)
+
+
+def reset_task(tx: Tx, task: Task, now: float, refuse_blocked: bool = False) -> None:
+    """Put a task back in line for a new attempt, at the tail of its band.
+
+    If a dependency has ended badly, a restart asked for now is refused; a forced
+    restart whose run has just ended leaves the task blocked instead (its run is over
+    either way, and its slot must free).
+    """
+    status, reason = reset_status(tx, task)
+    if status is Status.BLOCKED and refuse_blocked:
+        raise InvalidTransition(
+            f"cannot restart task {task.id[:8]}: it is {task.status} and its {reason}; "
+            "restart that one first",
+            task_id=task.id,
+            status=task.status,
+        )
+    tx.run(
+        "task_reset",
+        id=task.id,
+        status=status.value,
+        status_reason=reason,
+        rank=next_rank(tx),
+        queued_at=now if status is Status.QUEUED else None,
+        now=now,
+    )
+    change(tx, task, "restarted", status, now)
+    if status is Status.BLOCKED:
+        propagate_end(tx, task.id, status, now)
+    else:
+        unblock_dependents(tx, task.id, now)

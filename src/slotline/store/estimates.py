@@ -15,8 +15,8 @@ from typing import Any
 
 from slotline.models import Priority, Status, Task
 from slotline.scheduler import durations, eta
-from slotline.store import ops
 from slotline.store.queries import Tx
+from slotline.store.settings import LEASE_SECONDS, read_settings
 
 # How many recent runs the statistic looks at, per agent type and over all tasks. A
 # longer window varies less but lags behind a change of run times (a busier machine):
@@ -154,7 +154,7 @@ def _line(tx: Tx, now: float, rows: Iterable[Mapping[str, Any]]) -> eta.Line:
     for row in rows:
         task = line_task(row)
         by_status[task.status].append(task)
-    settings = ops.read_settings(tx)
+    settings = read_settings(tx)
     arrivals, span = _arrivals(tx, now)
     return eta.Line(
         running=by_status[Status.RUNNING],
@@ -176,7 +176,7 @@ def _admission(tx: Tx, now: float) -> eta.Admission | None:
     them has no verdict (it starts what the others hold); a hold if all hold; else the
     highest of their adaptive limits (a held node starts nothing, the others fill up to
     their own limit)."""
-    guards = tx.rows("nodes_guards", since=now - ops.LEASE_SECONDS)
+    guards = tx.rows("nodes_guards", since=now - LEASE_SECONDS)
     if not guards or any(not g["pressure_hold"] and g["pressure_limit"] is None for g in guards):
         return None
     limits = [int(g["pressure_limit"]) for g in guards if not g["pressure_hold"]]

@@ -24,9 +24,11 @@ from typing import TYPE_CHECKING
 
 from slotline.models import Attempt, Priority, Status, Task, TaskPage
 from slotline.scheduler import eta, policy
-from slotline.store import estimates, ops
+from slotline.store import estimates
 from slotline.store.queries import Tx, Where
 from slotline.store.rows import attempt_from_row, task_from_row
+from slotline.store.settings import read_settings
+from slotline.store.tasks import count_of, ordered_queue, resolve
 
 if TYPE_CHECKING:
     from slotline.taskfilter import TaskFilter
@@ -98,7 +100,7 @@ def page(
     where = where_of(wanted, owner, root, parent_id)
     total = _count(tx, where) if count else None
     if after is not None:
-        mark = ops.resolve(tx, after, owner)
+        mark = resolve(tx, after, owner)
         beyond = "tasks_where_before" if newest else "tasks_where_after"
         where.all(beyond, at=mark.created_at, id=mark.id)
     query = "tasks_page_newest" if newest else "tasks_page"
@@ -155,13 +157,13 @@ def positions(tx: Tx, queued: Iterable[Task]) -> dict[str, int]:
     ordered = sorted(queued, key=lambda t: policy.queue_key(t, 0.0, None))
     if not ordered:
         return {}
-    aging = ops.read_settings(tx)["aging_interval"]
+    aging = read_settings(tx)["aging_interval"]
     if aging:
         wanted = {t.id for t in ordered}
-        line = ops.ordered_queue(tx, tx.now(), aging)
+        line = ordered_queue(tx, tx.now(), aging)
         return {t.id: i for i, t in enumerate(line, 1) if t.id in wanted}
     first = ordered[0]
-    position = ops.count(
+    position = count_of(
         tx, "queue_position", boosted=first.boosted, priority=int(first.priority), rank=first.rank
     )
     found = {first.id: position}
@@ -177,19 +179,17 @@ def _between(tx: Tx, ahead: Task, behind: Task) -> int:
     `behind`'s)."""
     boosted, a, b = bool(ahead.boosted), int(ahead.priority), int(behind.priority)
     if (boosted, a) == (behind.boosted, b):
-        return ops.count(
+        return count_of(
             tx, "queue_rank_between", boosted=boosted, priority=a, lo=ahead.rank, hi=behind.rank
         )
-    n = ops.count(tx, "queue_rank_after", boosted=boosted, priority=a, lo=ahead.rank)
-    n += ops.count(
-        tx, "queue_rank_before", boosted=bool(behind.boosted), priority=b, hi=behind.rank
-    )
+    n = count_of(tx, "queue_rank_after", boosted=boosted, priority=a, lo=ahead.rank)
+    n += count_of(tx, "queue_rank_before", boosted=bool(behind.boosted), priority=b, hi=behind.rank)
     if boosted == behind.boosted:
-        return n + ops.count(tx, "queue_bands_between", boosted=boosted, lo=a, hi=b)
+        return n + count_of(tx, "queue_bands_between", boosted=boosted, lo=a, hi=b)
     # `ahead` is boosted and `behind` is not: the boosted bands after `ahead`'s, then the
     # unboosted ones before `behind`'s.
-    n += ops.count(tx, "queue_bands_between", boosted=True, lo=a, hi=len(Priority))
-    return n + ops.count(tx, "queue_bands_between", boosted=False, lo=-1, hi=b)
+    n += count_of(tx, "queue_bands_between", boosted=True, lo=a, hi=len(Priority))
+    return n + count_of(tx, "queue_bands_between", boosted=False, lo=-1, hi=b)
 
 
 def _count(tx: Tx, where: Where) -> int:
@@ -214,7 +214,7 @@ def _estimates(
         return {}
     now = tx.now()
     # With aging on, the head's order depends on the whole line (as in `Store.status`).
-    aging = ops.read_settings(tx)["aging_interval"]
+    aging = read_settings(tx)["aging_interval"]
     if aging or tx.one("tasks_queued_in_order", limit=1, offset=ETA_WHOLE) is None:
         return estimates.line_estimates(tx, now, store)
     farthest = max(found.values(), default=0)

@@ -7,10 +7,10 @@ import socket
 from typing import Any
 
 from slotline.models import Attempt
-from slotline.store import ops
 from slotline.store.core import StoreCore
-from slotline.store.ops import LEASE_SECONDS
+from slotline.store.events import emit
 from slotline.store.rows import attempt_from_row
+from slotline.store.settings import LEASE_SECONDS
 
 
 class NodeVerbs(StoreCore):
@@ -41,9 +41,7 @@ class NodeVerbs(StoreCore):
         """Log what a starting node did with an attempt it found running: `adopted` (the
         process lives on), `collected` (its exit file told the outcome), `interrupted`."""
         with self._write() as tx:
-            ops.emit(
-                tx, "reconciled", task_id, tx.now(), attempt=attempt_id, action=action, **detail
-            )
+            emit(tx, "reconciled", task_id, tx.now(), attempt=attempt_id, action=action, **detail)
 
     def set_pressure(
         self, node_id: str, reason: str | None, hold: bool, limit: int | None = None
@@ -66,9 +64,7 @@ class NodeVerbs(StoreCore):
             tx.run(
                 "node_set_pressure", id=node_id, reason=reason, hold=hold, limit=limit, since=since
             )
-            ops.emit(
-                tx, "admission", None, now, node=node_id, reason=reason, hold=hold, limit=limit
-            )
+            emit(tx, "admission", None, now, node=node_id, reason=reason, hold=hold, limit=limit)
 
     def clock(self) -> float:
         """The store's clock (the database server's on PostgreSQL): nodes measure leases
@@ -86,12 +82,12 @@ class NodeVerbs(StoreCore):
             now = tx.now() if now is None else now
             tx.run("node_delete", id=node_id)
             tx.run("node_insert", id=node_id, host=socket.gethostname(), pid=os.getpid(), now=now)
-            ops.emit(tx, "node_started", None, now, node=node_id)
+            emit(tx, "node_started", None, now, node=node_id)
 
     def unregister_node(self, node_id: str) -> None:
         with self._write() as tx:
             tx.run("node_delete", id=node_id)
-            ops.emit(tx, "node_stopped", None, tx.now(), node=node_id)
+            emit(tx, "node_stopped", None, tx.now(), node=node_id)
 
     def live_attempts(self, node_id: str | None = None) -> list[Attempt]:
         """Unfinished attempts (of one node, or of all whose lease lapsed if node_id is None)."""

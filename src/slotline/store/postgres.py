@@ -26,10 +26,11 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import DictRow, dict_row
 
-from slotline.errors import InvalidInput, SchemaTooNew, StoreError
+from slotline.errors import InvalidInput, StoreError
 from slotline.store.base import Store
 from slotline.store.core import Watcher
-from slotline.store.queries import Cursor, Tx, load_queries, migrations, split_statements
+from slotline.store.migrate import migrate
+from slotline.store.queries import Cursor, Tx, load_queries
 
 DEFAULT_SCHEMA = "public"
 CONNECT_TIMEOUT_S = 10
@@ -48,9 +49,6 @@ _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 _BEGIN_WRITE = "BEGIN"
 _WRITE_LOCK = "SELECT pg_advisory_xact_lock(CAST(%(key)s AS BIGINT))"
 _SCHEMA_EXISTS = "SELECT 1 FROM pg_namespace WHERE nspname = %(schema)s"
-_VERSION_TABLE = "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"
-_VERSION_GET = "SELECT MAX(version) AS version FROM schema_version"
-_VERSION_ADD = "INSERT INTO schema_version (version) VALUES (%(version)s)"
 _NOTIFY = "SELECT pg_notify(%(channel)s, %(payload)s)"
 
 
@@ -277,27 +275,11 @@ class PostgresStore(Store):
         """Nothing to do: `_write` sends NOTIFY inside the committed transaction."""
 
     def _migrate(self) -> None:
-        # Under the write lock, so two nodes starting at once migrate one after the other.
         with self._transaction(write=True) as tx:
-            cur = tx.cursor
-            cur.execute(_SCHEMA_EXISTS, {"schema": self.schema})
-            if not cur.fetchall():
-                cur.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self.schema)))
-            cur.execute(_VERSION_TABLE)
-            cur.execute(_VERSION_GET)
-            current = cur.fetchall()[0]["version"] or 0
-            scripts = migrations("postgres")
-            known = scripts[-1][0] if scripts else 0
-            if current > known:
-                raise SchemaTooNew(
-                    f"the store at {self._where} has schema version {current}; this slotline "
-                    f"knows up to {known}. Upgrade slotline."
-                )
-            for version, script in scripts:
-                if version > current:
-                    for statement in split_statements(script):
-                        cur.execute(statement)
-                    cur.execute(_VERSION_ADD, {"version": version})
+            tx.cursor.execute(_SCHEMA_EXISTS, {"schema": self.schema})
+            if not tx.cursor.fetchall():
+                tx.cursor.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self.schema)))
+            migrate(tx, self.dialect, self._where)
 
     def watcher(self) -> Watcher:
         return _ListenWatcher(self._conninfo, self._connect_args, self._listen, self._where)

@@ -43,16 +43,6 @@ def load_queries(dialect: str) -> dict[str, str]:
     return queries
 
 
-def migrations(dialect: str) -> list[tuple[int, str]]:
-    """Numbered migration scripts of `dialect`, in order."""
-    folder = resources.files("slotline.store").joinpath(f"sql/migrations/{dialect}")
-    found = []
-    for entry in folder.iterdir():
-        if entry.name.endswith(".sql"):
-            found.append((int(entry.name.split("_", 1)[0]), entry.read_text()))
-    return sorted(found)
-
-
 @dataclass
 class Where:
     """The conditions of a composed query: named `where_*` fragments, joined by AND; the

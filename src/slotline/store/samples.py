@@ -7,9 +7,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from slotline.models import Attempt, Task
-from slotline.store import ops
 from slotline.store.core import StoreCore
 from slotline.store.rows import attempt_from_row, task_from_row
+from slotline.store.settings import read_settings
 
 DAY = 86_400.0
 
@@ -50,7 +50,7 @@ class SampleVerbs(StoreCore):
                 bucket=int(now // interval),
                 at=now,
                 since=now - interval,
-                max_concurrent=ops.read_settings(tx).limits.max_concurrent,
+                max_concurrent=read_settings(tx).limits.max_concurrent,
             )
             tx.run("samples_prune", before=now - keep)
 

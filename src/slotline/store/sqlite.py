@@ -20,10 +20,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from slotline.errors import SchemaTooNew, StoreError
+from slotline.errors import StoreError
 from slotline.store.base import Store
 from slotline.store.core import Watcher
-from slotline.store.queries import Tx, load_queries, migrations, split_statements
+from slotline.store.migrate import migrate
+from slotline.store.queries import Tx, load_queries
 
 BUSY_TIMEOUT_MS = 60_000
 
@@ -72,22 +73,7 @@ class SQLiteStore(Store):
 
     def _migrate(self) -> None:
         with self._transaction(write=True) as tx:
-            cur = tx.cursor
-            cur.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-            row = cur.execute("SELECT MAX(version) FROM schema_version").fetchone()
-            current = row[0] or 0
-            scripts = migrations("sqlite")
-            known = scripts[-1][0] if scripts else 0
-            if current > known:
-                raise SchemaTooNew(
-                    f"the store at {self.path} has schema version {current}; this slotline "
-                    f"knows up to {known}. Upgrade slotline."
-                )
-            for version, script in scripts:
-                if version > current:
-                    for statement in split_statements(script):
-                        cur.execute(statement)
-                    cur.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
+            migrate(tx, self.dialect, str(self.path))
 
     @contextlib.contextmanager
     def _transaction(self, write: bool) -> Iterator[Tx]:

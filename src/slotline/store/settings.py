@@ -1,14 +1,80 @@
-"""The queue-wide settings verbs: pause, resume, settings, exempt agents, per-key limits."""
+"""Store-wide settings and per-key limits: what they are, how they are read and written
+inside a transaction, the one check every surface applies, and the verbs that change them."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from typing import Any
 
 from slotline.bounds import MAX_COUNT, MAX_SECONDS, check_number, normalize_workspace
 from slotline.errors import InvalidInput
-from slotline.models import check_limit_key
-from slotline.store import ops
+from slotline.models import Limit, check_limit_key
+from slotline.scheduler import policy
 from slotline.store.core import StoreCore
+from slotline.store.events import emit
+from slotline.store.queries import Tx
+from slotline.store.rows import dumps
+
+# How long a node's attempts stay its own without a heartbeat; another node of the store
+# reaps them after that (a setting: `serve --lease`, `lease:` in slotline.yaml).
+LEASE_SECONDS = 30.0
+
+DEFAULT_SETTINGS: dict[str, Any] = {
+    "max_concurrent": 3,
+    "paused": False,
+    "exempt_agents": [],
+    "aging_interval": None,
+    "max_depth": 5,
+    "max_children": 100,
+    "max_queue_size": 10_000,
+    "max_queued_per_user": None,
+    "retry_backoff_max": 3600.0,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Store-wide settings and limits, as persisted."""
+
+    values: dict[str, Any]
+    per_key: tuple[Limit, ...]
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    @property
+    def limits(self) -> policy.Limits:
+        return policy.Limits(
+            max_concurrent=int(self.values["max_concurrent"]),
+            per_key=self.per_key,
+            exempt_agents=frozenset(self.values["exempt_agents"]),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.values,
+            "limits": [
+                {"key": lim.key, "value": lim.value, "max": lim.max} for lim in self.per_key
+            ],
+        }
+
+
+def read_settings(tx: Tx) -> Settings:
+    values = dict(DEFAULT_SETTINGS)
+    for row in tx.rows("settings_all"):
+        values[row["name"]] = json.loads(row["value"])
+    per_key = tuple(
+        Limit(row["key"], row["value"] or None, int(row["max_running"]))
+        for row in tx.rows("limits_all")
+    )
+    return Settings(values, per_key)
+
+
+def write_setting(tx: Tx, name: str, value: Any) -> None:
+    tx.run("setting_delete", name=name)
+    tx.run("setting_insert", name=name, value=dumps(value))
+
 
 # Settings a caller may change with `set_setting`: (type, minimum, maximum).
 SETTING_RULES: dict[str, tuple[type, float, float]] = {
@@ -28,6 +94,10 @@ NONE_MEANS_NO_BOUND = frozenset({"aging_interval", "max_queued_per_user"})
 class SettingsVerbs(StoreCore):
     """Verbs that change store-wide settings and limits, not any one task."""
 
+    def settings(self) -> Settings:
+        with self._transaction(write=False) as tx:
+            return read_settings(tx)
+
     def pause(self) -> None:
         """Stop starting tasks (running ones go on)."""
         self._set(paused=True)
@@ -43,14 +113,14 @@ class SettingsVerbs(StoreCore):
         checked = {name: check_setting(name, value) for name, value in values.items()}
         with self._write() as tx:
             for name, value in checked.items():
-                ops.write_setting(tx, name, value)
-            ops.emit(tx, "settings", None, tx.now(), **checked)
+                write_setting(tx, name, value)
+            emit(tx, "settings", None, tx.now(), **checked)
 
     def set_exempt_agents(self, agents: list[str]) -> None:
         """Agent types that run outside the global pool (e.g. a supervising PM agent)."""
         with self._write() as tx:
-            ops.write_setting(tx, "exempt_agents", sorted(set(agents)))
-            ops.emit(tx, "settings", None, tx.now(), exempt_agents=sorted(set(agents)))
+            write_setting(tx, "exempt_agents", sorted(set(agents)))
+            emit(tx, "settings", None, tx.now(), exempt_agents=sorted(set(agents)))
 
     def set_limit(self, key: str, value: str | None, max_running: int | None) -> None:
         """Cap running tasks per `key` (agent, workspace, user, label:NAME), for every
@@ -68,7 +138,7 @@ class SettingsVerbs(StoreCore):
             tx.run("limit_delete", key=key, value=value or "")
             if max_running is not None:
                 tx.run("limit_insert", key=key, value=value or "", max_running=max_running)
-            ops.emit(tx, "limit", None, tx.now(), key=key, value=value, max=max_running)
+            emit(tx, "limit", None, tx.now(), key=key, value=value, max=max_running)
 
 
 def check_limit_max(value: object) -> int:

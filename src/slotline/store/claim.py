@@ -1,0 +1,234 @@
+"""The claim: a node's turn of its loop in one transaction. It commits the outcomes and
+starts the node reports, expires overdue tasks, and starts every task that fits under
+the limits, deciding under the store's write lock so concurrent nodes never over-fill
+one."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from slotline.errors import SlotlineError, StoreError
+from slotline.models import Attempt, KillRequest, Kind, Status, Task, log_file
+from slotline.scheduler import policy
+from slotline.store import estimates
+from slotline.store.core import StoreCore
+from slotline.store.events import change
+from slotline.store.queries import Tx
+from slotline.store.rows import task_from_row
+from slotline.store.runs import Report, StartReport, end, expire, record, started
+from slotline.store.settings import LEASE_SECONDS, read_settings
+from slotline.store.tasks import count_of
+from slotline.transitions import StopRequest, check_transition
+
+COMMAND_KINDS = frozenset({"command", "callable"})
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A task the calling node now runs, and the attempt it runs it as."""
+
+    task: Task
+    attempt: Attempt
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimResult:
+    claims: list[Claim] = field(default_factory=list)
+    # When to look at the queue again even if nothing changes (backoff ends, TTL passes).
+    next_wake: float | None = None
+    # The store's clock at the claim: `next_wake` is on that clock, not the node's.
+    now: float | None = None
+    # For each report handed to the claim, in order: None once committed, or why it was
+    # refused (as `finish` would have raised it).
+    finished: list[SlotlineError | None] = field(default_factory=list)
+    # The same for each start report handed to the claim.
+    recorded: list[SlotlineError | None] = field(default_factory=list)
+    # The claiming node's running attempts that someone asked to stop.
+    kills: list[KillRequest] = field(default_factory=list)
+
+
+class ClaimVerbs(StoreCore):
+    """How a node claims work and learns which of its runs to stop."""
+
+    def claim(
+        self,
+        node_id: str,
+        now: float | None = None,
+        kinds: frozenset[str] = COMMAND_KINDS,
+        lease: float = LEASE_SECONDS,
+        hold: bool = False,
+        limit: int | None = None,
+        slots: int | None = None,
+        *,
+        started: Sequence[StartReport] = (),
+        finished: Sequence[Report] = (),
+        log_dir: Path | None = None,
+        watcher: str | None = None,
+    ) -> ClaimResult:
+        """Commit the outcomes a node reports, expire overdue tasks and start every task
+        that fits, in one transaction (one commit and one wake-up for a whole turn of
+        the node's loop).
+
+        The limit check and the queued→running change happen under the store's write
+        lock, so concurrent nodes can never over-fill a limit. `hold` starts only bumped
+        tasks (the resource guard is holding); `limit` lowers max_concurrent for this
+        claim (the guard's adaptive limit); `slots` caps the runs of `node_id` (this
+        node's capacity, beside the global and per-key limits; "start now" included).
+
+        Args:
+            started: starts of commands to record first, each as `record_start` would
+                and each on its own, like `finished`.
+            finished: outcomes to commit first, each as `finish` would and each on its
+                own: a refused report changes nothing and is returned as its error, the
+                others are committed. The slots they free are filled by this claim.
+            log_dir: the node's log folder: a callable task starts with its claim, so its
+                start (and log file) is recorded here, not by a later `record_start`.
+            watcher: the id of the claiming node's own watcher, which the commit does not
+                wake: the node knows what its claim changed (the result says when to
+                look again), and waking it would only cost it an empty claim.
+        """
+        with self._write() as tx:
+            # The clock is read under the write lock, so that recorded starts and ends
+            # follow commit order: a slot is never seen taken before it was freed.
+            now = tx.now() if now is None else now
+            recorded = [_part(tx, record, report) for report in started]
+            outcomes = [_part(tx, end, report, now) for report in finished]
+            expired = tx.rows("tasks_ttl_due", now=now)
+            for row in expired:
+                expire(tx, task_from_row(row), now)
+            settings = read_settings(tx)
+            limits = settings.limits
+            if limit is not None and limit < limits.max_concurrent:
+                limits = replace(limits, max_concurrent=limit)
+            snapshot = policy.Snapshot(
+                running=[task_from_row(r) for r in tx.rows("tasks_running")],
+                queued=(task_from_row(r) for r in tx.iter_rows("tasks_queued_in_order")),
+                start_now=[task_from_row(r) for r in tx.rows("tasks_start_now")],
+                limits=limits,
+                now=now,
+                paused=bool(settings["paused"]) or hold,
+                aging_interval=settings["aging_interval"],
+            )
+            decided = policy.plan(snapshot, runnable=lambda t: t.kind.value in kinds)
+            starts = decided.start
+            if slots is not None:
+                # The first starts of the plan are what a plan with fewer slots starts.
+                free = slots - count_of(tx, "count_running_on_node", node_id=node_id)
+                starts = starts[: max(0, free)]
+            claims = [_start(tx, s, node_id, now, lease, log_dir) for s in starts]
+            if claims and len(snapshot.running) + len(claims) >= limits.max_concurrent:
+                # The line is full again: these claims took slots a finish freed; how
+                # long after it is the dispatch gap ETAs add to every run.
+                estimates.record_gap(tx, now)
+            tx.notify = bool(claims or expired or outcomes.count(None) or recorded.count(None))
+            tx.quiet_for = watcher
+            deadline = (tx.one("next_ttl_deadline") or {}).get("at")
+            wakes = [w for w in (decided.next_wake, deadline) if w is not None]
+            kills = _kill_requests(tx, node_id)
+            wake = min(wakes) if wakes else None
+            return ClaimResult(claims, wake, now, outcomes, recorded, kills)
+
+    def kill_requests(self, node_id: str) -> list[KillRequest]:
+        """Running attempts of `node_id` someone asked to stop (cancel, terminate, restart)."""
+        with self._transaction(write=False) as tx:
+            return _kill_requests(tx, node_id)
+
+
+def _part(tx: Tx, step: Callable[..., object], *args: Any) -> SlotlineError | None:
+    """Apply one report inside a claim; a refusal undoes only its own part, and is
+    returned."""
+    try:
+        with tx.part():
+            step(tx, *args)
+    except StoreError:
+        raise
+    except SlotlineError as exc:
+        return exc
+    return None
+
+
+def _start(
+    tx: Tx,
+    start: policy.Start[Task],
+    node_id: str,
+    now: float,
+    lease: float,
+    log_dir: Path | None,
+) -> Claim:
+    task = start.task  # as read by this transaction
+    check_transition("claim", task.id, task.status)
+    number = task.attempt_count + 1
+    log_path = None
+    if log_dir is not None and task.kind is Kind.CALLABLE:
+        log_path = log_file(log_dir, task.id, number)
+    attempt = Attempt(
+        id=secrets.token_hex(16),
+        task_id=task.id,
+        number=number,
+        token=secrets.token_urlsafe(24),
+        node_id=node_id,
+        pid=None,
+        pid_started=None,
+        started_at=now,
+        finished_at=None,
+        exit_code=None,
+        outcome=None,
+        reason=None,
+        over_limit=start.over_limit,
+        lease_expires_at=now + lease,
+        log_path=log_path,
+    )
+    attempt_id = attempt.id
+    tx.run(
+        "attempt_insert",
+        id=attempt_id,
+        task_id=task.id,
+        number=number,
+        token=attempt.token,
+        node_id=node_id,
+        now=now,
+        over_limit=start.over_limit,
+        lease_expires_at=attempt.lease_expires_at,
+    )
+    tx.run("task_claim", id=task.id, now=now, attempt_id=attempt_id)
+    change(
+        tx,
+        task,
+        "claimed",
+        Status.RUNNING,
+        now,
+        attempt=attempt_id,
+        number=number,
+        node=node_id,
+        over_limit=start.over_limit,
+    )
+    if log_path is not None:
+        started(tx, task.id, attempt_id, None, None, log_path)
+    # The task as `task_claim` left it (a contract test compares it with a fresh read).
+    claimed = replace(
+        task,
+        status=Status.RUNNING,
+        status_reason=None,
+        start_now=False,
+        boosted=False,
+        started_at=now,
+        finished_at=None,
+        exit_code=None,
+        failure_reason=None,
+        not_before=None,
+        kill_request=None,
+        attempt_count=number,
+        current_attempt=attempt_id,
+    )
+    return Claim(claimed, attempt)
+
+
+def _kill_requests(tx: Tx, node_id: str) -> list[KillRequest]:
+    return [
+        KillRequest(r["task_id"], r["attempt_id"], r["pid"], StopRequest.read(r["kill_request"]))
+        for r in tx.rows("tasks_kill_requested", node_id=node_id)
+    ]

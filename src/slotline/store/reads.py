@@ -1,0 +1,308 @@
+"""The store's reads: one task, pages of tasks, the line with positions and ETAs, the
+capacity (`status`), and the dashboard's page of the line."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from slotline.models import Attempt, Status, Task, TaskPage
+from slotline.store import estimates, listing
+from slotline.store.core import StoreCore
+from slotline.store.events import last_seq
+from slotline.store.queries import Tx, Where
+from slotline.store.rows import attempt_from_row, task_from_row
+from slotline.store.settings import Settings, read_settings
+from slotline.store.tasks import count_of, load, ordered_queue, resolve, with_attempts
+
+if TYPE_CHECKING:  # imported when used: a read needs no pydantic model
+    from slotline.taskfilter import TaskFilter
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStatus:
+    """Capacity and the line, as `slotline status` shows it."""
+
+    active: int
+    max_concurrent: int
+    paused: bool
+    over_limit: bool
+    queued: list[Task]
+    running: list[Task]
+    # Why the resource guard holds new starts (CPU or memory past a threshold), if it does.
+    admission: str | None = None
+    # Asked for (`status --mine`): the caller's tasks that have not ended.
+    mine: list[Task] | None = None
+    # How many are queued in all: more than `queued` holds when the status is of the head,
+    # or holds only what the caller may see. Then `next_up_hidden`: the first in line is
+    # not the caller's to see (`next_up` is None).
+    queued_total: int | None = None
+    next_up_hidden: bool = False
+
+    @property
+    def slots_available(self) -> int:
+        return max(0, self.max_concurrent - self.active)
+
+    @property
+    def at_capacity(self) -> bool:
+        return self.active >= self.max_concurrent
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "active": self.active,
+            "max_concurrent": self.max_concurrent,
+            "slots_available": self.slots_available,
+            "at_capacity": self.at_capacity,
+            "paused": self.paused,
+            "admission_hold": self.admission,
+            "over_limit": self.over_limit,
+            "next_up": self.queued[0].id if self.queued and not self.next_up_hidden else None,
+            "queued_total": len(self.queued) if self.queued_total is None else self.queued_total,
+            "running": [t.to_dict() for t in self.running],
+            "queued": [t.to_dict() for t in self.queued],
+            **({} if self.mine is None else {"mine": [t.to_dict() for t in self.mine]}),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One page of the line, as the dashboard shows it: capacity and running tasks (in
+    `status`, whose `queued` is the page), how many are queued in all (or match the
+    filter), the first in line, the tasks kept out of it (held, waiting), and the settings,
+    last event seq and store clock as of the same read."""
+
+    status: QueueStatus
+    queued_total: int
+    next_up: str | None
+    parked: list[Task]
+    parked_total: int
+    settings: Settings
+    last_seq: int
+    now: float
+
+
+# Held and waiting tasks shown below the line, at most.
+PARKED_SHOWN = 200
+
+
+class ReadVerbs(StoreCore):
+    """Reads: each one read transaction."""
+
+    def get(self, ref: str, user: str | None = None, estimate: bool = True) -> Task:
+        """One task with its attempts and, if queued, its position. `ref` is an id, a
+        dashed UUID or a unique prefix; with `user`, only that user's tasks match.
+
+        The position is a count of the tasks ahead through the queue-order index. The
+        ETA (`estimate`) simulates the whole line, which costs time in proportion to it
+        (cached until the next change); without it, a read costs the same in any line.
+
+        Raises:
+            NotFound: no task has that id or prefix (or none of `user`'s).
+            AmbiguousId: the prefix matches several tasks.
+        """
+        with self._transaction(write=False) as tx:
+            task = resolve(tx, ref, user)
+            position = None
+            if task.status is Status.QUEUED:
+                if read_settings(tx)["aging_interval"]:
+                    position = self._positions(tx).get(task.id)
+                else:  # the stored order is the queue order: count who is ahead
+                    position = count_of(
+                        tx, "queue_position", boosted=task.boosted,
+                        priority=int(task.priority), rank=task.rank,
+                    )  # fmt: skip
+            task = with_attempts(tx, task, position)
+            if estimate and task.status in _IN_LINE:
+                task = estimates.with_estimate(
+                    task, estimates.line_estimates(tx, tx.now(), self.url)
+                )
+            return task
+
+    def _positions(self, tx: Tx) -> dict[str, int]:
+        aging = read_settings(tx)["aging_interval"]
+        return {t.id: i for i, t in enumerate(ordered_queue(tx, tx.now(), aging), 1)}
+
+    def list_tasks(self, status: Status | None = None, limit: int = 10_000) -> list[Task]:
+        """Tasks in submission order, optionally of one status; queued ones carry positions."""
+        from slotline.taskfilter import TaskFilter
+
+        wanted = TaskFilter(status=[status]) if status is not None else None
+        return self.list_page(wanted, limit=limit).tasks
+
+    def list_page(
+        self,
+        wanted: TaskFilter | None = None,
+        *,
+        owner: str | None = None,
+        root: str | None = None,
+        parent_id: str | None = None,
+        newest: bool = False,
+        limit: int = 100,
+        after: str | None = None,
+        offset: int = 0,
+        count: bool = False,
+    ) -> TaskPage:
+        """One page of the tasks that match `wanted`, in submission order (oldest first,
+        or `newest` first; ties by id), filtered, ordered and cut in SQL.
+
+        Args:
+            owner: only this user's tasks (a user's scope: others' tasks are not seen).
+            root: only this task (full id) and its subtasks, at any depth.
+            parent_id: only the direct subtasks of this task (full id).
+            limit: at most this many tasks.
+            after: continue after this task (an id or unique prefix): the `next_after`
+                of the page before. Tasks submitted meanwhile are neither repeated nor
+                skipped among those that existed.
+            offset: skip this many tasks first (after `after`, if given).
+            count: also count every task that matches (`total`), which costs in
+                proportion to the matches.
+
+        Raises:
+            NotFound: no task (of `owner`) matches `after`.
+        """
+        with self._transaction(write=False) as tx:
+            return listing.page(
+                tx, self.url, wanted, owner=owner, root=root, parent_id=parent_id,
+                newest=newest, limit=limit, after=after, offset=offset, count=count,
+            )  # fmt: skip
+
+    def subtree(self, task_id: str) -> list[str]:
+        """The ids of a task and of all its descendants (subtasks, theirs…); empty when
+        no task has the full id `task_id`."""
+        with self._transaction(write=False) as tx:
+            return [str(r["id"]) for r in tx.rows("tasks_subtree", id=task_id)]
+
+    def mine(self, root: str | None = None, user: str | None = None) -> list[Task]:
+        """The live tasks (not ended) of the subtree of task `root` (it included), or of
+        `user`, with positions and estimates, oldest first."""
+        with self._transaction(write=False) as tx:
+            ids = None if root is None else {r["id"] for r in tx.rows("tasks_subtree", id=root)}
+            rows = [
+                r
+                for r in tx.rows("tasks_live")
+                if (ids is None or r["id"] in ids) and (user is None or r["owner"] == user)
+            ]
+            if not rows:
+                return []
+            positions = self._positions(tx)
+            etas = estimates.line_estimates(tx, tx.now(), self.url)
+            return [
+                estimates.with_estimate(
+                    with_attempts(tx, task_from_row(r), positions.get(r["id"])), etas
+                )
+                for r in rows
+            ]
+
+    def status(self, now: float | None = None, limit: int | None = None) -> QueueStatus:
+        """Capacity (active of max, slots free) and the queued tasks in order: all of them,
+        or the first `limit` (`queued_total` says how many there are).
+
+        The head of a long line is read through the queue-order index, so its cost does
+        not grow with the line (unless aging is on: aged priorities are not indexed). Its
+        ETAs come from simulating the running tasks and that head alone; see
+        `estimates.head_estimates`.
+        """
+        with self._transaction(write=False) as tx:
+            now = tx.now() if now is None else now
+            settings = read_settings(tx)
+            running = [with_attempts(tx, task_from_row(r)) for r in tx.rows("tasks_running")]
+            if limit is None or settings["aging_interval"]:
+                queue = ordered_queue(tx, now, settings["aging_interval"])
+                total, queue = len(queue), queue[:limit]
+            else:
+                total = count_of(tx, "count_queued")
+                rows = tx.rows("tasks_queued_in_order", limit=limit, offset=0)
+                queue = [task_from_row(r) for r in rows]
+            if len(queue) < total and not settings["aging_interval"]:
+                etas = estimates.head_estimates(tx, now, len(queue), self.url)
+            else:
+                etas = estimates.line_estimates(tx, now, self.url)
+            running = [estimates.with_estimate(t, etas) for t in running]
+            placed = [estimates.with_estimate(t, etas, position=i) for i, t in enumerate(queue, 1)]
+            return replace(_queue_status(tx, settings, running, placed), queued_total=total)
+
+    def line(
+        self,
+        offset: int = 0,
+        limit: int = 100,
+        wanted: TaskFilter | None = None,
+        owner: str | None = None,
+        root: str | None = None,
+    ) -> Line:
+        """Capacity, running tasks, and queued tasks `offset`..`offset+limit` in queue
+        order with their positions; with a filter (`wanted`, the scope `owner` or `root`:
+        see `list_page`), only the queued (and parked) tasks that match, still with their
+        positions in the whole line. Only the page is read, unless aging is on."""
+        with self._transaction(write=False) as tx:
+            now = tx.now()
+            settings = read_settings(tx)
+            aging = settings["aging_interval"]
+            running = [with_attempts(tx, task_from_row(r)) for r in tx.rows("tasks_running")]
+            where = listing.where_of(wanted, owner, root)
+            if aging:
+                queue = ordered_queue(tx, now, aging)
+                kept = set(_ids(tx, where)) if where.groups else None
+                placed = [replace(t, position=i) for i, t in enumerate(queue, 1)]
+                placed = [t for t in placed if kept is None or t.id in kept]
+                total, page = len(placed), placed[offset : offset + limit]
+                next_up = queue[0].id if queue else None
+            else:
+                page, total = listing.queued_page(tx, where, offset, limit)
+                first = tx.one("tasks_queued_in_order", limit=1, offset=0)
+                next_up = None if first is None else str(first["id"])
+            parked, parked_total = listing.parked(tx, where, PARKED_SHOWN)
+            etas = estimates.line_estimates(tx, now, self.url)
+            running = [estimates.with_estimate(t, etas) for t in running]
+            page = [estimates.with_estimate(t, etas) for t in page]
+            parked = [estimates.with_estimate(t, etas) for t in parked]
+            status = _queue_status(tx, settings, running, page)
+            seq = last_seq(tx)
+            return Line(status, total, next_up, parked, parked_total, settings, seq, now)
+
+    def dependents(self, task_id: str) -> list[Task]:
+        """The tasks that depend on the task `task_id` (full id), oldest first."""
+        with self._transaction(write=False) as tx:
+            found = [load(tx, r["task_id"]) for r in tx.rows("dependents_of", dep_id=task_id)]
+            return sorted(found, key=lambda t: t.created_at)
+
+    def attempts(self) -> list[Attempt]:
+        """Every attempt ever made, by start time (for audits and stats)."""
+        with self._transaction(write=False) as tx:
+            return [attempt_from_row(r) for r in tx.rows("attempts_all")]
+
+    def counts(self) -> dict[str, int]:
+        """Number of tasks in each status."""
+        with self._transaction(write=False) as tx:
+            return {r["status"]: int(r["n"]) for r in tx.rows("count_by_status")}
+
+
+def _queue_status(
+    tx: Tx, settings: Settings, running: list[Task], queued: list[Task]
+) -> QueueStatus:
+    return QueueStatus(
+        active=sum(1 for t in running if settings.limits.in_pool(t)),
+        max_concurrent=settings.limits.max_concurrent,
+        paused=bool(settings["paused"]),
+        admission=_admission(tx.rows("nodes_pressed")),
+        over_limit=any(a.over_limit and a.finished_at is None for t in running for a in t.attempts),
+        queued=queued,
+        running=running,
+    )
+
+
+# Statuses whose tasks get estimates.
+_IN_LINE = frozenset({Status.RUNNING, Status.QUEUED, Status.WAITING, Status.HELD})
+
+
+def _ids(tx: Tx, where: Where) -> list[str]:
+    """The ids of every queued task that matches `where` (with aging, whose order is not
+    SQL's)."""
+    matched = Where([*where.groups]).all("tasks_where_status", status=Status.QUEUED.value)
+    return [str(r["id"]) for r in tx.select("tasks_page", matched, limit=1_000_000, offset=0)]
+
+
+def _admission(pressed: list[dict[str, Any]]) -> str | None:
+    """Why nodes hold new starts: one node's reason, or each pressed node's by name."""
+    if len(pressed) == 1:
+        return str(pressed[0]["pressure"])
+    return "; ".join(f"{row['id']}: {row['pressure']}" for row in pressed) or None
