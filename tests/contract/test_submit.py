@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -231,3 +232,49 @@ def test_submit_held_keeps_the_task_out_of_the_line(
     assert held.status is Status.HELD
     assert store.get(held.id).position is None
     assert claim() == []
+
+
+def test_submit_returns_each_task_as_a_read_of_it_does(store: Store, submit: SubmitFn) -> None:
+    """The tasks a batch returns are built from what it wrote, not read back: they must
+    equal a read in every field, JSON round trip included (tuples become lists)."""
+    parent = submit("parent")
+    dep = submit("dep")
+    made = store.submit_many(
+        [
+            {"command": ["echo", "a b"], "agent": "claude", "workspace": "/repo", "user": "ann"},
+            {
+                "callable": "mod.fn",
+                "args": {"n": 1, "nested": {"list": (1, 2.5, None)}, "flag": True},
+                "labels": {"team": "core"},
+                "env": {"A": "1"},
+                "priority": "high",
+                "timeout": 30,
+                "queue_ttl": 600,
+                "max_attempts": 3,
+                "backoff": 2,
+                "memory_mb": 512,
+                "expected_duration": 12.5,
+                "title": "with a title",
+            },
+            {"command": ["true"], "depends_on": [dep.id[:10]], "hold": True},
+            {"command": ["true"], "parent_id": parent.id},
+            {"command": ["true"], "hold": True},
+        ]
+    )
+    for task in made:
+        assert replace(store.get(task.id, estimate=False), position=None) == task
+    assert made[2].status is Status.WAITING
+    assert made[2].hold_when_ready
+    assert made[3].depth == 1
+
+
+def test_a_batch_counts_its_own_children_against_max_children(
+    store: Store, submit: SubmitFn
+) -> None:
+    parent = submit("parent")
+    store.set_setting("max_children", 2)
+    seq = store.last_seq()
+    with pytest.raises(BoundExceeded) as refused:
+        store.submit_many([{"command": ["true"], "parent_id": parent.id}] * 3)
+    assert refused.value.details["limit"] == "max_children"
+    assert_nothing_created(store, 1, seq)

@@ -96,7 +96,9 @@ class ClaimVerbs(StoreCore):
             # follow commit order: a slot is never seen taken before it was freed.
             now = tx.now() if now is None else now
             recorded = [_part(tx, record, report) for report in started]
-            outcomes = [_part(tx, end, report, now) for report in finished]
+            runs: list[tuple[str | None, float]] = []
+            outcomes = [_part(tx, end, report, now, None, runs) for report in finished]
+            estimates.record_runs(tx, runs, now)
             expired = tx.rows("tasks_ttl_due", now=now)
             for row in expired:
                 expire(tx, task_from_row(row), now)

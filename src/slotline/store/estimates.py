@@ -1,7 +1,7 @@
 """ETAs as the store reads them: the line in one query, recent run times, the simulation.
 
 Run inside the caller's transaction: `line_estimates` reads only the columns the
-simulation needs (one query for the whole line), and `record_run` keeps the recent run
+simulation needs (one query for the whole line), and `record_runs` keeps the recent run
 times of each agent type (and of all tasks) in `run_times`, so estimates survive a restart.
 """
 
@@ -251,33 +251,38 @@ def record_gap(tx: Tx, now: float) -> None:
     )
     gaps = [now - max(end, q) for end, q in zip(ends, queued[-len(ends) :], strict=False)]
     if gaps:
-        _add_sample(tx, [GAP], sum(gaps) / len(gaps), now)
+        _add_samples(tx, GAP, [sum(gaps) / len(gaps)], now)
 
 
-def record_run(tx: Tx, agent: str | None, seconds: float, now: float) -> None:
-    """Add one finished run's time to its agent type's window and to all tasks'."""
-    if not math.isfinite(seconds) or seconds < 0:
-        return
-    _add_sample(tx, [ALL] if agent is None else [("agent", agent), ALL], seconds, now)
+def record_runs(tx: Tx, runs: Iterable[tuple[str | None, float]], now: float) -> None:
+    """Add finished runs' times (agent type, seconds) to their agent types' windows and
+    to all tasks', with one read and one write per window however many runs."""
+    added: dict[tuple[str, str], list[float]] = {}
+    for agent, seconds in runs:
+        if not math.isfinite(seconds) or seconds < 0:
+            continue
+        if agent is not None:
+            added.setdefault(("agent", agent), []).append(seconds)
+        added.setdefault(ALL, []).append(seconds)
+    for scope, seconds_of in added.items():
+        _add_samples(tx, scope, seconds_of, now)
 
 
-def _add_sample(tx: Tx, scopes: list[tuple[str, str]], seconds: float, now: float) -> None:
-    for scope, name in scopes:
-        row = tx.one("run_time_get", scope=scope, name=name)
-        samples = [] if row is None else list(json.loads(row["samples"]))
-        samples = [*samples, round(seconds, 3)][-WINDOW:]
-        tx.run("run_time_delete", scope=scope, name=name)
-        tx.run(
-            "run_time_insert",
-            scope=scope,
-            name=name,
-            samples=json.dumps(samples),
-            estimate=durations.robust_mean(samples)
-            if scope == GAP[0]
-            else durations.fit(samples).mean,
-            runs=len(samples),
-            now=now,
-        )
+def _add_samples(tx: Tx, scope: tuple[str, str], seconds: list[float], now: float) -> None:
+    kind, name = scope
+    row = tx.one("run_time_get", scope=kind, name=name)
+    samples = [] if row is None else list(json.loads(row["samples"]))
+    samples = [*samples, *(round(s, 3) for s in seconds)][-WINDOW:]
+    estimate = durations.robust_mean(samples) if scope == GAP else durations.fit(samples).mean
+    tx.run(
+        "run_time_put",
+        scope=kind,
+        name=name,
+        samples=json.dumps(samples),
+        estimate=estimate,
+        runs=len(samples),
+        now=now,
+    )
 
 
 def seconds_until_room(

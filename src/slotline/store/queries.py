@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -93,6 +93,8 @@ class Cursor(Protocol):
 
     def fetchall(self) -> list[Any]: ...
 
+    def executemany(self, sql: Any, params_seq: Any, /) -> Any: ...
+
 
 class Tx:
     """One open transaction: run named queries, get rows as dicts."""
@@ -150,6 +152,11 @@ class Tx:
     def run(self, query: str, /, **params: Any) -> int:
         self._cursor.execute(self._queries[query], params)
         return self._cursor.rowcount
+
+    def run_many(self, query: str, rows: Sequence[Mapping[str, Any]], /) -> None:
+        """Run a query once per row of parameters, as one statement (`executemany`)."""
+        if rows:
+            self._cursor.executemany(self._queries[query], rows)
 
     @contextlib.contextmanager
     def part(self) -> Iterator[None]:

@@ -9,9 +9,14 @@ from typing import Any
 from slotline.models import Attempt, Event, Kind, Priority, Status, Task
 from slotline.transitions import StopRequest
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), sort_keys=True)
+
 
 def dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    """`value` as the store keeps JSON: compact, keys sorted."""
+    if not value and isinstance(value, list | tuple | dict):
+        return "{}" if isinstance(value, dict) else "[]"
+    return _ENCODER.encode(value)
 
 
 def _opt_float(value: Any) -> float | None:

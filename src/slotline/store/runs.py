@@ -169,8 +169,16 @@ def started(
     emit(tx, "started", task_id, tx.now(), attempt=attempt_id, pid=pid)
 
 
-def end(tx: Tx, report: Report, now: float, reap_after: float | None = None) -> str:
-    """`finish` inside the caller's transaction; returns the task's id."""
+def end(
+    tx: Tx,
+    report: Report,
+    now: float,
+    reap_after: float | None = None,
+    runs: list[tuple[str | None, float]] | None = None,
+) -> str:
+    """`finish` inside the caller's transaction; returns the task's id. A run that ran
+    adds its time to the recent run times, at once or, given `runs`, by appending
+    (agent type, seconds) there for the caller to record with others."""
     exit_code, reason, requeue = report.exit_code, report.reason, report.requeue
     task, attempt = live_attempt(tx, report.attempt_id, report.token)
     if reap_after is not None:
@@ -195,8 +203,7 @@ def end(tx: Tx, report: Report, now: float, reap_after: float | None = None) -> 
         outcome=outcome,
         reason=reason,
     )
-    if outcome in ("succeeded", "failed") and _ran(task, attempt.pid, exit_code):
-        estimates.record_run(tx, task.agent, now - attempt.started_at, now)
+    ran = outcome in ("succeeded", "failed") and _ran(task, attempt.pid, exit_code)
     used = task.attempt_count - task.attempt_base
     if outcome == "interrupted":
         tx.run("task_requeue_uncounted", id=task.id, status_reason=reason)
@@ -211,6 +218,12 @@ def end(tx: Tx, report: Report, now: float, reap_after: float | None = None) -> 
             exit_code=exit_code, failure_reason=reason,
             event={"attempt": attempt.id, "exit_code": exit_code, "reason": reason},
         )  # fmt: skip
+    if ran:
+        took = (task.agent, now - attempt.started_at)
+        if runs is None:
+            estimates.record_runs(tx, [took], now)
+        else:
+            runs.append(took)
     return task.id
 
 

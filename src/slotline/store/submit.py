@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from slotline.errors import BoundExceeded
 from slotline.models import Status, Task
 from slotline.store import deps, estimates
 from slotline.store.core import StoreCore
-from slotline.store.events import emit
 from slotline.store.queries import Tx
 from slotline.store.rows import dumps
 from slotline.store.settings import Settings, read_settings
-from slotline.store.tasks import count_of, load, next_rank, resolve
+from slotline.store.tasks import count_of, next_ranks, resolve
 
 if TYPE_CHECKING:  # imported when used: a read needs no pydantic model
     from slotline.spec import TaskSpec
@@ -38,7 +37,12 @@ class SubmitVerbs(StoreCore):
     def submit_many(
         self, specs: Iterable[TaskSpec | dict[str, Any]], now: float | None = None
     ) -> list[Task]:
-        """Submit several tasks in one transaction: all are created or none."""
+        """Submit several tasks in one transaction: all are created or none.
+
+        The rows, dependency edges and events of the batch are written with one
+        statement each (`executemany`), and the tasks returned are built from what was
+        written, not read back.
+        """
         from slotline.spec import parse_spec
 
         parsed = [parse_spec(s) for s in specs]
@@ -55,11 +59,13 @@ class SubmitVerbs(StoreCore):
                         max=bound,
                     )
                 _check_user_bound(tx, parsed, settings["max_queued_per_user"])
-                created = [self._insert(tx, spec, settings, now) for spec in parsed]
+                batch = _Batch(tx, settings, now)
+                for spec, rank in zip(parsed, next_ranks(tx, len(parsed)), strict=True):
+                    batch.add(spec, rank)
+                return batch.write()
         except BoundExceeded as refused:
             self._add_retry_hint(refused)
             raise
-        return [replace(t, position=None) for t in created]
 
     def _add_retry_hint(self, refused: BoundExceeded) -> None:
         """When a refused submit may succeed (`retry_after`, seconds), for a full queue or
@@ -75,78 +81,142 @@ class SubmitVerbs(StoreCore):
                 tx, now, etas, refused.details.get("parent_id"), refused.details.get("user")
             )
 
-    def _parent_depth(self, tx: Tx, parent_ref: str, settings: Settings) -> tuple[str, int]:
-        parent = resolve(tx, parent_ref)
-        depth = parent.depth + 1
-        if depth > settings["max_depth"]:
-            raise BoundExceeded(
-                f"task {parent.id[:8]} is at depth {parent.depth}; max_depth is "
-                f"{settings['max_depth']}",
-                limit="max_depth",
-                max=settings["max_depth"],
-            )
-        children = count_of(tx, "count_active_children", parent_id=parent.id)
-        if children >= settings["max_children"]:
-            raise BoundExceeded(
-                f"task {parent.id[:8]} already has {children} active children; "
-                f"max_children is {settings['max_children']}",
-                limit="max_children",
-                max=settings["max_children"],
-                parent_id=parent.id,
-            )
-        return parent.id, depth
 
-    def _insert(self, tx: Tx, spec: TaskSpec, settings: Settings, now: float) -> Task:
+class _Batch:
+    """The tasks of one submit, checked one by one against the bounds and written
+    together."""
+
+    def __init__(self, tx: Tx, settings: Settings, now: float) -> None:
+        self.tx, self.settings, self.now = tx, settings, now
+        self.rows: list[dict[str, Any]] = []
+        self.edges: list[dict[str, Any]] = []
+        self.events: list[dict[str, Any]] = []
+        self.tasks: list[Task] = []
+        # Children given to each parent by this batch so far (not yet in the table).
+        self.children: Counter[str] = Counter()
+
+    def add(self, spec: TaskSpec, rank: str) -> None:
         parent_id, depth = None, 0
         if spec.parent_id is not None:
-            parent_id, depth = self._parent_depth(tx, spec.parent_id, settings)
-        needs = deps.resolve_dependencies(tx, spec.depends_on)
+            parent_id, depth = self._parent_depth(spec.parent_id)
+        needs = deps.resolve_dependencies(self.tx, spec.depends_on)
         status, reason = deps.initial_status(needs, spec.hold)
-        task_id = secrets.token_hex(16)
-        tx.run(
-            "task_insert",
-            id=task_id,
-            kind=spec.resolved_kind.value,
-            command=dumps(spec.command),
+        task = Task(
+            id=secrets.token_hex(16),
+            kind=spec.resolved_kind,
+            command=tuple(spec.command),
             callable=spec.callable,
-            args=dumps(spec.args),
+            # As a read returns them: JSON has no tuples and only string keys.
+            args=json.loads(dumps(spec.args)) if spec.args else {},
             title=spec.display_title(),
             agent=spec.agent,
             workspace=spec.workspace,
-            owner=spec.user,
-            labels=dumps(spec.labels),
-            env=dumps(spec.env),
-            priority=int(spec.priority),
-            rank=next_rank(tx),
-            status=status.value,
+            user=spec.user,
+            labels=dict(spec.labels),
+            env=dict(spec.env),
+            priority=spec.priority,
+            boosted=False,
+            start_now=False,
+            rank=rank,
+            status=status,
             status_reason=reason,
-            depends_on=dumps([d.id for d in needs]),
+            depends_on=tuple(d.id for d in needs),
             parent_id=parent_id,
             depth=depth,
             max_attempts=spec.max_attempts,
-            backoff=spec.backoff,
+            backoff=float(spec.backoff),
             timeout=spec.timeout,
             queue_ttl=spec.queue_ttl,
-            created_at=now,
-            queued_at=now if status in (Status.QUEUED, Status.HELD) else None,
+            not_before=None,
+            kill_request=None,
+            restart_requested=False,
+            created_at=self.now,
+            queued_at=self.now if status in (Status.QUEUED, Status.HELD) else None,
+            started_at=None,
+            finished_at=None,
+            exit_code=None,
+            failure_reason=None,
+            attempt_count=0,
+            attempt_base=0,
+            current_attempt=None,
             memory_mb=spec.memory_mb,
             expected_duration=spec.expected_duration,
             hold_when_ready=spec.hold and status is Status.WAITING,
         )
-        for dep in needs:
-            tx.run("dep_insert", task_id=task_id, dep_id=dep.id)
-        emit(
-            tx,
-            "submitted",
-            task_id,
-            now,
-            to=status.value,
-            title=spec.display_title(),
-            priority=spec.priority.label,
-            parent_id=parent_id,
-            reason=reason,
+        self.tasks.append(task)
+        self.rows.append(
+            {
+                "id": task.id,
+                "kind": task.kind.value,
+                "command": dumps(task.command),
+                "callable": task.callable,
+                "args": dumps(task.args),
+                "title": task.title,
+                "agent": task.agent,
+                "workspace": task.workspace,
+                "owner": task.user,
+                "labels": dumps(task.labels),
+                "env": dumps(task.env),
+                "priority": int(task.priority),
+                "rank": rank,
+                "status": status.value,
+                "status_reason": reason,
+                "depends_on": dumps(task.depends_on),
+                "parent_id": parent_id,
+                "depth": depth,
+                "max_attempts": task.max_attempts,
+                "backoff": task.backoff,
+                "timeout": task.timeout,
+                "queue_ttl": task.queue_ttl,
+                "created_at": self.now,
+                "queued_at": task.queued_at,
+                "memory_mb": task.memory_mb,
+                "expected_duration": task.expected_duration,
+                "hold_when_ready": task.hold_when_ready,
+            }
         )
-        return load(tx, task_id)
+        self.edges.extend({"task_id": task.id, "dep_id": dep.id} for dep in needs)
+        data = {
+            "to": status.value,
+            "title": task.title,
+            "priority": spec.priority.label,
+            "parent_id": parent_id,
+            "reason": reason,
+        }
+        self.events.append(
+            {"at": self.now, "kind": "submitted", "task_id": task.id, "data": dumps(data)}
+        )
+
+    def _parent_depth(self, parent_ref: str) -> tuple[str, int]:
+        parent = resolve(self.tx, parent_ref)
+        depth = parent.depth + 1
+        bound = self.settings["max_depth"]
+        if depth > bound:
+            raise BoundExceeded(
+                f"task {parent.id[:8]} is at depth {parent.depth}; max_depth is {bound}",
+                limit="max_depth",
+                max=bound,
+            )
+        children = count_of(self.tx, "count_active_children", parent_id=parent.id)
+        children += self.children[parent.id]
+        bound = self.settings["max_children"]
+        if children >= bound:
+            raise BoundExceeded(
+                f"task {parent.id[:8]} already has {children} active children; "
+                f"max_children is {bound}",
+                limit="max_children",
+                max=bound,
+                parent_id=parent.id,
+            )
+        self.children[parent.id] += 1
+        return parent.id, depth
+
+    def write(self) -> list[Task]:
+        """Write the batch; the tasks as a read of them would return them."""
+        self.tx.run_many("task_insert", self.rows)
+        self.tx.run_many("dep_insert", self.edges)
+        self.tx.run_many("event_append", self.events)
+        return self.tasks
 
 
 def _check_user_bound(tx: Tx, specs: list[TaskSpec], bound: int | None) -> None:

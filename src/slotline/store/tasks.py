@@ -69,6 +69,16 @@ def next_rank(tx: Tx) -> str:
     return seq_rank(int(row["value"]))
 
 
+def next_ranks(tx: Tx, n: int) -> list[str]:
+    """`n` ranks after every rank given so far, in order, taken with one statement."""
+    if n <= 0:
+        return []
+    row = tx.one("counter_add", name="rank", n=n)
+    assert row is not None
+    last = int(row["value"])
+    return [seq_rank(value) for value in range(last - n + 1, last + 1)]
+
+
 def free_rank(tx: Tx, lo: str | None, hi: str) -> str:
     """A rank strictly between `lo` and `hi` that no queued, held or running task has.
 

@@ -36,6 +36,12 @@ SELECT COALESCE(MAX(seq), 0) AS seq FROM events;
 -- name: counter_next
 UPDATE counters SET value = value + 1 WHERE name = :name RETURNING value;
 
+-- name: counter_add
+UPDATE counters SET value = value + :n WHERE name = :name RETURNING value;
+
+-- name: event_append
+INSERT INTO events (at, kind, task_id, data) VALUES (:at, :kind, :task_id, :data);
+
 -- name: task_get
 SELECT * FROM tasks WHERE id = :id;
 
@@ -337,12 +343,12 @@ SELECT scope, name, samples, estimate, runs FROM run_times;
 -- name: run_time_get
 SELECT samples, runs FROM run_times WHERE scope = :scope AND name = :name;
 
--- name: run_time_delete
-DELETE FROM run_times WHERE scope = :scope AND name = :name;
-
--- name: run_time_insert
+-- name: run_time_put
 INSERT INTO run_times (scope, name, samples, estimate, runs, updated_at)
-VALUES (:scope, :name, :samples, :estimate, :runs, :now);
+VALUES (:scope, :name, :samples, :estimate, :runs, :now)
+ON CONFLICT (scope, name) DO UPDATE SET
+    samples = excluded.samples, estimate = excluded.estimate, runs = excluded.runs,
+    updated_at = excluded.updated_at;
 
 -- name: active_children_ends
 SELECT id FROM tasks
