@@ -8,6 +8,7 @@ which verbs are refused and where a task goes, from the state the store reports.
 
 from __future__ import annotations
 
+import collections
 import itertools
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -510,6 +511,7 @@ class StoreMachine(RuleBasedStateMachine):
         tasks = self.tasks()
         status = self.store.status(now=self.clock)
         self.check_every_task_exists_once(tasks)
+        self.check_the_counts_match_the_tasks(tasks, status)
         self.check_the_line_is_in_order(tasks, status)
         self.check_running_tasks_stay_within_the_limits(status)
         self.check_one_live_attempt_per_running_task(tasks)
@@ -519,6 +521,13 @@ class StoreMachine(RuleBasedStateMachine):
     def check_every_task_exists_once(self, tasks: dict[str, Task]) -> None:
         assert len(self.store.list_tasks()) == len(tasks)
         assert sorted(tasks) == sorted(self.ids)
+
+    def check_the_counts_match_the_tasks(self, tasks: dict[str, Task], status: QueueStatus) -> None:
+        """The per-status counts the triggers keep are the counts of the rows."""
+        counted = collections.Counter(t.status.value for t in tasks.values())
+        assert self.store.counts() == dict(counted)
+        assert status.queued_total == counted["queued"]
+        assert self.store.status(now=self.clock, limit=1).queued_total == counted["queued"]
 
     def check_the_line_is_in_order(self, tasks: dict[str, Task], status: QueueStatus) -> None:
         queued = status.queued

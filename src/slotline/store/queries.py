@@ -173,6 +173,28 @@ class Tx:
 
 
 def split_statements(script: str) -> list[str]:
-    """The statements of a migration script (which holds no `;` inside literals)."""
-    lines = [line for line in script.splitlines() if not line.strip().startswith("--")]
-    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
+    """The statements of a migration script: each ends with a `;` at the end of a line,
+    except inside a trigger body (`BEGIN` … `END;`, SQLite) or a dollar-quoted function
+    body (`$$` … `$$`, PostgreSQL), whose own statements end with `;` too. Comment lines
+    are dropped (a `;` may appear in them, never inside a literal)."""
+    statements: list[str] = []
+    lines: list[str] = []
+    in_dollar = in_begin = False
+    for line in script.splitlines():
+        text = line.strip()
+        if not text or text.startswith("--"):
+            continue
+        lines.append(line)
+        if text.count("$$") % 2:
+            in_dollar = not in_dollar
+        if not in_dollar:
+            if text.upper().endswith("BEGIN"):
+                in_begin = True
+            elif in_begin and text.upper() == "END;":
+                in_begin = False
+        if text.endswith(";") and not in_dollar and not in_begin:
+            statements.append("\n".join(lines).strip().removesuffix(";").strip())
+            lines = []
+    if lines:
+        statements.append("\n".join(lines).strip())
+    return statements

@@ -99,7 +99,7 @@ WHERE rank = :rank AND status IN ('queued', 'held', 'running') LIMIT 1;
 SELECT MIN(rank) AS rank FROM tasks WHERE status IN ('queued', 'held');
 
 -- name: count_pending
-SELECT COUNT(*) AS n FROM tasks WHERE status IN ('waiting', 'queued', 'held');
+SELECT SUM(n) AS n FROM status_counts WHERE status IN ('waiting', 'queued', 'held');
 
 -- name: count_pending_of_user
 SELECT COUNT(*) AS n FROM tasks
@@ -114,7 +114,7 @@ SELECT COUNT(*) AS n FROM tasks
 WHERE parent_id = :parent_id AND status IN ('waiting', 'queued', 'held', 'running');
 
 -- name: count_by_status
-SELECT status, COUNT(*) AS n FROM tasks GROUP BY status;
+SELECT status, n FROM status_counts WHERE n > 0;
 
 -- name: task_set_status
 UPDATE tasks SET status = :status, status_reason = :status_reason WHERE id = :id;
@@ -321,7 +321,7 @@ WHERE at >= :since ORDER BY bucket;
 SELECT * FROM tasks WHERE finished_at >= :since ORDER BY finished_at;
 
 -- name: count_queued
-SELECT COUNT(*) AS n FROM tasks WHERE status = 'queued';
+SELECT n FROM status_counts WHERE status = 'queued';
 
 -- name: attempts_of_finished_since
 SELECT a.* FROM attempts a JOIN tasks t ON t.id = a.task_id
