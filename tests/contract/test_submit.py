@@ -278,3 +278,18 @@ def test_a_batch_counts_its_own_children_against_max_children(
         store.submit_many([{"command": ["true"], "parent_id": parent.id}] * 3)
     assert refused.value.details["limit"] == "max_children"
     assert_nothing_created(store, 1, seq)
+
+
+def test_the_counts_follow_every_change_of_status(
+    store: Store, submit: SubmitFn, claim: ClaimFn
+) -> None:
+    """`status` with a limit and `counts` read the per-status counts the triggers keep."""
+    store.set_setting("max_concurrent", 1)
+    tasks = [submit(f"t{i}") for i in range(5)]
+    store.hold(tasks[1].id)
+    store.cancel(tasks[2].id)
+    assert len(claim()) == 1
+    assert store.counts() == {"queued": 2, "held": 1, "cancelled": 1, "running": 1}
+    assert store.status(limit=1).queued_total == 2
+    store.restart(tasks[2].id)
+    assert store.status(limit=1).queued_total == 3
