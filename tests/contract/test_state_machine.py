@@ -508,9 +508,10 @@ class StoreMachine(RuleBasedStateMachine):
     @invariant()
     def the_store_is_consistent(self) -> None:
         """Every check after every step, from one read of the tasks, line and events."""
-        tasks = self.tasks()
+        listed = self.store.list_tasks()
+        tasks = {t.id: t for t in listed}
         status = self.store.status(now=self.clock)
-        self.check_every_task_exists_once(tasks)
+        self.check_every_task_exists_once(listed, tasks)
         self.check_the_counts_match_the_tasks(tasks, status)
         self.check_the_line_is_in_order(tasks, status)
         self.check_running_tasks_stay_within_the_limits(status)
@@ -518,8 +519,8 @@ class StoreMachine(RuleBasedStateMachine):
         self.check_events_replay_to_the_current_statuses(tasks)
         self.check_dependents_wait_only_on_what_can_still_succeed(tasks)
 
-    def check_every_task_exists_once(self, tasks: dict[str, Task]) -> None:
-        assert len(self.store.list_tasks()) == len(tasks)
+    def check_every_task_exists_once(self, listed: list[Task], tasks: dict[str, Task]) -> None:
+        assert len(listed) == len(tasks)
         assert sorted(tasks) == sorted(self.ids)
 
     def check_the_counts_match_the_tasks(self, tasks: dict[str, Task], status: QueueStatus) -> None:
