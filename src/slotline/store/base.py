@@ -17,13 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 from slotline.errors import BoundExceeded
 from slotline.models import Attempt, Event, Status, Task, TaskPage
-from slotline.store import deps, estimates, listing, ops
+from slotline.store import deps, estimates, listing, ops, serving
 from slotline.store.nodes import NodeVerbs
 from slotline.store.ops import Settings
 from slotline.store.queries import Tx, Where
 from slotline.store.rows import attempt_from_row, dumps, event_from_row, task_from_row
 from slotline.store.runs import RunVerbs
 from slotline.store.samples import SampleVerbs
+from slotline.store.serving import ServingVerbs
 
 if TYPE_CHECKING:  # imported when used: a read needs neither pydantic model
     from slotline.spec import TaskSpec
@@ -96,7 +97,7 @@ class Line:
 PARKED_SHOWN = 200
 
 
-class Store(RunVerbs, NodeVerbs, SampleVerbs):
+class Store(RunVerbs, NodeVerbs, SampleVerbs, ServingVerbs):
     """Every change to slotline's state goes through one of these verbs."""
 
     # -- reads --------------------------------------------------------------------------
@@ -124,7 +125,7 @@ class Store(RunVerbs, NodeVerbs, SampleVerbs):
                         tx, "queue_position", boosted=task.boosted,
                         priority=int(task.priority), rank=task.rank,
                     )  # fmt: skip
-            task = ops.with_attempts(tx, task, position)
+            task = serving.annotate(tx, [ops.with_attempts(tx, task, position)])[0]
             if estimate and task.status in _IN_LINE:
                 task = estimates.with_estimate(
                     task, estimates.line_estimates(tx, tx.now(), self.url)
@@ -232,6 +233,7 @@ class Store(RunVerbs, NodeVerbs, SampleVerbs):
                 etas = estimates.line_estimates(tx, now, self.url)
             running = [estimates.with_estimate(t, etas) for t in running]
             placed = [estimates.with_estimate(t, etas, position=i) for i, t in enumerate(queue, 1)]
+            placed = serving.annotate(tx, placed)
             return replace(_queue_status(tx, settings, running, placed), queued_total=total)
 
     def line(
@@ -266,7 +268,7 @@ class Store(RunVerbs, NodeVerbs, SampleVerbs):
             parked, parked_total = listing.parked(tx, where, PARKED_SHOWN)
             etas = estimates.line_estimates(tx, now, self.url)
             running = [estimates.with_estimate(t, etas) for t in running]
-            page = [estimates.with_estimate(t, etas) for t in page]
+            page = serving.annotate(tx, [estimates.with_estimate(t, etas) for t in page])
             parked = [estimates.with_estimate(t, etas) for t in parked]
             status = _queue_status(tx, settings, running, page)
             last_seq = int((tx.one("events_last_seq") or {"seq": 0})["seq"])
