@@ -214,11 +214,8 @@ async def run_in_process(ref: FunctionRef, args: dict[str, Any], run: ProcessRun
     """Run the function in a worker process until it returns, raises, times out, or this
     coroutine is cancelled (a stop request): then its process group gets TERM, and KILL
     after the grace period, and the outcome is known only once nothing of it runs."""
-    private_dir(run.log_path.parent)
     exit_path = run.log_path.with_suffix(".fexit")
     result_path = run.log_path.with_suffix(".result")
-    for stale in (exit_path, result_path):
-        stale.unlink(missing_ok=True)
     request = {
         "module": ref.module,
         "qualname": ref.qualname,
@@ -233,7 +230,8 @@ async def run_in_process(ref: FunctionRef, args: dict[str, Any], run: ProcessRun
         "memory_mb": run.memory_mb,
     }
     try:
-        pid = await asyncio.to_thread(WORKERS.request, request)
+        # Off the loop: making the attempt's folder costs a millisecond or more.
+        pid = await asyncio.to_thread(_start, request, run.log_path.parent, exit_path, result_path)
     except OSError as exc:
         return Outcome(None, f"cannot start the function: {exc.strerror or exc}")
     handle = ProcessHandle(pid, process_start_time(pid), run.log_path, exit_path)
@@ -248,6 +246,13 @@ async def run_in_process(ref: FunctionRef, args: dict[str, Any], run: ProcessRun
         await waiting
         raise
     return _outcome(handle, ended, result_path)
+
+
+def _start(request: dict[str, Any], folder: Path, *stale: Path) -> int:
+    private_dir(folder)
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return WORKERS.request(request)
 
 
 def _outcome(handle: ProcessHandle, ended: Outcome, result_path: Path) -> Outcome:

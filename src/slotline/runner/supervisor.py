@@ -210,8 +210,9 @@ class Supervisor:
 
     async def _keep_result(self, run: Run, outcome: Outcome) -> Outcome:
         """Store what a function returned before its end is reported (the end makes it
-        the task's result); a result the store refuses fails the attempt."""
-        if outcome.result is None:
+        the task's result); a result the store refuses fails the attempt. None (JSON
+        null) is what a task without a result shows: nothing is written for it."""
+        if outcome.result in (None, "null"):
             return outcome
         try:
             await self._with_retries(
