@@ -64,7 +64,9 @@ def peak_rss_kb() -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.child")
     parser.add_argument("side", choices=SIDES)
-    parser.add_argument("action", choices=("submit", "submit_normal", "submit_many", "drain"))
+    parser.add_argument(
+        "action", choices=("submit", "submit_normal", "submit_many", "drain", "drain_served")
+    )
     parser.add_argument("path", type=Path, help="the SQLite file (fresh, or pre-filled to drain)")
     parser.add_argument("--n", type=int, default=0)
     parser.add_argument("--workers", type=int, default=1, help="huey's worker threads")
@@ -78,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         result = {"rate": side.submit_rate(args.path, args.n, normal=True)}
     elif args.action == "submit_many":
         result = {"rate": side.submit_many_rate(args.path, args.n)}
+    elif args.action == "drain_served":  # slotline only: through `slotline serve --app`
+        result = dataclasses.asdict(side.drain_served(args.path, args.timeout))
     elif args.side == "huey":
         result = dataclasses.asdict(side.drain(args.path, args.n, args.workers, args.timeout))
     else:

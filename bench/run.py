@@ -34,14 +34,22 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def drain(side: str, folder: Path, workload: str, n: int, limit: int, sleep: float) -> Any:
+def drain(
+    side: str,
+    folder: Path,
+    workload: str,
+    n: int,
+    limit: int,
+    sleep: float,
+    action: str = "drain",
+) -> Any:
     """Pre-fill a fresh queue in this process, then drain it in a child of `side`."""
-    path = folder / f"{side}-{workload}.db"
+    path = folder / f"{side}-{workload}-{action}.db"
     if side == "slotline":
         slotline_side.fill(path, workload, n, limit, sleep)
     else:
         huey_side.fill(path, workload, n, sleep)
-    result = run_child(side, "drain", path, CHILD_TIMEOUT, n=n, workers=limit)
+    result = run_child(side, action, path, CHILD_TIMEOUT, n=n, workers=limit)
     if result["succeeded"] != n:
         raise RuntimeError(f"{side}: only {result['succeeded']} of {n} {workload} tasks succeeded")
     return result
@@ -69,6 +77,11 @@ def one_run(sizes: Sizes, order: tuple[str, ...], folder: Path) -> dict[str, flo
         sample[f"{side}.drain_s"] = result["seconds"]
         sample[f"{side}.drain_rate"] = sizes.drain / result["seconds"]
         sample[f"{side}.drain_rss_mib"] = result["peak_rss_kb"] / MIB
+    # The same no-ops as users run them: `slotline serve --app`, each in a worker process.
+    result = drain("slotline", folder, NOOP, sizes.drain, sizes.drain_limit, 0, "drain_served")
+    sample["slotline.served_drain_s"] = result["seconds"]
+    sample["slotline.served_drain_rate"] = sizes.drain / result["seconds"]
+    sample["slotline.served_drain_rss_mib"] = result["node_rss_kb"] / MIB
     for side in order:
         result = drain(side, folder, SLEEP, sizes.procs, sizes.procs_limit, sizes.sleep)
         sample[f"{side}.procs_s"] = result["seconds"]

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -10,6 +14,7 @@ from typing import Any
 
 from bench.stats import gaps_between
 from bench.workloads import NOOP, SLEEP, STAMP, Drained
+from slotline.models import TERMINAL
 from slotline.node import Node
 from slotline.store import open_store
 
@@ -89,3 +94,44 @@ def drain(path: Path, timeout: float) -> Drained:
             (a.started_at, a.finished_at) for a in attempts if a.finished_at is not None
         )
     return Drained(seconds, succeeded, gaps_between(stamps), store_gaps)
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def drain_served(path: Path, timeout: float) -> Drained:
+    """Drain the pre-filled store with `slotline serve --app bench.app:app` (a node process,
+    its no-ops in worker processes); timed from the node's first line (it is up) to the
+    last run's end as the store recorded it. `peak_rss_kb` is the node process's."""
+    argv = [sys.executable, "-m", "slotline", "--store", str(path), "serve", "--no-http",
+            "--node-id", "bench", "--app", "bench.app:app", "--sample-interval", "0"]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLOTLINE_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    node = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+    store = open_store(path)
+    try:
+        assert node.stdout is not None
+        node.stdout.readline()
+        start = time.time()
+        deadline = time.monotonic() + timeout
+        total = sum(store.counts().values())
+        while sum(n for s, n in store.counts().items() if s in TERMINAL) < total:
+            if time.monotonic() > deadline or node.poll() is not None:
+                raise RuntimeError(f"the node did not drain {path} in {timeout:g}s")
+            time.sleep(0.05)
+        rss = _peak_rss_kb(node.pid)
+        attempts = store.attempts()
+        succeeded = store.counts().get("succeeded", 0)
+    finally:
+        node.send_signal(signal.SIGTERM)
+        node.communicate(timeout=60)
+        store.close()
+    end = max(a.finished_at or 0.0 for a in attempts)
+    return Drained(end - start, succeeded, node_rss_kb=rss)
+
+
+def _peak_rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return 0

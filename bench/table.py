@@ -26,6 +26,10 @@ def rows(sizes: Sizes) -> list[Row]:
         f"(ideal {sizes.ideal_procs_seconds():.2f} s)"
     )
     handoff = f"4. hand-off at limit 1 ({sizes.handoff} callables)"
+    served = (
+        f"2b. drain {sizes.drain:,} no-op functions through `slotline serve --app` "
+        f"(a worker process each), limit {sizes.drain_limit}"
+    )
     return [
         Row("1. submit, one at a time", "tasks/s", "submit", "higher", 0),
         Row(
@@ -38,6 +42,8 @@ def rows(sizes: Sizes) -> list[Row]:
         Row("1. submit_many, one batch", "tasks/s", "submit_many", "higher", 0, huey=False),
         Row(drain, "wall s", "drain_s", "lower"),
         Row(drain, "tasks/s", "drain_rate", "higher", 0),
+        Row(served, "wall s", "served_drain_s", "lower", huey=False),
+        Row(served, "tasks/s", "served_drain_rate", "higher", 0, huey=False),
         Row(procs, "wall s", "procs_s", "lower"),
         Row(procs, "overhead over ideal, s", "procs_overhead_s", "lower"),
         Row(handoff, "p50 ms (in-task stamps)", "handoff_p50_ms", "lower"),
@@ -46,6 +52,14 @@ def rows(sizes: Sizes) -> list[Row]:
         Row(handoff, "p99 ms (store finished→started)", "store_p99_ms", "lower", huey=False),
         Row("5. peak RSS of the node/consumer", "MiB, during 2", "drain_rss_mib", "lower", 1),
         Row("5. peak RSS of the node/consumer", "MiB, during 3", "procs_rss_mib", "lower", 1),
+        Row(
+            "5. peak RSS of the node/consumer",
+            "MiB, during 2b",
+            "served_drain_rss_mib",
+            "lower",
+            1,
+            huey=False,
+        ),
     ]
 
 

@@ -44,3 +44,5 @@ class Drained:
     gaps: list[float] = field(default_factory=list)
     # slotline only: an attempt's finished_at to the next attempt's started_at, from the store.
     store_gaps: list[float] = field(default_factory=list)
+    # slotline's `serve --app` drain only: the node process's peak RSS (KiB).
+    node_rss_kb: int | None = None

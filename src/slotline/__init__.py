@@ -1,7 +1,7 @@
 """slotline: an agent task queue with concurrency control.
 
-The Python API (`Queue`, `Node`, `TaskSpec`) is imported on first use, so that a command
-of the CLI that needs none of it (`slotline status`) does not pay for it.
+The Python API (`App`, `Queue`, `open`, `Node`, `TaskSpec`) is imported on first use, so
+that a command of the CLI that needs none of it (`slotline status`) does not pay for it.
 """
 
 from __future__ import annotations
@@ -20,12 +20,14 @@ from slotline.errors import (
     SlotlineError,
     StaleAttempt,
     StoreError,
+    TaskFailed,
     UnknownDependency,
 )
 from slotline.models import Attempt, Event, Priority, Status, Task
 
 if typing.TYPE_CHECKING:
-    from slotline.api import Queue, open_queue
+    from slotline.api import Queue, SyncQueue, UnservedWarning, open, open_queue
+    from slotline.app import App, TaskHandle
     from slotline.node import Node
     from slotline.spec import TaskSpec
 
@@ -33,9 +35,14 @@ __version__ = "0.1.0"
 
 # The exports that are imported when first used: name -> module.
 _LAZY = {
+    "App": "slotline.app",
     "Node": "slotline.node",
     "Queue": "slotline.api",
+    "SyncQueue": "slotline.api",
+    "TaskHandle": "slotline.app",
     "TaskSpec": "slotline.spec",
+    "UnservedWarning": "slotline.api",
+    "open": "slotline.api",
     "open_queue": "slotline.api",
 }
 
@@ -51,6 +58,7 @@ def __getattr__(name: str) -> typing.Any:
 
 __all__ = [
     "AmbiguousId",
+    "App",
     "Attempt",
     "BoundExceeded",
     "DependencyCycle",
@@ -66,9 +74,14 @@ __all__ = [
     "StaleAttempt",
     "Status",
     "StoreError",
+    "SyncQueue",
     "Task",
+    "TaskFailed",
+    "TaskHandle",
     "TaskSpec",
     "UnknownDependency",
+    "UnservedWarning",
     "__version__",
+    "open",
     "open_queue",
 ]

@@ -23,6 +23,8 @@ MAX_SECONDS = 10 * 366 * 86400.0
 # Labels: how many a task may carry and how long a value may be.
 MAX_LABELS = 64
 MAX_LABEL_VALUE = 1024
+# A function task's result, as JSON: larger ones fail the attempt, saying so.
+MAX_RESULT_BYTES = 1024 * 1024
 
 _HEX = re.compile(r"^[0-9a-f]+$")
 _DASHED = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")

@@ -159,6 +159,14 @@ class Config(BaseModel):
         """The file this configuration was read from, if any."""
         return self._source
 
+    @field_validator("env_allow", mode="before")
+    @classmethod
+    def _env_allow(cls, value: Any) -> Any:
+        """`$SLOTLINE_ENV_ALLOW` gives the names separated by commas or spaces."""
+        if isinstance(value, str):
+            return [name for name in re.split(r"[\s,]+", value) if name]
+        return value
+
     def agent(self, name: str) -> AgentType:
         try:
             return self.agents[name]
@@ -228,6 +236,7 @@ ENV_KEYS = (
     "log_max_bytes",
     "lease",
     "slots",
+    "env_allow",
 )
 
 

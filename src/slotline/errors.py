@@ -8,6 +8,7 @@ SlotlineError
 ├── AmbiguousId             a prefix that matches several tasks (HTTP 422)
 ├── InvalidTransition       the verb does not apply to the task's state (HTTP 409)
 ├── StaleAttempt            a report from an attempt that is no longer current (HTTP 409)
+├── TaskFailed              a task whose result was asked for did not succeed
 ├── BoundExceeded           queue size, depth or children bound reached (HTTP 429)
 ├── AccessDenied            the server refused the token, or its role the verb
 └── StoreError              the store cannot be used
@@ -58,6 +59,10 @@ class InvalidTransition(SlotlineError):
 
 class StaleAttempt(SlotlineError):
     """A report names an attempt that is not the task's live attempt, or a wrong token."""
+
+
+class TaskFailed(SlotlineError):
+    """The task whose result was asked for failed, was cancelled or expired."""
 
 
 class BoundExceeded(SlotlineError):

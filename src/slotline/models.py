@@ -230,6 +230,8 @@ class Task:
     hold_when_ready: bool = False
     attempts: tuple[Attempt, ...] = ()
     position: int | None = None
+    # What a succeeded function task returned (JSON), filled in by single-task reads.
+    result: Any = None
     # Estimates filled in by queue reads (scheduler/eta.py); None when unknown. Derived
     # from the clock, not state: two reads of an unchanged task compare equal.
     eta_start: float | None = field(default=None, compare=False)
@@ -274,6 +276,7 @@ class Task:
             "finished_at": iso(self.finished_at),
             "exit_code": self.exit_code,
             "failure_reason": self.failure_reason,
+            "result": self.result,
             "attempts": [a.to_dict() for a in self.attempts],
         }
 

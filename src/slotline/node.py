@@ -24,7 +24,7 @@ from slotline.config import Admission
 from slotline.errors import InvalidInput, SlotlineError
 from slotline.models import Kind, utcnow
 from slotline.runner import adopt
-from slotline.runner.callable import Registry, TaskFunction
+from slotline.runner.callable import Entry, Registry, TaskFunction
 from slotline.runner.env import BASE_ALLOW
 from slotline.runner.process import DEFAULT_LOG_MAX, process_start_time
 from slotline.runner.supervisor import RunSettings, Supervisor
@@ -55,7 +55,7 @@ class Node:
         *,
         node_id: str | None = None,
         log_dir: Path | None = None,
-        callables: Mapping[str, TaskFunction] | None = None,
+        callables: Mapping[str, Entry] | None = None,
         kill_grace: float = 10.0,
         heartbeat: float | None = None,
         lease: float = LEASE_SECONDS,
@@ -86,6 +86,8 @@ class Node:
         self.guard = guard or Guard(admission or Admission())
         self._verdict = Verdict()
         self._changed = asyncio.Event()
+        # Set once the node is registered (with the functions it serves) and dispatching.
+        self.ready = asyncio.Event()
         settings = RunSettings(
             log_dir=log_dir or default_log_dir(store),
             registry=self.registry,
@@ -138,6 +140,7 @@ class Node:
 
     async def _loop(self, stop: asyncio.Event, until_idle: bool) -> None:
         await asyncio.to_thread(self._claim_node_id)
+        self.ready.set()
         watcher = self.store.watcher()
         log.info("node started", extra={"node": self.node_id, "store": self.store.url})
         beat = asyncio.create_task(self._heartbeat(stop))
@@ -198,6 +201,7 @@ class Node:
                     f"{row['host']}); stop it, or give this one another --node-id"
                 )
         self.store.register_node(self.node_id)
+        self.store.serve_functions(self.node_id, self.registry.names())
 
     async def _sleep(self, watcher: Any, stop: asyncio.Event, delay: float) -> None:
         waiters = [
@@ -230,6 +234,7 @@ class Node:
                 finished=batch.finished,
                 log_dir=self.supervisor.settings.log_dir,
                 watcher=watcher,
+                functions=self.registry.names(),
             )
         except BaseException:
             self.supervisor.restore(batch)

@@ -77,6 +77,7 @@ def task_from_json(data: dict[str, Any]) -> Task:
         finished_at=_epoch(data.get("finished_at")),
         exit_code=data.get("exit_code"),
         failure_reason=data.get("failure_reason"),
+        result=data.get("result"),
         attempt_count=max((a.number for a in attempts), default=0),
         attempt_base=0,
         current_attempt=data.get("current_attempt"),

@@ -73,3 +73,18 @@ def test_scale_workload_measures_every_read_and_the_node_behind_a_backlog(
         assert len(result[name]) == 3  # median, min, max
     assert result["node"]["rate"] > 0
     assert "| sqlite | 50 |" in scale.render([result])
+
+
+def test_noop_drain_through_serve_app_succeeds_for_every_task(
+    bench: ModuleType, tmp_path: Path
+) -> None:
+    path = tmp_path / "store.db"
+    bench.slotline_side.fill(path, bench.workloads.NOOP, 20, limit=4)
+
+    drained = bench.slotline_side.drain_served(path, timeout=120)
+
+    assert drained.succeeded == 20
+    assert drained.node_rss_kb
+    with open_store(path) as store:
+        assert store.counts() == {"succeeded": 20}
+        assert {t.callable for t in store.list_tasks()} == {bench.workloads.NOOP}

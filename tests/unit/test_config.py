@@ -166,3 +166,15 @@ def test_agent_types_are_validated_strictly(tmp_path: Path, agent: str) -> None:
 def test_numbers_in_the_file_are_finite_and_bounded(tmp_path: Path, text: str) -> None:
     with pytest.raises(InvalidInput):
         load_config(write(tmp_path, text + "\n"))
+
+
+def test_the_environment_allow_list_comes_from_slotline_env_allow_or_a_flag(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "slotline.yaml"
+    path.write_text("env_allow: [FROM_FILE]\n")
+    assert load_config(path, env={}).env_allow == ["FROM_FILE"]
+    from_env = load_config(path, env={"SLOTLINE_ENV_ALLOW": "ONE, TWO THREE"})
+    assert from_env.env_allow == ["ONE", "TWO", "THREE"]
+    flagged = load_config(path, env={"SLOTLINE_ENV_ALLOW": "ONE"}, overrides={"env_allow": ["X"]})
+    assert flagged.env_allow == ["X"]

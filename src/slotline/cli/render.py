@@ -17,7 +17,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from slotline.models import Event, Limit, Status, Task, iso
+from slotline.models import Event, Kind, Limit, Status, Task, iso
 from slotline.store import QueueStatus, Settings
 
 STATUS_STYLES: dict[Status, str] = {
@@ -254,6 +254,9 @@ def queue_status(
             _until(task.eta_start, now),
         )
     parts.append(keep_widths(queued) if status.queued else Text("nothing queued", style="dim"))
+    for task in shown:  # a function no live node serves: why it does not start
+        if task.kind is Kind.CALLABLE and task.status_reason:
+            parts.append(Text(f"{ids[task.id]}: {printable(task.status_reason)}", style="yellow"))
     if len(shown) < total:
         more = total - len(shown)
         parts.append(Text(f"… and {more} more (slotline status --all)", style="dim"))
@@ -309,6 +312,7 @@ def task_detail(task: Task, now: float) -> RenderableType:
         ("eta basis", task.eta_basis),
         ("exit code", None if task.exit_code is None else str(task.exit_code)),
         ("failure", text(task.failure_reason) if task.failure_reason else None),
+        ("result", None if task.result is None else text(_result(task.result))),
         ("log", task.attempts[-1].log_path if task.attempts else None),
     ]
     for name, value in rows:
@@ -390,6 +394,18 @@ def _limit_meaning(limit: Limit) -> str:
     if limit.value is None:
         return f"running tasks per {limit.key}"
     return f"running tasks with {limit.key} {limit.value}"
+
+
+# How much of a function's result `show` prints (`--json` has all of it).
+RESULT_SHOWN = 2000
+
+
+def _result(value: object) -> str:
+    shown = json.dumps(value, ensure_ascii=False)
+    if len(shown) > RESULT_SHOWN:
+        more = len(shown) - RESULT_SHOWN
+        shown = f"{shown[:RESULT_SHOWN]}… ({more} more characters: --json shows all)"
+    return shown
 
 
 def describe_place(task: Task, now: float | None = None) -> str:

@@ -13,11 +13,13 @@ import click
 
 from slotline.bounds import MAX_COUNT
 from slotline.cli.context import CliState, json_option, pass_state
+from slotline.errors import SlotlineError
 from slotline.runner.env import BASE_ALLOW
 
 if TYPE_CHECKING:
     from slotline.config import Config
     from slotline.node import Node
+    from slotline.runner.callable import Entry
     from slotline.server.context import ServerOptions
     from slotline.store import Store
 
@@ -105,6 +107,21 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
     show_default=True,
     help="How often the line is sampled for the dashboard's charts (0: never).",
 )
+@click.option(
+    "--app",
+    "app_refs",
+    metavar="MODULE:APP",
+    multiple=True,
+    help="Run the Python functions declared on this slotline.App (e.g. agents:app; the "
+    "module is imported from the current folder or the Python path). Repeatable.",
+)
+@click.option(
+    "--env-allow",
+    metavar="NAME",
+    multiple=True,
+    help="Pass this environment variable of the node on to runs (beside the base "
+    "allow-list; also `env_allow:` in slotline.yaml, $SLOTLINE_ENV_ALLOW). Repeatable.",
+)
 @json_option
 @pass_state
 def serve(
@@ -123,12 +140,15 @@ def serve(
     slots: int | None,
     lease: float | None,
     sample_interval: float,
+    app_refs: tuple[str, ...],
+    env_allow: tuple[str, ...],
 ) -> None:
     """Run a node until Ctrl-C or SIGTERM.
 
     The node starts queued tasks as slots free up.
     Running commands keep running when the node stops; the next node with the same
-    name re-adopts them.
+    name re-adopts them. With --app, it also runs the app's Python functions (they
+    cannot outlive the node: a stop interrupts them).
     """
     from slotline.config import load_config
     from slotline.logfmt import configure as configure_logging
@@ -149,10 +169,12 @@ def serve(
             "auth": "none" if no_auth else None,
             "slots": slots,
             "lease": lease,
+            "env_allow": [*env_allow] or None,
         },
     )
     if state.store_url is None and config.store:
         state.store_url = config.store
+    functions = serve_apps(state, app_refs)
     # The port first: a node that cannot serve its API stops before it changes anything.
     options = ServerOptions(access_log=access_log, open_mode=config.auth == "none")
     sock = None if no_http else open_listener(host, port, options)
@@ -169,6 +191,7 @@ def serve(
         lease=config.lease,
         slots=config.slots,
         sample_interval=sample_interval,
+        callables=functions,
     )
     limit = store.settings()["max_concurrent"]
     if state.json:
@@ -180,12 +203,15 @@ def serve(
             "lease": node.lease,
             "log_dir": str(node.log_dir),
             "config": applied,
+            "functions": sorted(functions),
         }
         click.echo(json.dumps(info))
     else:
+        count = len(functions)
+        served = f"; {count} Python function{'s' * (count != 1)}" if functions else ""
         click.echo(
-            f"slotline node {node.node_id} serving {store.url} (max_concurrent {limit}); "
-            f"logs in {node.log_dir}; Ctrl-C to stop",
+            f"slotline node {node.node_id} serving {store.url} (max_concurrent {limit}"
+            f"{served}); logs in {node.log_dir}; Ctrl-C to stop",
         )
 
     def ready(bound_host: str, bound_port: int) -> None:
@@ -199,6 +225,40 @@ def serve(
         )
 
     asyncio.run(_run(node, config, None if sock is None else (host, port, sock), ready, options))
+
+
+def serve_apps(state: CliState, references: tuple[str, ...]) -> dict[str, Entry]:
+    """The functions of the apps named by `--app`, by task name. An app's store is served
+    when none is given; an app of another store than the one served is refused (its
+    tasks would never be seen)."""
+    from slotline.app import load_app
+
+    functions: dict[str, Entry] = {}
+    for reference in references:
+        try:
+            app = load_app(reference)
+        except SlotlineError as exc:
+            raise click.UsageError(str(exc)) from exc
+        if app.store_url is not None:
+            if state.store_url is None:
+                state.store_url = str(app.store_url)
+            elif _same_store(state.store_url) != _same_store(str(app.store_url)):
+                raise click.UsageError(
+                    f"{reference} submits to {app.store_url}, not to the store served "
+                    f"({state.store_url}): give the same --store, or none"
+                )
+        for name, entry in app.entries().items():
+            if name in functions:
+                raise click.UsageError(f"two apps declare a task named {name!r}")
+            functions[name] = entry
+    return functions
+
+
+def _same_store(url: str) -> str:
+    """A store URL in a form that two spellings of one SQLite file share."""
+    if "://" in url and not url.startswith("sqlite://"):
+        return url
+    return str(Path(url.removeprefix("sqlite://")).expanduser().resolve())
 
 
 def local_url(host: str, port: int) -> str:

@@ -1,4 +1,5 @@
-"""The callable runner: registered Python functions, sync (in a thread) or async."""
+"""The callable runner: registered Python functions, async (on the node's loop) or sync (in
+a thread; see `runner/functions.py` for those run in a worker process)."""
 
 from __future__ import annotations
 
@@ -11,18 +12,26 @@ from typing import Any
 
 from slotline.errors import InvalidInput
 from slotline.runner.files import append_private
+from slotline.runner.functions import (
+    FunctionRef,
+    describe_exception,
+    encode_result,
+    split_arguments,
+)
 from slotline.runner.process import Outcome
 
 TaskFunction = Callable[..., Any]
+# What a node runs under a name: a function it calls itself, or one a worker process runs.
+Entry = TaskFunction | FunctionRef
 
 
 class Registry:
     """Names a node can run as callable tasks."""
 
-    def __init__(self, functions: Mapping[str, TaskFunction] | None = None) -> None:
-        self._functions: dict[str, TaskFunction] = dict(functions or {})
+    def __init__(self, functions: Mapping[str, Entry] | None = None) -> None:
+        self._functions: dict[str, Entry] = dict(functions or {})
 
-    def register(self, name: str, function: TaskFunction) -> None:
+    def register(self, name: str, function: Entry) -> None:
         if not name:
             raise InvalidInput("a callable needs a name")
         self._functions[name] = function
@@ -33,37 +42,45 @@ class Registry:
     def names(self) -> frozenset[str]:
         return frozenset(self._functions)
 
-    def get(self, name: str) -> TaskFunction | None:
+    def get(self, name: str) -> Entry | None:
         return self._functions.get(name)
 
 
 async def run_callable(
     function: TaskFunction, args: dict[str, Any], timeout: float | None, log_path: Path
 ) -> Outcome:
-    """Call `function(**args)`; an exception fails the attempt, its traceback goes to the log.
+    """Call `function` with the stored `args`; what it returns (as JSON) is the outcome's
+    `result`; an exception fails the attempt, its traceback goes to the log.
 
     An async function is cancelled by a timeout or a stop request. A sync one runs in a
     thread, which cannot be interrupted: the attempt (and its slot) lasts until the
     function returns, so a limit is never exceeded by threads still working."""
+    positional, keywords = split_arguments(function, args)
     try:
         if inspect.iscoroutinefunction(function):
-            await asyncio.wait_for(function(**args), timeout)
+            value = await asyncio.wait_for(function(*positional, **keywords), timeout)
         else:
-            await _in_thread(function, args, timeout)
+            value = await _in_thread(function, positional, keywords, timeout)
+        result = encode_result(value)
     except TimeoutError:
         return Outcome(None, f"timed out after {timeout:g}s")
     except asyncio.CancelledError:
         raise
     except Exception as exc:
         append_private(log_path, traceback.format_exc())
-        return Outcome(1, f"{type(exc).__name__}: {exc}")
-    return Outcome(0)
+        return Outcome(1, describe_exception(exc))
+    return Outcome(0, None, result)
 
 
-async def _in_thread(function: TaskFunction, args: dict[str, Any], timeout: float | None) -> None:
-    work = asyncio.ensure_future(asyncio.to_thread(function, **args))
+async def _in_thread(
+    function: TaskFunction,
+    positional: list[Any],
+    keywords: dict[str, Any],
+    timeout: float | None,
+) -> Any:
+    work = asyncio.ensure_future(asyncio.to_thread(function, *positional, **keywords))
     try:
-        await asyncio.wait_for(asyncio.shield(work), timeout)
+        return await asyncio.wait_for(asyncio.shield(work), timeout)
     except (TimeoutError, asyncio.CancelledError):
         # Too late or stopped: the thread goes on regardless, so wait for it before the
         # attempt may end; then report the timeout or the stop.

@@ -19,6 +19,7 @@ import shutil
 import signal
 import sys
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,8 @@ class Outcome:
 
     exit_code: int | None
     reason: str | None = None
+    # What a function returned, as JSON (function tasks only).
+    result: str | None = None
 
 
 def describe_exit(code: int | None) -> str | None:
@@ -168,9 +171,18 @@ class ProcessHandle:
 
 
 class KeeperServer:
-    """The keeper server of this process, started on first use and again if it died."""
+    """The keeper server of this process, started on first use and again if it died.
 
-    def __init__(self) -> None:
+    `argv` and `env` start the server: by default wrap.py's (`runner/worker.py` is the
+    one for Python functions); it answers each request (a line of JSON) with a pid."""
+
+    def __init__(
+        self,
+        argv: Sequence[str] = (sys.executable, "-I", "-S", WRAP, "--serve"),
+        env: Callable[[], dict[str, str]] = dict,
+    ) -> None:
+        self._argv = list(argv)
+        self._env = env
         self._lock = threading.Lock()
         self._owner = os.getpid()
         self._pid: int | None = None
@@ -184,7 +196,16 @@ class KeeperServer:
         Raises:
             OSError: the server could not be started, or could not fork the keeper.
         """
-        request = json.dumps({"argv": keeper_argv, "env": env, "log": str(log_path)})
+        return self.request({"argv": keeper_argv, "env": env, "log": str(log_path)})
+
+    def request(self, payload: dict[str, Any]) -> int:
+        """Send one request; returns the pid of the process the server forked for it
+        (blocking: call it from a worker thread).
+
+        Raises:
+            OSError: the server could not be started, or refused the request (its reason).
+        """
+        request = json.dumps(payload)
         with self._lock:
             if self._owner != os.getpid():  # a forked copy of the node: not its server
                 self._close_pipes()
@@ -219,9 +240,9 @@ class KeeperServer:
         ]
         try:
             self._pid = os.posix_spawn(
-                sys.executable,
-                [sys.executable, "-I", "-S", WRAP, "--serve"],
-                {},
+                self._argv[0],
+                self._argv,
+                self._env(),
                 file_actions=actions,
                 setsid=True,
             )

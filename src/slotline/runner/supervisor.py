@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from slotline.errors import SlotlineError, StaleAttempt, StoreError
+from slotline.errors import InvalidInput, SlotlineError, StaleAttempt, StoreError
 from slotline.models import Attempt, KillRequest, Kind, Task, log_file
-from slotline.runner.callable import Registry, run_callable
+from slotline.runner.callable import Entry, Registry, run_callable
 from slotline.runner.env import build_env
+from slotline.runner.functions import FunctionRef, ProcessRun, run_in_process
 from slotline.runner.process import Outcome, ProcessHandle, SpawnError, spawn
 from slotline.runner.proctree import TreeSampler
 from slotline.store import Claim, ClaimResult, Report, StartReport, Store
@@ -152,12 +153,10 @@ class Supervisor:
             if function is None:
                 return Outcome(None, f"no callable named {task.callable!r} on this node")
             # Its start was recorded with the claim.
-            run.inner = asyncio.create_task(
-                run_callable(function, task.args, task.timeout, log_path)
-            )
+            run.inner = asyncio.create_task(self._call(function, run, log_path))
             self._apply_stop(run)
             try:
-                return await run.inner
+                return await self._keep_result(run, await run.inner)
             except asyncio.CancelledError:
                 current = asyncio.current_task()
                 if current is not None and current.cancelling():
@@ -195,6 +194,35 @@ class Supervisor:
             await handle.wait()
             raise
         return await self.wait(run, handle)
+
+    async def _call(self, function: Entry, run: Run, log_path: Path) -> Outcome:
+        task, attempt, settings = run.task, run.attempt, self.settings
+        if not isinstance(function, FunctionRef):
+            return await run_callable(function, task.args, task.timeout, log_path)
+        env = build_env(
+            task, attempt, self.store.url, allow=settings.env_allow, api_url=settings.api_url
+        )
+        process = ProcessRun(
+            env, log_path, task.timeout, settings.kill_grace, settings.log_max_bytes,
+            task.memory_mb, task.workspace,
+        )  # fmt: skip
+        return await run_in_process(function, task.args, process)
+
+    async def _keep_result(self, run: Run, outcome: Outcome) -> Outcome:
+        """Store what a function returned before its end is reported (the end makes it
+        the task's result); a result the store refuses fails the attempt. None (JSON
+        null) is what a task without a result shows: nothing is written for it."""
+        if outcome.result in (None, "null"):
+            return outcome
+        try:
+            await self._with_retries(
+                self.store.put_result, run.attempt.id, run.attempt.token, outcome.result
+            )
+        except InvalidInput as exc:
+            return Outcome(1, str(exc))
+        except StaleAttempt as exc:
+            log.warning("result not kept: %s", exc, extra={"task_id": run.task.id})
+        return outcome
 
     async def wait(self, run: Run, handle: ProcessHandle) -> Outcome:
         timeout = run.task.timeout

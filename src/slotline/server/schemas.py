@@ -80,6 +80,9 @@ class TaskOut(BaseModel):
     finished_at: str | None
     exit_code: int | None
     failure_reason: str | None
+    result: Any = Field(
+        None, description="What a succeeded function task returned (JSON); single-task reads"
+    )
     attempts: list[AttemptOut]
     current_attempt: str | None
     start_now: bool

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from slotline.store.core import Watcher
     from slotline.store.reads import Line, QueueStatus
     from slotline.store.runs import Report, StartReport
+    from slotline.store.serving import unserved_reason
     from slotline.store.settings import (
         LEASE_SECONDS,
         NONE_MEANS_NO_BOUND,
@@ -44,6 +45,7 @@ _HOMES = {
     "QueueStatus": "slotline.store.reads",
     "Report": "slotline.store.runs",
     "StartReport": "slotline.store.runs",
+    "unserved_reason": "slotline.store.serving",
     "LEASE_SECONDS": "slotline.store.settings",
     "NONE_MEANS_NO_BOUND": "slotline.store.settings",
     "SETTING_RULES": "slotline.store.settings",
@@ -104,4 +106,5 @@ __all__ = [
     "check_limit_max",
     "check_setting",
     "open_store",
+    "unserved_reason",
 ]

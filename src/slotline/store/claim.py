@@ -68,6 +68,7 @@ class ClaimVerbs(StoreCore):
         finished: Sequence[Report] = (),
         log_dir: Path | None = None,
         watcher: str | None = None,
+        functions: frozenset[str] | None = None,
     ) -> ClaimResult:
         """Commit the outcomes a node reports, expire overdue tasks and start every task
         that fits, in one transaction (one commit and one wake-up for a whole turn of
@@ -90,6 +91,8 @@ class ClaimVerbs(StoreCore):
             watcher: the id of the claiming node's own watcher, which the commit does not
                 wake: the node knows what its claim changed (the result says when to
                 look again), and waking it would only cost it an empty claim.
+            functions: the function names the node runs: it claims no other callable task
+                (None: any callable task, if `kinds` has callables).
         """
         with self._write() as tx:
             # The clock is read under the write lock, so that recorded starts and ends
@@ -115,7 +118,7 @@ class ClaimVerbs(StoreCore):
                 paused=bool(settings["paused"]) or hold,
                 aging_interval=settings["aging_interval"],
             )
-            decided = policy.plan(snapshot, runnable=lambda t: t.kind.value in kinds)
+            decided = policy.plan(snapshot, runnable=lambda t: _runnable(t, kinds, functions))
             starts = decided.start
             if slots is not None:
                 # The first starts of the plan are what a plan with fewer slots starts.
@@ -227,6 +230,12 @@ def _start(
         current_attempt=attempt_id,
     )
     return Claim(claimed, attempt)
+
+
+def _runnable(task: Task, kinds: frozenset[str], functions: frozenset[str] | None) -> bool:
+    if task.kind is Kind.CALLABLE and functions is not None:
+        return task.callable in functions
+    return task.kind.value in kinds
 
 
 def _kill_requests(tx: Tx, node_id: str) -> list[KillRequest]:

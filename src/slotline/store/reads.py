@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from slotline.models import Attempt, Status, Task, TaskPage
-from slotline.store import estimates, listing
+from slotline.store import estimates, listing, serving
 from slotline.store.core import StoreCore
 from slotline.store.events import last_seq
 from slotline.store.queries import Tx, Where
@@ -111,7 +111,7 @@ class ReadVerbs(StoreCore):
                         tx, "queue_position", boosted=task.boosted,
                         priority=int(task.priority), rank=task.rank,
                     )  # fmt: skip
-            task = with_attempts(tx, task, position)
+            task = serving.annotate(tx, [with_attempts(tx, task, position)])[0]
             if estimate and task.status in _IN_LINE:
                 task = estimates.with_estimate(
                     task, estimates.line_estimates(tx, tx.now(), self.url)
@@ -219,6 +219,7 @@ class ReadVerbs(StoreCore):
                 etas = estimates.line_estimates(tx, now, self.url)
             running = [estimates.with_estimate(t, etas) for t in running]
             placed = [estimates.with_estimate(t, etas, position=i) for i, t in enumerate(queue, 1)]
+            placed = serving.annotate(tx, placed)
             return replace(_queue_status(tx, settings, running, placed), queued_total=total)
 
     def line(
@@ -253,7 +254,7 @@ class ReadVerbs(StoreCore):
             parked, parked_total = listing.parked(tx, where, PARKED_SHOWN)
             etas = estimates.line_estimates(tx, now, self.url)
             running = [estimates.with_estimate(t, etas) for t in running]
-            page = [estimates.with_estimate(t, etas) for t in page]
+            page = serving.annotate(tx, [estimates.with_estimate(t, etas) for t in page])
             parked = [estimates.with_estimate(t, etas) for t in parked]
             status = _queue_status(tx, settings, running, page)
             seq = last_seq(tx)

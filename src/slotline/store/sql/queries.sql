@@ -492,3 +492,23 @@ WHERE status = 'queued' AND boosted = :boosted AND priority = :priority AND rank
 -- Queued tasks of the bands strictly between two priorities, both in one boosted half.
 SELECT COUNT(*) AS n FROM tasks
 WHERE status = 'queued' AND boosted = :boosted AND priority > :lo AND priority < :hi;
+
+-- name: node_functions_delete
+DELETE FROM node_functions WHERE node_id = :node_id;
+
+-- name: node_function_insert
+INSERT INTO node_functions (node_id, name) VALUES (:node_id, :name);
+
+-- name: functions_served
+-- The function names some live node serves (a node is live while it heartbeats).
+SELECT DISTINCT f.name FROM node_functions f JOIN nodes n ON n.id = f.node_id
+WHERE n.heartbeat_at >= :since;
+
+-- name: result_put
+INSERT INTO task_results (task_id, attempt_id, value, stored_at)
+VALUES (:task_id, :attempt_id, :value, :now)
+ON CONFLICT (task_id) DO UPDATE
+SET attempt_id = excluded.attempt_id, value = excluded.value, stored_at = excluded.stored_at;
+
+-- name: result_of_attempt
+SELECT value FROM task_results WHERE task_id = :task_id AND attempt_id = :attempt_id;

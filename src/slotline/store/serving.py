@@ -1,0 +1,100 @@
+"""Python functions as tasks, on the store's side: the names live nodes serve, and the
+results functions return (kept with their task)."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import Any
+
+from slotline.bounds import MAX_RESULT_BYTES
+from slotline.errors import InvalidInput, NotFound, StaleAttempt
+from slotline.models import Kind, Status, Task
+from slotline.store.core import StoreCore
+from slotline.store.events import emit
+from slotline.store.queries import Tx
+from slotline.store.settings import LEASE_SECONDS
+from slotline.store.tasks import load
+
+
+def unserved_reason(name: str) -> str:
+    """Why a function task does not start: no live node serves its name."""
+    return (
+        f"no live node serves function {name!r}; start one with `slotline serve --app MODULE:APP`"
+    )
+
+
+class ServingVerbs(StoreCore):
+    """What nodes say they serve, and what function runs return."""
+
+    def serve_functions(self, node_id: str, names: Iterable[str]) -> None:
+        """Record the function names node `node_id` runs (replacing what it said before)."""
+        served = sorted(set(names))
+        with self._write() as tx:
+            tx.run("node_functions_delete", node_id=node_id)
+            for name in served:
+                tx.run("node_function_insert", node_id=node_id, name=name)
+            emit(tx, "functions_served", None, tx.now(), node=node_id, names=len(served))
+
+    def served_functions(self) -> frozenset[str]:
+        """The function names some live node serves (it heartbeated within a lease)."""
+        with self._transaction(write=False) as tx:
+            return _served(tx)
+
+    def put_result(self, attempt_id: str, token: str, value: str) -> None:
+        """Keep the JSON `value` a function's attempt returned, before its end is reported:
+        it becomes the task's `result` if that attempt succeeds.
+
+        Raises:
+            InvalidInput: `value` is not JSON, or is larger than MAX_RESULT_BYTES.
+            StaleAttempt: the attempt is not the task's live one, or the token is wrong.
+        """
+        size = len(value.encode())
+        if size > MAX_RESULT_BYTES:
+            raise InvalidInput(
+                f"the result is {size} bytes of JSON; at most {MAX_RESULT_BYTES} are kept"
+            )
+        try:
+            json.loads(value)
+        except ValueError as exc:
+            raise InvalidInput(f"the result is not JSON: {exc}") from None
+        with self._write() as tx:
+            row = tx.one("attempt_get", id=attempt_id)
+            if row is None:
+                raise NotFound(f"no attempt {attempt_id[:80]}", attempt_id=attempt_id[:80])
+            task = load(tx, row["task_id"])
+            live = row["finished_at"] is None and task.current_attempt == attempt_id
+            if not (secrets.compare_digest(row["token"], token) and live):
+                raise StaleAttempt(f"attempt {attempt_id[:8]} may no longer report a result")
+            tx.run("result_put", task_id=task.id, attempt_id=attempt_id, value=value, now=tx.now())
+            tx.notify = False  # nothing shows it until the attempt's end is committed
+
+
+def _served(tx: Tx) -> frozenset[str]:
+    rows = tx.rows("functions_served", since=tx.now() - LEASE_SECONDS)
+    return frozenset(str(r["name"]) for r in rows)
+
+
+def annotate(tx: Tx, tasks: list[Task]) -> list[Task]:
+    """Tasks as reads show them: a succeeded function task with its `result`, and a queued
+    one whose name no live node serves with that as its `status_reason`."""
+    waiting = [t for t in tasks if t.kind is Kind.CALLABLE and t.status is Status.QUEUED]
+    served = _served(tx) if waiting else frozenset()
+    return [_shown(tx, task, served) for task in tasks]
+
+
+def _shown(tx: Tx, task: Task, served: frozenset[str]) -> Task:
+    if task.kind is not Kind.CALLABLE:
+        return task
+    if task.status is Status.QUEUED and task.callable not in served:
+        return replace(task, status_reason=unserved_reason(task.callable or ""))
+    if task.status is Status.SUCCEEDED:
+        return replace(task, result=_result(tx, task))
+    return task
+
+
+def _result(tx: Tx, task: Task) -> Any:
+    row = tx.one("result_of_attempt", task_id=task.id, attempt_id=task.current_attempt)
+    return None if row is None else json.loads(row["value"])
