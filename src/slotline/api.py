@@ -409,6 +409,9 @@ class SyncQueue:
 
     def close(self) -> None:
         """Close the store and stop the private loop."""
+        if self._loop is None:
+            self.queue.store.close()
+            return
         self.run(self.queue.close())
         with self._lock:
             loop, thread, self._loop, self._thread = self._loop, self._thread, None, None

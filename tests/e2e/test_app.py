@@ -270,6 +270,9 @@ def test_terminate_stops_a_stuck_sync_function_and_frees_its_slot(
     # Once it runs (its worker said where),
     pid = until(lambda: pid_in(pid_file), what="the function runs")
     assert store.get(after_id).status is Status.QUEUED
+    # and the node samples its worker's CPU and memory as it does a command's,
+    until(lambda: store.get(stuck_id).attempts[-1].rss_bytes, what="a usage sample")
+    assert store.get(stuck_id).attempts[-1].pid is None  # never re-adopted by a pid
     # terminate stops it at once and the slot goes to the next task.
     result: Result = cli("terminate", stuck_id, "--reason", "stuck")
     assert result.code == 0, result.err

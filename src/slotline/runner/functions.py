@@ -208,6 +208,8 @@ class ProcessRun:
     log_max_bytes: int
     memory_mb: int | None = None
     cwd: str | None = None
+    # Told the process once it runs (the node samples its CPU and memory).
+    started: Callable[[ProcessHandle], None] | None = None
 
 
 async def run_in_process(ref: FunctionRef, args: dict[str, Any], run: ProcessRun) -> Outcome:
@@ -235,6 +237,8 @@ async def run_in_process(ref: FunctionRef, args: dict[str, Any], run: ProcessRun
     except OSError as exc:
         return Outcome(None, f"cannot start the function: {exc.strerror or exc}")
     handle = ProcessHandle(pid, process_start_time(pid), run.log_path, exit_path)
+    if run.started is not None:
+        run.started(handle)
     waiting = asyncio.ensure_future(handle.wait())
     try:
         ended = await asyncio.wait_for(asyncio.shield(waiting), run.timeout)

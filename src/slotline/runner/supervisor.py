@@ -30,6 +30,8 @@ class Run:
     attempt: Attempt
     handle: ProcessHandle | None = None
     inner: asyncio.Task[Outcome] | None = None
+    # A function's worker process (stopped through `inner`; sampled like a command).
+    worker: ProcessHandle | None = None
     stopping: bool = False
     # A stop asked for before the process (or callable) existed, applied once it does.
     stop_reason: str | None = None
@@ -202,9 +204,13 @@ class Supervisor:
         env = build_env(
             task, attempt, self.store.url, allow=settings.env_allow, api_url=settings.api_url
         )
+
+        def started(worker: ProcessHandle) -> None:
+            run.worker = worker
+
         process = ProcessRun(
             env, log_path, task.timeout, settings.kill_grace, settings.log_max_bytes,
-            task.memory_mb, task.workspace,
+            task.memory_mb, task.workspace, started,
         )  # fmt: skip
         return await run_in_process(function, task.args, process)
 
@@ -355,11 +361,13 @@ class Supervisor:
             self._apply_stop(run)
 
     async def sample_usage(self) -> None:
-        """Record CPU% and RSS of each running command's whole process tree."""
+        """Record CPU% and RSS of each running command's (or function's worker's) whole
+        process tree."""
         usage = {}
         for run in list(self.runs.values()):
-            if run.handle is not None:
-                sample = self.sampler.sample(run.handle.pid, run.handle.pid_started)
+            process = run.handle or run.worker
+            if process is not None:
+                sample = self.sampler.sample(process.pid, process.pid_started)
                 if sample is not None:
                     usage[run.attempt.id] = (sample.cpu_percent, sample.rss)
         if usage:
