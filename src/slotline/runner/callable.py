@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import inspect
 import traceback
 from collections.abc import Callable, Mapping
@@ -69,3 +71,26 @@ async def _in_thread(function: TaskFunction, args: dict[str, Any], timeout: floa
         # attempt may end; then report the timeout or the stop.
         await asyncio.wait([work])
         raise
+
+
+def start_in_thread(function: TaskFunction, args: dict[str, Any]) -> asyncio.Future[Any]:
+    """Start sync `function(**args)` in the loop's worker threads (as `asyncio.to_thread`
+    does); its future, with no task around it: the caller reacts to its end."""
+    call = functools.partial(contextvars.copy_context().run, function, **args)
+    return asyncio.get_running_loop().run_in_executor(None, call)
+
+
+def thread_outcome(work: asyncio.Future[Any], stopped: str | None, log_path: Path) -> Outcome:
+    """The outcome of a sync callable whose thread has ended (see `start_in_thread`): the
+    reason it was `stopped` (a timeout, a stop request: the thread could not be
+    interrupted, so its slot was held until now), else its success or its exception,
+    whose traceback goes to the log."""
+    error = None if work.cancelled() else work.exception()  # retrieved in every case
+    if stopped is not None:
+        return Outcome(None, stopped)
+    if work.cancelled():
+        return Outcome(None, "stopped by request")
+    if error is None:
+        return Outcome(0)
+    append_private(log_path, "".join(traceback.format_exception(error)))
+    return Outcome(1, f"{type(error).__name__}: {error}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -60,17 +61,52 @@ def describe_exit(code: int | None) -> str | None:
 
 def process_start_time(pid: int) -> float | None:
     """The start time of `pid` (to tell it apart from a later process with the same pid)."""
+    found = _process_state(pid)
+    return None if found is None else found[0]
+
+
+_PROC = os.path.exists("/proc/self/stat")
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if _PROC else 100
+
+
+@functools.cache
+def _boot_time() -> float:
+    return psutil.boot_time()
+
+
+def _process_state(pid: int) -> tuple[float, bool] | None:
+    """(start time, whether it is a zombie) of `pid`, or None if there is no such process.
+
+    On Linux one read of /proc/PID/stat, computed as psutil's `create_time` (the boot time
+    read once per node process): a spawn, a stop and a wait each ask, and psutil reads
+    two files per process object (the stat file and the boot time from /proc/stat)."""
+    if not _PROC:
+        try:
+            process = psutil.Process(pid)
+            return process.create_time(), process.status() == psutil.STATUS_ZOMBIE
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            return None
     try:
-        return psutil.Process(pid).create_time()
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            data = stat.read()
+    except OSError:
         return None
+    # The command name (field 2) is in parentheses and may hold spaces: fields after it.
+    fields = data[data.rindex(b")") + 2 :].split()
+    return int(fields[19]) / _CLOCK_TICKS + _boot_time(), fields[0] == b"Z"
 
 
 def read_exit_file(path: Path) -> int | None:
     try:
-        return int(path.read_text().strip())
+        fd = os.open(path, os.O_RDONLY)  # not `read_text`: no text layer for a few bytes
+    except OSError:
+        return None
+    try:
+        return int(os.read(fd, 64).strip())
     except (OSError, ValueError):
         return None
+    finally:
+        os.close(fd)
 
 
 class ProcessHandle:
@@ -96,15 +132,11 @@ class ProcessHandle:
 
     def alive(self) -> bool:
         """True while the keeper runs (same pid and start time, not a zombie)."""
-        started = process_start_time(self.pid)
-        if started is None or self.pid_started is None:
+        found = _process_state(self.pid)
+        if found is None or self.pid_started is None:
             return False
-        if abs(started - self.pid_started) >= 1.0:
-            return False
-        try:
-            return psutil.Process(self.pid).status() != psutil.STATUS_ZOMBIE
-        except psutil.NoSuchProcess:
-            return False
+        started, zombie = found
+        return abs(started - self.pid_started) < 1.0 and not zombie
 
     async def wait(self) -> Outcome:
         """Wait until the keeper exits, then report the command's exit status."""
