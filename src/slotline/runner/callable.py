@@ -80,11 +80,13 @@ def start_in_thread(function: TaskFunction, args: dict[str, Any]) -> asyncio.Fut
     return asyncio.get_running_loop().run_in_executor(None, call)
 
 
-def thread_outcome(work: asyncio.Future[Any], stopped: str | None, log_path: Path) -> Outcome:
+def thread_outcome(
+    work: asyncio.Future[Any], stopped: str | None, log_path: Callable[[], Path]
+) -> Outcome:
     """The outcome of a sync callable whose thread has ended (see `start_in_thread`): the
     reason it was `stopped` (a timeout, a stop request: the thread could not be
     interrupted, so its slot was held until now), else its success or its exception,
-    whose traceback goes to the log."""
+    whose traceback goes to the log (`log_path()`)."""
     error = None if work.cancelled() else work.exception()  # retrieved in every case
     if stopped is not None:
         return Outcome(None, stopped)
@@ -92,5 +94,5 @@ def thread_outcome(work: asyncio.Future[Any], stopped: str | None, log_path: Pat
         return Outcome(None, "stopped by request")
     if error is None:
         return Outcome(0)
-    append_private(log_path, "".join(traceback.format_exception(error)))
+    append_private(log_path(), "".join(traceback.format_exception(error)))
     return Outcome(1, f"{type(error).__name__}: {error}")

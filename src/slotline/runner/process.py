@@ -310,6 +310,18 @@ async def spawn(
     Raises:
         SpawnError: the workspace does not exist or the program cannot be found.
     """
+    exit_path = log_path.with_suffix(".exit")
+    keeper = [str(exit_path), str(memory_mb or 0), cwd or "", str(log_max_bytes), "--", *argv]
+    # The checks, the log folder and the keeper server's answer (after its fork, about a
+    # millisecond) are file system calls and waits: all off the loop thread, in one hop.
+    pid, started = await asyncio.to_thread(_start, argv, cwd, env, log_path, keeper)
+    return ProcessHandle(pid, started, log_path, exit_path)
+
+
+def _start(
+    argv: list[str], cwd: str | None, env: dict[str, str], log_path: Path, keeper: list[str]
+) -> tuple[int, float | None]:
+    """`spawn`'s blocking part: the keeper's pid and start time."""
     if cwd is not None and not os.path.isdir(cwd):
         raise SpawnError(f"workspace {cwd} does not exist")
     program = argv[0]
@@ -321,12 +333,9 @@ async def spawn(
     elif shutil.which(program, path=search) is None:
         raise SpawnError(f"command not found: {program}")
     private_dir(log_path.parent)
-    exit_path = log_path.with_suffix(".exit")
-    exit_path.unlink(missing_ok=True)
-    keeper = [str(exit_path), str(memory_mb or 0), cwd or "", str(log_max_bytes), "--", *argv]
+    log_path.with_suffix(".exit").unlink(missing_ok=True)  # an earlier run's exit file
     try:
-        # The answer comes after the fork (about a millisecond): off the loop thread.
-        pid = await asyncio.to_thread(KEEPERS.start_keeper, keeper, env, log_path)
+        pid = KEEPERS.start_keeper(keeper, env, log_path)
     except OSError as exc:
         raise SpawnError(f"cannot start {program}: {exc.strerror or exc}") from exc
-    return ProcessHandle(pid, process_start_time(pid), log_path, exit_path)
+    return pid, process_start_time(pid)

@@ -117,6 +117,11 @@ class Supervisor:
     def log_path(self, task: Task, attempt: Attempt) -> Path:
         return Path(log_file(self.settings.log_dir, task.id, attempt.number))
 
+    def _log_of(self, run: Run) -> Path:
+        """The run's log file: as its claim recorded it (a callable's), else this node's."""
+        attempt = run.attempt
+        return Path(attempt.log_path) if attempt.log_path else self.log_path(run.task, attempt)
+
     # -- the dispatch loop's side -------------------------------------------------------
 
     def take_reports(self) -> Batch:
@@ -177,9 +182,8 @@ class Supervisor:
     def _thread_ended(self, run: Run, work: asyncio.Future[Any]) -> None:
         if run.timer is not None:
             run.timer.cancel()
-        log_path = Path(run.attempt.log_path or self.log_path(run.task, run.attempt))
         try:
-            outcome = thread_outcome(work, run.thread_stopped, log_path)
+            outcome = thread_outcome(work, run.thread_stopped, lambda: self._log_of(run))
         except Exception as exc:  # a bug (or a full disk) must not leave the task running
             log.exception("attempt crashed", extra={"task_id": run.task.id})
             outcome = Outcome(None, f"internal error: {exc}")
@@ -195,8 +199,8 @@ class Supervisor:
         self._release(run, refused)
 
     async def _supervise(self, run: Run) -> None:
-        task, attempt = run.task, run.attempt
-        log_path = Path(attempt.log_path) if attempt.log_path else self.log_path(task, attempt)
+        task = run.task
+        log_path = self._log_of(run)
         try:
             outcome = await self._execute(run, log_path)
         except asyncio.CancelledError:
