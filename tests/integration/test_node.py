@@ -526,6 +526,92 @@ def test_a_timed_out_sync_callable_keeps_its_slot_until_it_returns(
     assert task.attempts[0].finished_at >= ended[0]
 
 
+def test_a_sync_callable_that_raises_fails_with_its_traceback_in_the_log(
+    store: Store, tmp_path: Path
+) -> None:
+    def broken(n: int) -> None:
+        raise ValueError(f"bad n {n}")
+
+    task = store.submit({"callable": "broken", "args": {"n": 3}})
+    node = Node(store, log_dir=tmp_path / "logs", callables={"broken": broken})
+    asyncio.run(node.run_until_idle(timeout=30))
+
+    failed = store.get(task.id)
+    assert failed.status is Status.FAILED
+    assert failed.failure_reason == "ValueError: bad n 3"
+    log = Path(failed.attempts[-1].log_path or "").read_text()
+    assert "Traceback" in log
+    assert "ValueError: bad n 3" in log
+
+
+def test_a_cancelled_sync_callable_holds_its_slot_until_it_returns(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    release = threading.Event()
+    began: list[float] = []
+    claims = claim_ends(store, monkeypatch)
+
+    def stubborn() -> None:
+        began.append(time.monotonic())
+        release.wait(30)
+
+    store.set_setting("max_concurrent", 1)
+    first = store.submit({"callable": "stubborn"})
+    nxt = store.submit({"callable": "stubborn"})
+
+    async def scenario() -> None:
+        async with running_node(store, tmp_path, callables={"stubborn": stubborn}, heartbeat=0.05):
+            await until_async(lambda: began, what="the first call runs")
+            store.cancel(first.id)
+            cancelled_at = time.monotonic()
+            # Claims after the cancel leave the next task queued: the thread still runs.
+            await until_async(
+                lambda: sum(end > cancelled_at for end in claims) >= 3,
+                what="claims after the cancel",
+            )
+            assert store.get(nxt.id).status is Status.QUEUED
+            assert store.get(first.id).status is Status.RUNNING
+            release.set()
+            await until_async(lambda: store.get(nxt.id).status is Status.SUCCEEDED)
+
+    asyncio.run(scenario())
+    assert store.get(first.id).status is Status.CANCELLED
+
+
+def test_a_node_that_stops_records_its_sync_callables_as_interrupted(
+    store: Store, tmp_path: Path
+) -> None:
+    import threading
+
+    release = threading.Event()
+    began = threading.Event()
+
+    def stubborn() -> None:
+        began.set()
+        release.wait(30)
+
+    task = store.submit({"callable": "stubborn", "max_attempts": 1})
+
+    async def scenario() -> None:
+        node = Node(store, log_dir=tmp_path / "logs", callables={"stubborn": stubborn})
+        stop = asyncio.Event()
+        running = asyncio.create_task(node.run(stop))
+        await until_async(began.is_set, what="the call runs")
+        stop.set()
+        # The node waits for the thread (it cannot be interrupted), then records the end.
+        await until_async(lambda: node.supervisor.stopping, what="the node stops")
+        assert not running.done()
+        release.set()
+        await asyncio.wait_for(running, 30)
+
+    asyncio.run(scenario())
+    ended = store.get(task.id)
+    assert ended.status is Status.FAILED
+    assert ended.failure_reason == "interrupted: the node stopped"
+
+
 def test_each_node_has_its_own_guard_verdict(store: Store, tmp_path: Path) -> None:
     # Given two nodes on one store, one whose machine stays pressed,
     def guard(readings: dict[str, float]) -> Guard:

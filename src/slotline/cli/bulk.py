@@ -7,7 +7,7 @@ import click
 
 from slotline.cli.context import CliState, json_option, pass_state
 from slotline.cli.filters import filter_options, task_filter
-from slotline.cli.render import print_json, short_id
+from slotline.cli.plain import print_json, short_id
 from slotline.cli.submit import parse_priority
 from slotline.errors import InvalidInput
 from slotline.models import Priority

@@ -8,7 +8,7 @@ import click
 import yaml
 
 from slotline.cli.context import CliState, json_option, pass_state
-from slotline.cli.render import print_json
+from slotline.cli.plain import print_json
 from slotline.config import find_config_file, load_config, redacted
 
 

@@ -12,7 +12,7 @@ import click
 from slotline import __version__
 from slotline.cli.backend import Backend
 from slotline.cli.context import CliState, json_option, pass_state
-from slotline.cli.render import print_json, strict_json
+from slotline.cli.plain import print_json, strict_json
 from slotline.config import redact_url
 from slotline.models import Status, iso, utcnow
 

@@ -10,7 +10,7 @@ import click
 
 from slotline.cli.backend import Backend
 from slotline.cli.context import CliState, json_option, pass_state
-from slotline.cli.render import limits_table, print_json, show
+from slotline.cli.plain import print_json
 from slotline.errors import InvalidInput
 from slotline.models import LIMIT_KEYS
 from slotline.store import NONE_MEANS_NO_BOUND, SETTING_RULES, check_limit_max
@@ -107,4 +107,6 @@ def limits(state: CliState, assignments: tuple[str, ...]) -> None:
     if state.json:
         print_json(settings.to_dict())
     else:
+        from slotline.cli.render import limits_table, show  # rich: for people only
+
         show(limits_table(settings))

@@ -14,7 +14,7 @@ from slotline.bounds import MAX_INT
 from slotline.cli.backend import Backend
 from slotline.cli.context import CliState, pass_state
 from slotline.cli.interrupt import run_until_interrupted
-from slotline.cli.render import describe_place, short_id
+from slotline.cli.plain import describe_place, short_id
 from slotline.client import SlotlineClient
 from slotline.errors import NotFound
 from slotline.models import Attempt, Status, Task

@@ -11,7 +11,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from slotline.cli.context import CliState, json_option, pass_state
-from slotline.cli.render import print_json, short_id, show, task_table
+from slotline.cli.plain import print_json, short_id
+from slotline.cli.render import show, task_table
 from slotline.cli.submit import parse_duration
 from slotline.errors import SlotlineError
 from slotline.models import Status, Task, utcnow

@@ -1,24 +1,35 @@
-"""How the CLI shows things: rich tables for people, JSON for scripts, relative times."""
+"""How the CLI shows things to people: rich tables and lines (plain text and JSON are in
+`cli/plain.py`)."""
 
 from __future__ import annotations
 
 import functools
 import json
-import re
 import shlex
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
-import click
 from rich import box
 from rich.cells import cell_len
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from slotline.models import Event, Kind, Limit, Status, Task, iso
-from slotline.store import QueueStatus, Settings
+from slotline.cli.plain import (
+    NEXT_UP,
+    ago,
+    duration,
+    eta_text,
+    printable,
+    short_id,
+    short_ids,
+    timestamp,
+    until,
+)
+from slotline.models import Kind, Limit, Status, Task
+
+if TYPE_CHECKING:
+    from slotline.store import QueueStatus, Settings
 
 STATUS_STYLES: dict[Status, str] = {
     Status.WAITING: "cyan",
@@ -31,7 +42,6 @@ STATUS_STYLES: dict[Status, str] = {
     Status.EXPIRED: "dim",
     Status.BLOCKED: "red",
 }
-NEXT_UP = "NEXT UP"
 
 
 @functools.cache
@@ -41,49 +51,6 @@ def console() -> Console:
 
 def show(*renderables: RenderableType) -> None:
     console().print(*renderables)
-
-
-def print_json(data: Any) -> None:
-    """JSON on stdout, exactly as documented in docs/cli.md: strict JSON, so a value that
-    JSON cannot hold (inf, NaN) is an error, never `Infinity` in the output."""
-    click.echo(strict_json(data, indent=2))
-
-
-def strict_json(data: Any, indent: int | None = None) -> str:
-    """The one JSON encoding of CLI output (`--json`, `events --json`, `export`)."""
-    return json.dumps(data, indent=indent, ensure_ascii=False, allow_nan=False)
-
-
-def short_id(task_id: str | None) -> str:
-    return task_id[:8] if task_id else "-"
-
-
-def short_ids(ids: Iterable[str]) -> dict[str, str]:
-    """Each id's prefix of at least 8 digits, long enough that no two in `ids` share it
-    (a listing shows prefixes a person can paste back)."""
-    unique = sorted(set(ids))
-    width = 8
-    while width < 32 and len({i[:width] for i in unique}) < len(unique):
-        width += 2
-    return {i: i[:width] for i in unique}
-
-
-# Terminal control characters: C0, DEL, C1, and the bidirectional overrides that reorder
-# what a terminal shows. A title or label set over HTTP may hold any of them.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def printable(value: str) -> str:
-    """`value` with every terminal control character escaped (ESC as backslash-x1b), so
-    that text from a task can neither move the cursor, recolour nor rewrite the screen.
-    The one escaping of task text for people: `ls`, `show`, `status`, `top`, `events`."""
-
-    def escape(match: re.Match[str]) -> str:
-        char = match.group()
-        code = ord(char)
-        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-    return _CONTROL.sub(escape, value)
 
 
 def text(value: str | None, style: str = "") -> Text:
@@ -110,52 +77,6 @@ def _width(cell: object) -> int:
     if isinstance(cell, Text):
         return cell.cell_len
     return cell_len(cell) if isinstance(cell, str) else 0
-
-
-def ago(ts: float | None, now: float) -> str:
-    """A time relative to now: `12s ago`, `3m ago`, `in 40s`, or `-`."""
-    if ts is None:
-        return "-"
-    delta = now - ts
-    text = _span(abs(delta))
-    return f"{text} ago" if delta >= 0 else f"in {text}"
-
-
-def _span(seconds: float) -> str:
-    if seconds < 60:
-        return f"{int(seconds)}s"
-    if seconds < 3600:
-        return f"{int(seconds // 60)}m"
-    if seconds < 86400:
-        hours, rest = divmod(int(seconds), 3600)
-        return f"{hours}h{rest // 60:02d}m" if hours < 10 else f"{hours}h"
-    return f"{int(seconds // 86400)}d"
-
-
-def _until(ts: float | None, now: float) -> str:
-    """An estimate relative to now: `in ~3m`, `now`, or `-` when there is none."""
-    if ts is None:
-        return "-"
-    return "now" if ts - now < 1 else f"in ~{_span(ts - now)}"
-
-
-def eta_text(task: Task, now: float) -> str:
-    """`ls`: the estimated start of a task in line, the estimated end of a running one."""
-    if task.status is Status.RUNNING:
-        return "ends " + _until(task.eta_finish, now) if task.eta_finish else "-"
-    return _until(task.eta_start, now)
-
-
-def duration(seconds: float | None) -> str:
-    return "-" if seconds is None else _span(seconds)
-
-
-def timestamp(ts: float | None, now: float) -> str:
-    """Absolute and relative: `2026-01-02 10:11:12Z (12s ago)`."""
-    if ts is None:
-        return "-"
-    text = datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
-    return f"{text} ({ago(ts, now)})"
 
 
 def status_text(status: Status) -> Text:
@@ -232,7 +153,7 @@ def queue_status(
             text(task.agent),
             "-" if pid is None else str(pid),
             ago(task.started_at, now),
-            _until(task.eta_finish, now),
+            until(task.eta_finish, now),
         )
     parts.append(keep_widths(running) if status.running else Text("nothing running", style="dim"))
     total = len(status.queued) if status.queued_total is None else status.queued_total
@@ -251,7 +172,7 @@ def queue_status(
             text(task.title),
             text(task.agent),
             duration(now - (task.queued_at or task.created_at)),
-            _until(task.eta_start, now),
+            until(task.eta_start, now),
         )
     parts.append(keep_widths(queued) if status.queued else Text("nothing queued", style="dim"))
     for task in shown:  # a function no live node serves: why it does not start
@@ -344,19 +265,6 @@ def _labels(labels: Mapping[str, str]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
 
-def event_line(event: Event) -> str:
-    """`slotline events`: `SEQ  TIME  KIND  TASK  key=value…` on one line."""
-    at = iso(event.at) or "-"
-    data = " ".join(f"{k}={_value(v)}" for k, v in event.data.items() if v is not None)
-    return f"{event.seq:>6}  {at[:19]}Z  {event.kind:<18} {short_id(event.task_id):<8}  {data}"
-
-
-def _value(value: Any) -> str:
-    if isinstance(value, str) and value and not any(c.isspace() or c in "\"'" for c in value):
-        return printable(value)
-    return printable(json.dumps(value, ensure_ascii=False))
-
-
 def limits_table(settings: Settings) -> RenderableType:
     """`slotline limits`: the global cap, per-key caps, exempt agents and spawn bounds."""
     table = _table()
@@ -406,18 +314,3 @@ def _result(value: object) -> str:
         more = len(shown) - RESULT_SHOWN
         shown = f"{shown[:RESULT_SHOWN]}… ({more} more characters: --json shows all)"
     return shown
-
-
-def describe_place(task: Task, now: float | None = None) -> str:
-    """`queued, position 2, starts in ~3m`, `waiting for 3f2a1b2c`, `held`, `blocked: …`."""
-    if task.status is Status.QUEUED and task.position is not None:
-        where = f"queued, position {task.position}"
-        where += " (NEXT UP)" if task.position == 1 else ""
-        if task.eta_start is not None and now is not None:
-            where += f", starts {_until(task.eta_start, now)}"
-        return where
-    if task.status is Status.WAITING:
-        return "waiting for " + ", ".join(short_id(d) for d in task.depends_on)
-    if task.status_reason and task.status_reason != task.status.value:
-        return f"{task.status}: {task.status_reason}"
-    return str(task.status)

@@ -10,7 +10,8 @@ from rich.text import Text
 
 from slotline import stats as queue_stats
 from slotline.cli.context import CliState, json_option, pass_state
-from slotline.cli.render import STATUS_STYLES, ago, keep_widths, print_json, show, text
+from slotline.cli.plain import ago, print_json
+from slotline.cli.render import STATUS_STYLES, keep_widths, show, text
 from slotline.models import Status, utcnow
 
 ALL_TASKS = 1_000_000_000

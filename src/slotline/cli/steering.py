@@ -9,7 +9,7 @@ import click
 
 from slotline.bounds import MAX_INT
 from slotline.cli.context import CliState, json_option, pass_state
-from slotline.cli.render import describe_place, print_json, short_id
+from slotline.cli.plain import describe_place, print_json, short_id
 from slotline.cli.submit import parse_priority
 from slotline.errors import InvalidInput
 from slotline.models import PENDING, Priority, Status, Task

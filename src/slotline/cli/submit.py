@@ -13,7 +13,7 @@ import click
 from slotline.bounds import MAX_SECONDS
 from slotline.cli.backend import Backend, agent_type_fields
 from slotline.cli.context import CliState, json_option, pass_state
-from slotline.cli.render import describe_place, print_json, short_id
+from slotline.cli.plain import describe_place, print_json, short_id
 from slotline.errors import BoundExceeded, InvalidInput
 from slotline.models import Priority, Task, utcnow
 

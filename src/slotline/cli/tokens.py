@@ -8,7 +8,8 @@ from rich.table import Table
 from rich.text import Text
 
 from slotline.cli.context import CliState, json_option, pass_state
-from slotline.cli.render import ago, print_json, show
+from slotline.cli.plain import ago, print_json
+from slotline.cli.render import show
 from slotline.errors import NotFound
 from slotline.models import iso, utcnow
 

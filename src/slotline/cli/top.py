@@ -20,7 +20,8 @@ from rich.text import Text
 from slotline.cli.backend import Backend
 from slotline.cli.context import CliState, pass_state
 from slotline.cli.interrupt import run_until_interrupted
-from slotline.cli.render import short_id, show
+from slotline.cli.plain import short_id
+from slotline.cli.render import show
 from slotline.cli.top_view import View, render, selectable
 from slotline.errors import SlotlineError
 from slotline.models import Status, utcnow

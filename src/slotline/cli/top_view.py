@@ -11,7 +11,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from slotline.cli.render import NEXT_UP, duration, eta_text, keep_widths, short_ids, text
+from slotline.cli.plain import NEXT_UP, duration, eta_text, short_ids
+from slotline.cli.render import keep_widths, text
 from slotline.models import Task
 from slotline.runner.proctree import Usage, size
 from slotline.store import QueueStatus

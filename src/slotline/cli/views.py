@@ -8,21 +8,12 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import click
-from rich.text import Text
 
 from slotline.bounds import MAX_INT
 from slotline.cli.backend import Backend
 from slotline.cli.context import CliState, json_option, pass_state
 from slotline.cli.filters import filter_options, task_filter
-from slotline.cli.render import (
-    event_line,
-    print_json,
-    queue_status,
-    show,
-    strict_json,
-    task_detail,
-    task_table,
-)
+from slotline.cli.plain import event_line, print_json, strict_json
 from slotline.models import Event, utcnow
 
 if TYPE_CHECKING:
@@ -42,6 +33,8 @@ def show_task(state: CliState, task_id: str) -> None:
     if state.json:
         print_json(task.to_dict())
     else:
+        from slotline.cli.render import show, task_detail  # rich: for people only
+
         show(task_detail(task, utcnow()))
 
 
@@ -88,6 +81,8 @@ def list_tasks(
         print_json([t.to_dict() for t in page.tasks])
         return
     if page.tasks:
+        from slotline.cli.render import show, task_table  # rich: for people only
+
         show(task_table(page.tasks, utcnow()))
     else:
         click.echo("no tasks" + (f" {' or '.join(wanted.status)}" if wanted.status else ""))
@@ -123,6 +118,10 @@ def queue_status_command(state: CliState, show_all: bool, mine: bool) -> None:
         return
     counts = state.store.counts()
     now = utcnow()
+    from rich.text import Text  # rich: for people only
+
+    from slotline.cli.render import queue_status, show, task_table
+
     shown = queue_status(current, counts, now, None if show_all else STATUS_QUEUED_SHOWN)
     if current.mine is None:
         show(shown)

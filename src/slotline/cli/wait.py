@@ -10,7 +10,7 @@ from rich.console import Console
 
 from slotline.cli.backend import Backend
 from slotline.cli.interrupt import run_until_interrupted
-from slotline.cli.render import describe_place, duration, print_json, short_id
+from slotline.cli.plain import describe_place, duration, print_json, short_id
 from slotline.models import Status, Task, utcnow
 
 EXIT_INTERRUPTED = 130

@@ -4,6 +4,8 @@ a thread; see `runner/functions.py` for those run in a worker process)."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import inspect
 import traceback
 from collections.abc import Callable, Mapping
@@ -86,3 +88,34 @@ async def _in_thread(
         # attempt may end; then report the timeout or the stop.
         await asyncio.wait([work])
         raise
+
+
+def start_in_thread(function: TaskFunction, args: dict[str, Any]) -> asyncio.Future[Any]:
+    """Start sync `function` with the stored `args` in the loop's worker threads (as
+    `asyncio.to_thread` does); its future, with no task around it: the caller reacts to
+    its end."""
+    positional, keywords = split_arguments(function, args)
+    call = functools.partial(contextvars.copy_context().run, function, *positional, **keywords)
+    return asyncio.get_running_loop().run_in_executor(None, call)
+
+
+def thread_outcome(
+    work: asyncio.Future[Any], stopped: str | None, log_path: Callable[[], Path]
+) -> Outcome:
+    """The outcome of a sync callable whose thread has ended (see `start_in_thread`): the
+    reason it was `stopped` (a timeout, a stop request: the thread could not be
+    interrupted, so its slot was held until now), else its success with what it returned
+    (as JSON), or its exception, whose traceback goes to the log (`log_path()`), as
+    `run_callable` reports them."""
+    error = None if work.cancelled() else work.exception()  # retrieved in every case
+    if stopped is not None:
+        return Outcome(None, stopped)
+    if work.cancelled():
+        return Outcome(None, "stopped by request")
+    if error is None:
+        try:
+            return Outcome(0, None, encode_result(work.result()))
+        except (TypeError, ValueError) as exc:
+            error = exc
+    append_private(log_path(), "".join(traceback.format_exception(error)))
+    return Outcome(1, describe_exception(error))

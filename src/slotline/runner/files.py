@@ -16,6 +16,23 @@ def private_dir(path: Path) -> Path:
     A folder that already exists keeps its mode (it may be a shared parent), except the
     leaf when this user owns it: an attempt's folder is never left readable by others.
     """
+    try:
+        path.mkdir(mode=DIR_MODE)  # the common case (a new attempt's folder): one call
+    except FileExistsError:
+        pass
+    except FileNotFoundError:
+        _make_parents(path.parent)
+        with contextlib.suppress(FileExistsError):  # made by another process meanwhile
+            path.mkdir(mode=DIR_MODE)
+    else:
+        return path  # made 0700 here (a umask can only take bits away)
+    info = path.stat()
+    if info.st_uid == os.getuid() and info.st_mode & 0o077:
+        path.chmod(DIR_MODE)
+    return path
+
+
+def _make_parents(path: Path) -> None:
     missing = []
     current = path
     while not current.exists():
@@ -26,10 +43,6 @@ def private_dir(path: Path) -> Path:
     for folder in reversed(missing):
         with contextlib.suppress(FileExistsError):  # made by another process meanwhile
             folder.mkdir(mode=DIR_MODE)
-    info = path.stat()
-    if info.st_uid == os.getuid() and info.st_mode & 0o077:
-        path.chmod(DIR_MODE)
-    return path
 
 
 def append_private(path: Path, text: str) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -63,17 +64,52 @@ def describe_exit(code: int | None) -> str | None:
 
 def process_start_time(pid: int) -> float | None:
     """The start time of `pid` (to tell it apart from a later process with the same pid)."""
+    found = _process_state(pid)
+    return None if found is None else found[0]
+
+
+_PROC = os.path.exists("/proc/self/stat")
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if _PROC else 100
+
+
+@functools.cache
+def _boot_time() -> float:
+    return psutil.boot_time()
+
+
+def _process_state(pid: int) -> tuple[float, bool] | None:
+    """(start time, whether it is a zombie) of `pid`, or None if there is no such process.
+
+    On Linux one read of /proc/PID/stat, computed as psutil's `create_time` (the boot time
+    read once per node process): a spawn, a stop and a wait each ask, and psutil reads
+    two files per process object (the stat file and the boot time from /proc/stat)."""
+    if not _PROC:
+        try:
+            process = psutil.Process(pid)
+            return process.create_time(), process.status() == psutil.STATUS_ZOMBIE
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            return None
     try:
-        return psutil.Process(pid).create_time()
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            data = stat.read()
+    except OSError:
         return None
+    # The command name (field 2) is in parentheses and may hold spaces: fields after it.
+    fields = data[data.rindex(b")") + 2 :].split()
+    return int(fields[19]) / _CLOCK_TICKS + _boot_time(), fields[0] == b"Z"
 
 
 def read_exit_file(path: Path) -> int | None:
     try:
-        return int(path.read_text().strip())
+        fd = os.open(path, os.O_RDONLY)  # not `read_text`: no text layer for a few bytes
+    except OSError:
+        return None
+    try:
+        return int(os.read(fd, 64).strip())
     except (OSError, ValueError):
         return None
+    finally:
+        os.close(fd)
 
 
 class ProcessHandle:
@@ -99,15 +135,11 @@ class ProcessHandle:
 
     def alive(self) -> bool:
         """True while the keeper runs (same pid and start time, not a zombie)."""
-        started = process_start_time(self.pid)
-        if started is None or self.pid_started is None:
+        found = _process_state(self.pid)
+        if found is None or self.pid_started is None:
             return False
-        if abs(started - self.pid_started) >= 1.0:
-            return False
-        try:
-            return psutil.Process(self.pid).status() != psutil.STATUS_ZOMBIE
-        except psutil.NoSuchProcess:
-            return False
+        started, zombie = found
+        return abs(started - self.pid_started) < 1.0 and not zombie
 
     async def wait(self) -> Outcome:
         """Wait until the keeper exits, then report the command's exit status."""
@@ -299,6 +331,18 @@ async def spawn(
     Raises:
         SpawnError: the workspace does not exist or the program cannot be found.
     """
+    exit_path = log_path.with_suffix(".exit")
+    keeper = [str(exit_path), str(memory_mb or 0), cwd or "", str(log_max_bytes), "--", *argv]
+    # The checks, the log folder and the keeper server's answer (after its fork, about a
+    # millisecond) are file system calls and waits: all off the loop thread, in one hop.
+    pid, started = await asyncio.to_thread(_start, argv, cwd, env, log_path, keeper)
+    return ProcessHandle(pid, started, log_path, exit_path)
+
+
+def _start(
+    argv: list[str], cwd: str | None, env: dict[str, str], log_path: Path, keeper: list[str]
+) -> tuple[int, float | None]:
+    """`spawn`'s blocking part: the keeper's pid and start time."""
     if cwd is not None and not os.path.isdir(cwd):
         raise SpawnError(f"workspace {cwd} does not exist")
     program = argv[0]
@@ -310,12 +354,9 @@ async def spawn(
     elif shutil.which(program, path=search) is None:
         raise SpawnError(f"command not found: {program}")
     private_dir(log_path.parent)
-    exit_path = log_path.with_suffix(".exit")
-    exit_path.unlink(missing_ok=True)
-    keeper = [str(exit_path), str(memory_mb or 0), cwd or "", str(log_max_bytes), "--", *argv]
+    log_path.with_suffix(".exit").unlink(missing_ok=True)  # an earlier run's exit file
     try:
-        # The answer comes after the fork (about a millisecond): off the loop thread.
-        pid = await asyncio.to_thread(KEEPERS.start_keeper, keeper, env, log_path)
+        pid = KEEPERS.start_keeper(keeper, env, log_path)
     except OSError as exc:
         raise SpawnError(f"cannot start {program}: {exc.strerror or exc}") from exc
-    return ProcessHandle(pid, process_start_time(pid), log_path, exit_path)
+    return pid, process_start_time(pid)

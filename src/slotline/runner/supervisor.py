@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -11,7 +13,14 @@ from typing import Any
 
 from slotline.errors import InvalidInput, SlotlineError, StaleAttempt, StoreError
 from slotline.models import Attempt, KillRequest, Kind, Task, log_file
-from slotline.runner.callable import Entry, Registry, run_callable
+from slotline.runner.callable import (
+    Entry,
+    Registry,
+    TaskFunction,
+    run_callable,
+    start_in_thread,
+    thread_outcome,
+)
 from slotline.runner.env import build_env
 from slotline.runner.functions import FunctionRef, ProcessRun, run_in_process
 from slotline.runner.process import Outcome, ProcessHandle, SpawnError, spawn
@@ -20,6 +29,10 @@ from slotline.store import Claim, ClaimResult, Report, StartReport, Store
 
 # The node's logger: records keep the name they had before supervision moved here.
 log = logging.getLogger("slotline.node")
+# How long a command's start (pid, log file) may wait for a claim of the loop to ride
+# with before the loop is woken for it alone: the keeper's pid file covers a node that
+# dies meanwhile, and under load the next claim comes sooner.
+START_RECORD_DELAY = 0.05
 
 
 @dataclass
@@ -32,6 +45,11 @@ class Run:
     inner: asyncio.Task[Outcome] | None = None
     # A function's worker process (stopped through `inner`; sampled like a command).
     worker: ProcessHandle | None = None
+    # A sync callable's thread (no task watches it: its end reports the outcome).
+    thread: asyncio.Future[Any] | None = field(default=None, repr=False)
+    # Why that thread's run ends badly once the thread returns (a timeout, a stop).
+    thread_stopped: str | None = None
+    timer: asyncio.TimerHandle | None = field(default=None, repr=False)
     stopping: bool = False
     # A stop asked for before the process (or callable) existed, applied once it does.
     stop_reason: str | None = None
@@ -98,9 +116,15 @@ class Supervisor:
         self._reports: list[tuple[Report | StartReport, asyncio.Future[SlotlineError | None]]]
         self._reports = []
         self._stoppers: set[asyncio.Task[None]] = set()
+        self._start_timer: asyncio.TimerHandle | None = None
 
     def log_path(self, task: Task, attempt: Attempt) -> Path:
         return Path(log_file(self.settings.log_dir, task.id, attempt.number))
+
+    def _log_of(self, run: Run) -> Path:
+        """The run's log file: as its claim recorded it (a callable's), else this node's."""
+        attempt = run.attempt
+        return Path(attempt.log_path) if attempt.log_path else self.log_path(run.task, attempt)
 
     # -- the dispatch loop's side -------------------------------------------------------
 
@@ -134,11 +158,61 @@ class Supervisor:
     def begin(self, claim: Claim) -> None:
         run = Run(claim.task, claim.attempt)
         self.runs[claim.attempt.id] = run
+        if claim.task.kind is Kind.CALLABLE:
+            function = self.settings.registry.get(claim.task.callable or "")
+            if (
+                function is not None
+                and not isinstance(function, FunctionRef)
+                and not inspect.iscoroutinefunction(function)
+            ):
+                self._begin_in_thread(run, function)
+                return
         run.watcher = asyncio.create_task(self._supervise(run))
 
+    def _begin_in_thread(self, run: Run, function: TaskFunction) -> None:
+        """Start a sync callable (its start was recorded with the claim). No task watches
+        it: the end of its thread reports the outcome, so a short callable costs the loop
+        a thread hop and a report, not a supervising task, a thread task and its waits."""
+        run.thread = start_in_thread(function, run.task.args)
+        run.thread.add_done_callback(functools.partial(self._thread_ended, run))
+        timeout = run.task.timeout
+        if timeout is not None:
+            reason = f"timed out after {timeout:g}s"
+            loop = asyncio.get_running_loop()
+            run.timer = loop.call_later(timeout, self._stop_thread, run, reason)
+
+    def _stop_thread(self, run: Run, reason: str) -> None:
+        """A thread cannot be interrupted: the run ends with `reason` once it returns
+        (and holds its slot until then, so a limit is never exceeded)."""
+        if run.thread_stopped is None:
+            run.thread_stopped = reason
+
+    def _thread_ended(self, run: Run, work: asyncio.Future[Any]) -> None:
+        if run.timer is not None:
+            run.timer.cancel()
+        try:
+            outcome = thread_outcome(work, run.thread_stopped, lambda: self._log_of(run))
+        except Exception as exc:  # a bug (or a full disk) must not leave the task running
+            log.exception("attempt crashed", extra={"task_id": run.task.id})
+            outcome = Outcome(None, f"internal error: {exc}")
+        if outcome.result not in (None, "null") or not self.dispatching or self.stopping:
+            # A result is kept before the end is reported (`_keep_result`), in a task.
+            run.watcher = asyncio.create_task(self._finish_kept(run, outcome))
+            return
+        run.finishing = True
+        ended = self._enqueue(self._report(run, outcome))
+        ended.add_done_callback(functools.partial(self._ended, run))
+
+    async def _finish_kept(self, run: Run, outcome: Outcome) -> None:
+        await self.finish(run, await self._keep_result(run, outcome))
+
+    def _ended(self, run: Run, done: asyncio.Future[SlotlineError | None]) -> None:
+        refused = None if done.cancelled() else done.result()
+        self._release(run, refused)
+
     async def _supervise(self, run: Run) -> None:
-        task, attempt = run.task, run.attempt
-        log_path = self.log_path(task, attempt)
+        task = run.task
+        log_path = self._log_of(run)
         try:
             outcome = await self._execute(run, log_path)
         except asyncio.CancelledError:
@@ -186,9 +260,14 @@ class Supervisor:
         started = StartReport(
             attempt.id, attempt.token, handle.pid, handle.pid_started, str(log_path)
         )
+        if self.dispatching and not self.stopping:
+            # With a later claim of the loop, while the process runs; a node that dies
+            # before that commit finds the keeper by its pid file.
+            recorded = self._enqueue(started, wake=False)
+            recorded.add_done_callback(functools.partial(self._start_recorded, run))
+            return await self.wait(run, handle)
         try:
-            # A node that dies before this is committed finds the keeper by its pid file.
-            await self._commit(started)
+            await self._commit_alone(started)
         except SlotlineError:
             # The attempt is no longer ours to run (or the store is gone while stopping):
             # never leave its process running unsupervised.
@@ -230,9 +309,21 @@ class Supervisor:
             log.warning("result not kept: %s", exc, extra={"task_id": run.task.id})
         return outcome
 
+    def _start_recorded(self, run: Run, done: asyncio.Future[SlotlineError | None]) -> None:
+        refused = None if done.cancelled() else done.result()
+        if refused is None or run.stopping:
+            return
+        # The attempt is no longer ours to run: never leave its process unsupervised.
+        log.warning("start not recorded, stopping it: %s", refused, extra={"task_id": run.task.id})
+        run.stopping = True
+        run.stop_reason = "its start could not be recorded"
+        self._apply_stop(run)
+
     async def wait(self, run: Run, handle: ProcessHandle) -> Outcome:
         timeout = run.task.timeout
-        if timeout is not None and run.attempt.started_at:
+        if timeout is None:
+            return await handle.wait()
+        if run.attempt.started_at:
             timeout = max(0.0, run.attempt.started_at + timeout - self.now())
         waiting = asyncio.create_task(handle.wait())
         try:
@@ -245,21 +336,31 @@ class Supervisor:
         """Commit the outcome. The run stays tracked until the store has it: a store that
         is briefly unreachable must not leave the task 'running' with nothing running."""
         run.finishing = True
-        report = Report(
-            run.attempt.id, run.attempt.token, outcome.exit_code, outcome.reason, requeue
-        )
+        refused = None
         try:
-            await self._commit(report)
-        except StaleAttempt as exc:
-            log.warning("outcome not recorded: %s", exc, extra={"task_id": run.task.id})
-        except SlotlineError:
-            log.exception(
+            await self._commit(self._report(run, outcome, requeue))
+        except SlotlineError as exc:
+            refused = exc
+        finally:
+            self._release(run, refused)
+
+    @staticmethod
+    def _report(run: Run, outcome: Outcome, requeue: bool = False) -> Report:
+        attempt = run.attempt
+        return Report(attempt.id, attempt.token, outcome.exit_code, outcome.reason, requeue)
+
+    def _release(self, run: Run, refused: SlotlineError | None) -> None:
+        """After an outcome's commit (or its refusal): the run is over."""
+        if isinstance(refused, StaleAttempt):
+            log.warning("outcome not recorded: %s", refused, extra={"task_id": run.task.id})
+        elif refused is not None:
+            log.error(
                 "outcome not recorded; the next node start reconciles it",
+                exc_info=refused,
                 extra={"task_id": run.task.id},
             )
-        finally:
-            if self.runs.pop(run.attempt.id, None) is not None:
-                self.changed.set()  # committed outside the loop: it refills the slot
+        if self.runs.pop(run.attempt.id, None) is not None:
+            self.changed.set()  # committed outside the loop: it refills the slot
 
     async def _commit(self, report: Report | StartReport) -> None:
         """Commit an outcome or a start: with the dispatch loop's next claim while the
@@ -272,12 +373,29 @@ class Supervisor:
         if not self.dispatching or self.stopping:
             await self._commit_alone(report)
             return
-        done: asyncio.Future[SlotlineError | None] = asyncio.get_running_loop().create_future()
-        self._reports.append((report, done))
-        self.changed.set()
-        refused = await done
+        refused = await self._enqueue(report)
         if refused is not None:
             raise refused
+
+    def _enqueue(
+        self, report: Report | StartReport, wake: bool = True
+    ) -> asyncio.Future[SlotlineError | None]:
+        """Hand `report` to the loop's next claim; the future answers None once it is
+        committed, or why it was refused. `wake`: the loop claims at once, else within
+        START_RECORD_DELAY (or sooner, with whatever else wakes it)."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[SlotlineError | None] = loop.create_future()
+        self._reports.append((report, done))
+        if wake:
+            self.changed.set()
+        elif self._start_timer is None:
+            self._start_timer = loop.call_later(START_RECORD_DELAY, self._record_starts)
+        return done
+
+    def _record_starts(self) -> None:
+        self._start_timer = None
+        if any(isinstance(report, StartReport) for report, _ in self._reports):
+            self.changed.set()
 
     async def _commit_alone(self, report: Report | StartReport) -> None:
         if isinstance(report, StartReport):
@@ -338,7 +456,10 @@ class Supervisor:
         this again as soon as its process or callable exists (no request is lost)."""
         if run.stop_reason is None:
             return
-        if run.handle is not None:
+        if run.thread is not None:
+            interrupted = "interrupted: the node stopped" if self.stopping else None
+            self._stop_thread(run, interrupted or "stopped by request")
+        elif run.handle is not None:
             stopping = run.handle.stop(run.stop_reason, self.settings.kill_grace)
             stopper = asyncio.create_task(stopping)
             self._stoppers.add(stopper)
@@ -377,13 +498,25 @@ class Supervisor:
         """Stop supervising. Processes keep running (a restarted node re-adopts them);
         callables cannot outlive the node: they are interrupted and their outcome recorded."""
         self.stopping = True
+        if self._start_timer is not None:
+            self._start_timer.cancel()
+            self._start_timer = None
         await self.commit_pending()
+        threads = []
+        for run in list(self.runs.values()):
+            if run.thread is not None and not run.thread.done():
+                self._stop_thread(run, "interrupted: the node stopped")
+                threads.append(run.thread)
+        if threads:
+            await asyncio.wait(threads)
+        # Let the ends of threads report (each in a task now that the loop has stopped).
+        await asyncio.sleep(0)
         pending = []
         for run in list(self.runs.values()):
             if run.inner is not None:
                 run.inner.cancel()
-            elif run.watcher is not None:
-                run.watcher.cancel()
+            elif run.watcher is not None and run.thread is None:
+                run.watcher.cancel()  # a thread's watcher commits its outcome: let it
             if run.watcher is not None:
                 pending.append(run.watcher)
         await asyncio.gather(*pending, return_exceptions=True)
