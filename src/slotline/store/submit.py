@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from slotline.errors import BoundExceeded
 from slotline.models import Status, Task
-from slotline.store import deps, estimates
+from slotline.store import deps, estimates, serving
 from slotline.store.core import StoreCore
 from slotline.store.queries import Tx
 from slotline.store.rows import dumps
@@ -212,11 +212,12 @@ class _Batch:
         return parent.id, depth
 
     def write(self) -> list[Task]:
-        """Write the batch; the tasks as a read of them would return them."""
+        """Write the batch; the tasks as a read of them would return them (a function
+        task that no live node serves says so)."""
         self.tx.run_many("task_insert", self.rows)
         self.tx.run_many("dep_insert", self.edges)
         self.tx.run_many("event_append", self.events)
-        return self.tasks
+        return serving.annotate(self.tx, self.tasks)
 
 
 def _check_user_bound(tx: Tx, specs: list[TaskSpec], bound: int | None) -> None:
