@@ -17,6 +17,7 @@ import stat
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +28,13 @@ from slotline.store.migrate import migrate
 from slotline.store.queries import Tx, load_queries
 
 BUSY_TIMEOUT_MS = 60_000
+# The WAL is copied back into the database file (a checkpoint, which syncs the file) by a
+# thread of each process that writes, this often, rather than by whichever commit takes
+# the WAL past SQLite's threshold: a claim or a submit must not wait for the disk (it
+# did, for about 17 ms every ~57 hand-offs, bench/RESULTS.md). A commit still checkpoints
+# past this many pages, should the thread fall behind.
+CHECKPOINT_EVERY_S = 0.2
+AUTOCHECKPOINT_PAGES = 20_000
 
 
 def default_path() -> Path:
@@ -60,12 +68,14 @@ class SQLiteStore(Store):
         self._lock = threading.RLock()
         self._queries = load_queries("sqlite")
         self._wake_dir = _wake_dir(self.path)
+        self._checkpoints: _Checkpoints | None = None
         try:
             with self._lock:
                 self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
                 _enable_wal(self._conn, self.path)
                 self._conn.execute("PRAGMA synchronous = NORMAL")
                 self._conn.execute("PRAGMA foreign_keys = ON")
+                self._conn.execute(f"PRAGMA wal_autocheckpoint = {AUTOCHECKPOINT_PAGES}")
             self._migrate()
         except BaseException:
             self._conn.close()  # e.g. SchemaTooNew: no store, so no open connection either
@@ -77,6 +87,8 @@ class SQLiteStore(Store):
 
     @contextlib.contextmanager
     def _transaction(self, write: bool) -> Iterator[Tx]:
+        if write and self._checkpoints is None:
+            self._checkpoints = _Checkpoints(self.path, self)
         with self._lock:
             cur = self._conn.cursor()
             try:
@@ -130,8 +142,43 @@ class SQLiteStore(Store):
         return _SocketWatcher(self._wake_dir)
 
     def close(self) -> None:
+        if self._checkpoints is not None:
+            self._checkpoints.stop()
         with self._lock:
             self._conn.close()
+
+
+class _Checkpoints:
+    """A daemon thread, on a connection of its own, that checkpoints the WAL every
+    CHECKPOINT_EVERY_S (PASSIVE: it never blocks a writer or waits for a reader). It
+    stops when its store is closed or collected, or the file is gone."""
+
+    def __init__(self, path: Path, store: SQLiteStore) -> None:
+        self._path = path
+        self._stop = threading.Event()
+        weakref.finalize(store, self._stop.set)
+        self._thread = threading.Thread(target=self._run, name="slotline-checkpoints", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            conn = sqlite3.connect(self._path, timeout=BUSY_TIMEOUT_MS / 1000)
+        except sqlite3.Error:
+            return
+        try:
+            while not self._stop.wait(CHECKPOINT_EVERY_S):
+                if not self._path.exists():
+                    return
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        except sqlite3.Error:
+            return  # the writers' own checkpoints take over (AUTOCHECKPOINT_PAGES)
+        finally:
+            conn.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
 
 
 def _enable_wal(conn: sqlite3.Connection, path: Path) -> None:
