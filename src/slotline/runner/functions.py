@@ -231,14 +231,32 @@ async def run_in_process(ref: FunctionRef, args: dict[str, Any], run: ProcessRun
         "log_max": run.log_max_bytes,
         "memory_mb": run.memory_mb,
     }
+    # Off the loop: making the attempt's folder costs a millisecond or more, and the first
+    # run of a process starts the worker server.
+    starting = asyncio.ensure_future(
+        asyncio.to_thread(_start, request, run.log_path.parent, exit_path, result_path)
+    )
+    cancelled = False
+    while not starting.done():
+        try:
+            await asyncio.wait([starting])
+        except asyncio.CancelledError:
+            # Stopped while the worker starts: it starts regardless (the thread goes
+            # on), so wait for it and stop it then, never leaving it unsupervised.
+            cancelled = True
     try:
-        # Off the loop: making the attempt's folder costs a millisecond or more.
-        pid = await asyncio.to_thread(_start, request, run.log_path.parent, exit_path, result_path)
+        pid = starting.result()
     except OSError as exc:
+        if cancelled:
+            raise asyncio.CancelledError from None
         return Outcome(None, f"cannot start the function: {exc.strerror or exc}")
     handle = ProcessHandle(pid, process_start_time(pid), run.log_path, exit_path)
     if run.started is not None:
         run.started(handle)
+    if cancelled:
+        await handle.stop("stopped by request", run.kill_grace)
+        await handle.wait()
+        raise asyncio.CancelledError
     waiting = asyncio.ensure_future(handle.wait())
     try:
         ended = await asyncio.wait_for(asyncio.shield(waiting), run.timeout)

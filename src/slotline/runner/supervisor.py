@@ -204,7 +204,12 @@ class Supervisor:
         ended.add_done_callback(functools.partial(self._ended, run))
 
     async def _finish_kept(self, run: Run, outcome: Outcome) -> None:
-        await self.finish(run, await self._keep_result(run, outcome))
+        try:
+            outcome = await self._keep_result(run, outcome)
+        except Exception as exc:  # as in `_supervise`: the run must end, its slot free
+            log.exception("attempt crashed", extra={"task_id": run.task.id})
+            outcome = Outcome(None, f"internal error: {exc}")
+        await self.finish(run, outcome)
 
     def _ended(self, run: Run, done: asyncio.Future[SlotlineError | None]) -> None:
         refused = None if done.cancelled() else done.result()

@@ -68,7 +68,9 @@ class SQLiteStore(Store):
         self._lock = threading.RLock()
         self._queries = load_queries("sqlite")
         self._wake_dir = _wake_dir(self.path)
+        # Started by the first write after the migration (a store only read starts none).
         self._checkpoints: _Checkpoints | None = None
+        self._migrated = False
         try:
             with self._lock:
                 self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
@@ -77,6 +79,7 @@ class SQLiteStore(Store):
                 self._conn.execute("PRAGMA foreign_keys = ON")
                 self._conn.execute(f"PRAGMA wal_autocheckpoint = {AUTOCHECKPOINT_PAGES}")
             self._migrate()
+            self._migrated = True
         except BaseException:
             self._conn.close()  # e.g. SchemaTooNew: no store, so no open connection either
             raise
@@ -87,9 +90,9 @@ class SQLiteStore(Store):
 
     @contextlib.contextmanager
     def _transaction(self, write: bool) -> Iterator[Tx]:
-        if write and self._checkpoints is None:
-            self._checkpoints = _Checkpoints(self.path, self)
         with self._lock:
+            if write and self._checkpoints is None and self._migrated:
+                self._checkpoints = _Checkpoints(self.path, self)
             cur = self._conn.cursor()
             try:
                 cur.execute("BEGIN IMMEDIATE" if write else "BEGIN")
@@ -162,7 +165,9 @@ class _Checkpoints:
 
     def _run(self) -> None:
         try:
-            conn = sqlite3.connect(self._path, timeout=BUSY_TIMEOUT_MS / 1000)
+            # mode=rw: a file deleted meanwhile is not made again.
+            uri = f"{self._path.as_uri()}?mode=rw"
+            conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
         except sqlite3.Error:
             return
         try:
