@@ -26,10 +26,11 @@ from slotline.errors import (
 from slotline.models import Attempt, Event, Priority, Status, Task
 
 if typing.TYPE_CHECKING:
-    from slotline.api import Queue, SyncQueue, UnservedWarning, open, open_queue
+    from slotline.api import Queue, UnservedWarning, open_queue
     from slotline.app import App, TaskHandle
     from slotline.node import Node
     from slotline.spec import TaskSpec
+    from slotline.sync_api import SyncQueue, open
 
 __version__ = "0.1.0"
 
@@ -38,11 +39,11 @@ _LAZY = {
     "App": "slotline.app",
     "Node": "slotline.node",
     "Queue": "slotline.api",
-    "SyncQueue": "slotline.api",
+    "SyncQueue": "slotline.sync_api",
     "TaskHandle": "slotline.app",
     "TaskSpec": "slotline.spec",
     "UnservedWarning": "slotline.api",
-    "open": "slotline.api",
+    "open": "slotline.sync_api",
     "open_queue": "slotline.api",
 }
 

@@ -28,8 +28,9 @@ from slotline.models import Status, Task
 from slotline.runner.functions import FunctionRef, bind_arguments
 
 if TYPE_CHECKING:
-    from slotline.api import Queue, SyncQueue
+    from slotline.api import Queue
     from slotline.runner.callable import Entry
+    from slotline.sync_api import SyncQueue
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -127,7 +128,7 @@ class App:
     def sync(self) -> SyncQueue:
         """The sync API on the same queue (one implementation: `Queue`'s coroutines)."""
         if self._sync is None:
-            from slotline.api import SyncQueue
+            from slotline.sync_api import SyncQueue
 
             self._sync = SyncQueue(self.queue)
         return self._sync
