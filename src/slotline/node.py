@@ -156,7 +156,7 @@ class Node:
                     if not reconciled:
                         await adopt.reconcile(self.supervisor)
                         reconciled = True
-                        self.supervisor.dispatching = True
+                        self.supervisor.outbox.dispatching = True
                     next_wake = await self._dispatch(watcher.id)
                     failures = 0
                 except SlotlineError:
@@ -220,7 +220,7 @@ class Node:
         kinds = {Kind.COMMAND.value}
         if self.registry.names():
             kinds.add(Kind.CALLABLE.value)
-        batch = self.supervisor.take_reports()
+        batch = self.supervisor.outbox.take()
         try:
             result = await asyncio.to_thread(
                 self.store.claim,
@@ -237,7 +237,7 @@ class Node:
                 functions=self.registry.names(),
             )
         except BaseException:
-            self.supervisor.restore(batch)
+            self.supervisor.outbox.restore(batch)
             raise
         if result.now is not None:
             self._skew = result.now - utcnow()

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from slotline.errors import InvalidInput, SlotlineError, StaleAttempt, StoreError
+from slotline.errors import InvalidInput, SlotlineError, StaleAttempt
 from slotline.models import Attempt, KillRequest, Kind, Task, log_file
 from slotline.runner.callable import (
     Entry,
@@ -23,16 +23,13 @@ from slotline.runner.callable import (
 )
 from slotline.runner.env import build_env
 from slotline.runner.functions import FunctionRef, ProcessRun, run_in_process
+from slotline.runner.outbox import Batch, Outbox
 from slotline.runner.process import Outcome, ProcessHandle, SpawnError, spawn
 from slotline.runner.proctree import TreeSampler
 from slotline.store import Claim, ClaimResult, Report, StartReport, Store
 
 # The node's logger: records keep the name they had before supervision moved here.
 log = logging.getLogger("slotline.node")
-# How long a command's start (pid, log file) may wait for a claim of the loop to ride
-# with before the loop is woken for it alone: the keeper's pid file covers a node that
-# dies meanwhile, and under load the next claim comes sooner.
-START_RECORD_DELAY = 0.05
 
 
 @dataclass
@@ -55,22 +52,6 @@ class Run:
     stop_reason: str | None = None
     finishing: bool = False
     watcher: asyncio.Task[None] | None = field(default=None, repr=False)
-
-
-@dataclass(frozen=True, slots=True)
-class Batch:
-    """The reports a dispatch turn commits with its claim, and their waiters."""
-
-    starts: list[tuple[StartReport, asyncio.Future[SlotlineError | None]]]
-    ends: list[tuple[Report, asyncio.Future[SlotlineError | None]]]
-
-    @property
-    def started(self) -> list[StartReport]:
-        return [report for report, _ in self.starts]
-
-    @property
-    def finished(self) -> list[Report]:
-        return [report for report, _ in self.ends]
 
 
 @dataclass(slots=True)
@@ -109,14 +90,13 @@ class Supervisor:
         self.now = clock
         self.runs: dict[str, Run] = {}
         self.sampler = TreeSampler()
-        self.stopping = False
-        # Whether the dispatch loop is there to commit reports with its next claim (else
-        # each is committed on its own), and the reports waiting for it.
-        self.dispatching = False
-        self._reports: list[tuple[Report | StartReport, asyncio.Future[SlotlineError | None]]]
-        self._reports = []
+        # The starts and outcomes of runs on their way to the store.
+        self.outbox = Outbox(store, changed)
         self._stoppers: set[asyncio.Task[None]] = set()
-        self._start_timer: asyncio.TimerHandle | None = None
+
+    @property
+    def stopping(self) -> bool:
+        return self.outbox.stopping
 
     def log_path(self, task: Task, attempt: Attempt) -> Path:
         return Path(log_file(self.settings.log_dir, task.id, attempt.number))
@@ -127,18 +107,6 @@ class Supervisor:
         return Path(attempt.log_path) if attempt.log_path else self.log_path(run.task, attempt)
 
     # -- the dispatch loop's side -------------------------------------------------------
-
-    def take_reports(self) -> Batch:
-        """The reports waiting for a claim; give them back with `restore` if it fails."""
-        pending, self._reports = self._reports, []
-        return Batch(
-            [(r, done) for r, done in pending if isinstance(r, StartReport)],
-            [(r, done) for r, done in pending if isinstance(r, Report)],
-        )
-
-    def restore(self, batch: Batch) -> None:
-        """Reports a failed claim did not commit: they go with the next one."""
-        self._reports[:0] = [*batch.starts, *batch.ends]
 
     def settle(self, batch: Batch, result: ClaimResult) -> None:
         """After a claim committed `batch`: answer its waiters, start what it claimed and
@@ -195,12 +163,12 @@ class Supervisor:
         except Exception as exc:  # a bug (or a full disk) must not leave the task running
             log.exception("attempt crashed", extra={"task_id": run.task.id})
             outcome = Outcome(None, f"internal error: {exc}")
-        if outcome.result not in (None, "null") or not self.dispatching or self.stopping:
+        if outcome.result not in (None, "null") or not self.outbox.batched:
             # A result is kept before the end is reported (`_keep_result`), in a task.
             run.watcher = asyncio.create_task(self._finish_kept(run, outcome))
             return
         run.finishing = True
-        ended = self._enqueue(self._report(run, outcome))
+        ended = self.outbox.enqueue(self._report(run, outcome))
         ended.add_done_callback(functools.partial(self._ended, run))
 
     async def _finish_kept(self, run: Run, outcome: Outcome) -> None:
@@ -265,14 +233,14 @@ class Supervisor:
         started = StartReport(
             attempt.id, attempt.token, handle.pid, handle.pid_started, str(log_path)
         )
-        if self.dispatching and not self.stopping:
+        if self.outbox.batched:
             # With a later claim of the loop, while the process runs; a node that dies
             # before that commit finds the keeper by its pid file.
-            recorded = self._enqueue(started, wake=False)
+            recorded = self.outbox.enqueue(started, wake=False)
             recorded.add_done_callback(functools.partial(self._start_recorded, run))
             return await self.wait(run, handle)
         try:
-            await self._commit_alone(started)
+            await self.outbox.commit_alone(started)
         except SlotlineError:
             # The attempt is no longer ours to run (or the store is gone while stopping):
             # never leave its process running unsupervised.
@@ -305,7 +273,7 @@ class Supervisor:
         if outcome.result in (None, "null"):
             return outcome
         try:
-            await self._with_retries(
+            await self.outbox.with_retries(
                 self.store.put_result, run.attempt.id, run.attempt.token, outcome.result
             )
         except InvalidInput as exc:
@@ -343,7 +311,7 @@ class Supervisor:
         run.finishing = True
         refused = None
         try:
-            await self._commit(self._report(run, outcome, requeue))
+            await self.outbox.commit(self._report(run, outcome, requeue))
         except SlotlineError as exc:
             refused = exc
         finally:
@@ -366,86 +334,6 @@ class Supervisor:
             )
         if self.runs.pop(run.attempt.id, None) is not None:
             self.changed.set()  # committed outside the loop: it refills the slot
-
-    async def _commit(self, report: Report | StartReport) -> None:
-        """Commit an outcome or a start: with the dispatch loop's next claim while the
-        loop runs (one transaction and one wake-up for every report of a turn, and a slot
-        an outcome freed refilled in the same commit), else on its own.
-
-        Raises:
-            SlotlineError: the store refused the report (a stale attempt).
-        """
-        if not self.dispatching or self.stopping:
-            await self._commit_alone(report)
-            return
-        refused = await self._enqueue(report)
-        if refused is not None:
-            raise refused
-
-    def _enqueue(
-        self, report: Report | StartReport, wake: bool = True
-    ) -> asyncio.Future[SlotlineError | None]:
-        """Hand `report` to the loop's next claim; the future answers None once it is
-        committed, or why it was refused. `wake`: the loop claims at once, else within
-        START_RECORD_DELAY (or sooner, with whatever else wakes it)."""
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[SlotlineError | None] = loop.create_future()
-        self._reports.append((report, done))
-        if wake:
-            self.changed.set()
-        elif self._start_timer is None:
-            self._start_timer = loop.call_later(START_RECORD_DELAY, self._record_starts)
-        return done
-
-    def _record_starts(self) -> None:
-        self._start_timer = None
-        if any(isinstance(report, StartReport) for report, _ in self._reports):
-            self.changed.set()
-
-    async def _commit_alone(self, report: Report | StartReport) -> None:
-        if isinstance(report, StartReport):
-            await self._with_retries(
-                self.store.record_start,
-                report.attempt_id,
-                report.token,
-                report.pid,
-                report.pid_started,
-                report.log_path,
-            )
-            return
-        await self._with_retries(
-            self.store.finish,
-            report.attempt_id,
-            report.token,
-            report.exit_code,
-            report.reason,
-            requeue=report.requeue,
-        )
-
-    async def commit_pending(self) -> None:
-        """Commit each report still waiting for the loop, on its own (the loop stopped)."""
-        pending, self._reports = self._reports, []
-        for report, done in pending:
-            refused = None
-            try:
-                await self._commit_alone(report)
-            except SlotlineError as exc:
-                refused = exc
-            if not done.done():  # its waiter may have been cancelled meanwhile
-                done.set_result(refused)
-
-    async def _with_retries(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Call a store verb, retrying while the store itself fails (not on refusals)."""
-        delay = 0.1
-        while True:
-            try:
-                return await asyncio.to_thread(function, *args, **kwargs)
-            except StoreError:
-                if self.stopping:
-                    raise
-                log.warning("store unavailable; retrying in %.1fs", delay, exc_info=True)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
 
     def handle_kills(self, requests: list[KillRequest]) -> None:
         for request in requests:
@@ -502,11 +390,7 @@ class Supervisor:
     async def shutdown(self) -> None:
         """Stop supervising. Processes keep running (a restarted node re-adopts them);
         callables cannot outlive the node: they are interrupted and their outcome recorded."""
-        self.stopping = True
-        if self._start_timer is not None:
-            self._start_timer.cancel()
-            self._start_timer = None
-        await self.commit_pending()
+        await self.outbox.close()
         threads = []
         for run in list(self.runs.values()):
             if run.thread is not None and not run.thread.done():
