@@ -39,7 +39,8 @@ class EventWatcher(Watcher):
             self._reader = asyncio.create_task(self._read())
         if not self._changed.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), timeout)
+                async with asyncio.timeout(timeout):  # never swallows a cancellation
+                    await self._changed.wait()
         changed = self._changed.is_set()
         self._changed.clear()
         return changed

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 import secrets
+import select
 import sqlite3
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
@@ -136,6 +137,51 @@ def test_watcher_wakes_on_a_change_made_through_another_store_object(store_url: 
             asyncio.run(scenario())
         finally:
             watcher.close()
+
+
+@pytest.mark.parametrize("turns", [0, 1, 2, 3])
+def test_a_wait_cancelled_as_a_change_arrives_ends_at_once(store_url: str, turns: int) -> None:
+    # The node's loop waits on its watcher and on its own runs at once, and cancels the
+    # watcher's wait when a run ends first. A change may arrive in the same turn of the
+    # event loop: the cancellation must still end the wait (it once waited out its whole
+    # timeout, stalling dispatch for seconds).
+    with opened(store_url) as first, opened(store_url) as second:
+        watcher = first.watcher()
+
+        async def scenario() -> None:
+            await asyncio.to_thread(second.submit, COMMAND)
+            assert await watcher.wait(10) is True
+            waiting = asyncio.create_task(watcher.wait(30))
+            done, _ = await asyncio.wait({waiting}, timeout=0.1)
+            assert not done  # parked on its socket
+            # The change is committed and readable while the loop is blocked, so the
+            # wait sees it in the same turns as the cancellation below (how many turns
+            # apart: every order). It is the node's own claim, which PostgreSQL still
+            # delivers to this watcher, for it to skip.
+            if first.dialect == "postgres":
+                second.claim("node-1", watcher=watcher.id)
+            else:
+                second.submit(COMMAND)
+            assert _readable(watcher, 15)
+            for _ in range(turns):
+                await asyncio.sleep(0)
+            waiting.cancel()
+            # Ended at once: cancelled, or woken by the change if that came first.
+            async with asyncio.timeout(5):
+                await asyncio.wait({waiting})
+            assert waiting.cancelled() or waiting.result() is True
+
+        try:
+            asyncio.run(scenario())
+        finally:
+            watcher.close()
+
+
+def _readable(watcher: object, timeout: float) -> bool:
+    """Whether the watcher's socket has data within `timeout`, without running the loop."""
+    sock = getattr(watcher, "_sock", None) or watcher._conn  # type: ignore[attr-defined]
+    readable, _, _ = select.select([sock.fileno()], [], [], timeout)
+    return bool(readable)
 
 
 def test_a_rolled_back_write_wakes_no_watcher(store_url: str) -> None:

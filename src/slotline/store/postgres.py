@@ -372,7 +372,11 @@ class _ListenWatcher(Watcher):
             fd = conn.fileno()
             loop.add_reader(fd, _resolve, readable)
             try:
-                await asyncio.wait_for(readable, remaining)
+                # asyncio.timeout, not wait_for: on Python 3.11, wait_for swallows a
+                # cancellation that comes as the notification arrives, and this loop would
+                # then wait out the whole timeout for the caller that gave up on it.
+                async with asyncio.timeout(remaining):
+                    await readable
             except TimeoutError:
                 return False
             finally:

@@ -272,7 +272,10 @@ class _SocketWatcher(Watcher):
 
         loop = asyncio.get_running_loop()
         try:
-            await asyncio.wait_for(loop.sock_recv(self._sock, 64), timeout)
+            # asyncio.timeout, not wait_for, which on Python 3.11 can swallow a
+            # cancellation that comes as a datagram arrives.
+            async with asyncio.timeout(timeout):
+                await loop.sock_recv(self._sock, 64)
         except TimeoutError:
             return False
         self._drain()
