@@ -19,6 +19,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 SIDES = ("slotline", "huey")
+# The PostgreSQL run (bench/pg.py): slotline on PostgreSQL against procrastinate.
+PG_SIDES = ("slotline", "procrastinate")
 
 
 def run_child(side: str, action: str, path: Path, timeout: float, **params: Any) -> dict[str, Any]:
@@ -63,7 +65,7 @@ def peak_rss_kb() -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.child")
-    parser.add_argument("side", choices=SIDES)
+    parser.add_argument("side", choices=sorted({*SIDES, *PG_SIDES}))
     parser.add_argument(
         "action", choices=("submit", "submit_normal", "submit_many", "drain", "drain_served")
     )
@@ -71,10 +73,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=0)
     parser.add_argument("--workers", type=int, default=1, help="huey's worker threads")
     parser.add_argument("--timeout", type=float, default=120.0)
+    parser.add_argument(
+        "--url", help="a PostgreSQL store instead of the SQLite file; `path` is then a folder"
+    )
+    parser.add_argument("--slots", type=int, default=None, help="slotline: this node's slots")
     args = parser.parse_args(argv)
     side = importlib.import_module(f"bench.{args.side}_side")
     result: dict[str, Any]
-    if args.action == "submit":
+    if args.url:  # bench/pg.py
+        result = _on_postgres(side, args)
+    elif args.action == "submit":
         result = {"rate": side.submit_rate(args.path, args.n)}
     elif args.action == "submit_normal":  # huey only
         result = {"rate": side.submit_rate(args.path, args.n, normal=True)}
@@ -89,6 +97,17 @@ def main(argv: list[str] | None = None) -> int:
     result["peak_rss_kb"] = peak_rss_kb()
     print(json.dumps(result))
     return 0
+
+
+def _on_postgres(side: Any, args: argparse.Namespace) -> dict[str, Any]:
+    if args.action == "submit":
+        return {"rate": side.submit_rate(args.url, args.n)}
+    if args.action != "drain":
+        raise SystemExit(f"{args.action} is not measured on PostgreSQL")
+    if args.side == "procrastinate":
+        return dataclasses.asdict(side.drain(args.url, args.n, args.workers, args.timeout))
+    drained = side.drain(args.url, args.timeout, log_dir=args.path / "logs", slots=args.slots)
+    return dataclasses.asdict(drained)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ def spec(workload: str, sleep: float = 0.05) -> dict[str, Any]:
     return {"callable": workload}
 
 
-def submit_rate(path: Path, n: int) -> float:
+def submit_rate(path: Path | str, n: int) -> float:
     """Tasks per second submitted one at a time (one transaction each) into a fresh store."""
     store = open_store(path)
     try:
@@ -50,7 +50,7 @@ def submit_many_rate(path: Path, n: int) -> float:
         store.close()
 
 
-def fill(path: Path, workload: str, n: int, limit: int, sleep: float = 0.05) -> None:
+def fill(path: Path | str, workload: str, n: int, limit: int, sleep: float = 0.05) -> None:
     """Queue `n` tasks of `workload` and set the limit (not timed: one batch)."""
     store = open_store(path)
     try:
@@ -60,8 +60,13 @@ def fill(path: Path, workload: str, n: int, limit: int, sleep: float = 0.05) -> 
         store.close()
 
 
-def drain(path: Path, timeout: float) -> Drained:
-    """Run one node on the pre-filled store until it is idle; time it from node start."""
+def drain(
+    path: Path | str, timeout: float, log_dir: Path | None = None, slots: int | None = None
+) -> Drained:
+    """Run one node on the pre-filled store until it is idle; time it from node start.
+
+    `path` is the SQLite file or a PostgreSQL URL (then `log_dir` is required); `slots`
+    caps this node's runs (several nodes sharing one store)."""
     stamps: list[tuple[float, float]] = []
     lock = threading.Lock()
 
@@ -76,7 +81,10 @@ def drain(path: Path, timeout: float) -> Drained:
 
     store = open_store(path)
     try:
-        node = Node(store, log_dir=path.parent / "logs", callables={NOOP: noop, STAMP: stamp})
+        logs = log_dir or Path(path).parent / "logs"
+        callables = {NOOP: noop, STAMP: stamp}
+        name = f"bench-{os.getpid()}"  # several nodes may share a PostgreSQL store
+        node = Node(store, node_id=name, log_dir=logs, callables=callables, slots=slots)
 
         async def timed() -> float:
             start = time.perf_counter()
