@@ -11,11 +11,10 @@ from slotline.store.queries import Tx
 from slotline.store.rows import dumps, event_from_row
 
 
-def emit(tx: Tx, kind: str, task_id: str | None, at: float, **data: Any) -> int:
-    """Append an event; returns its seq."""
-    row = tx.one("event_insert", at=at, kind=kind, task_id=task_id, data=dumps(data))
-    assert row is not None
-    return int(row["seq"])
+def emit(tx: Tx, kind: str, task_id: str | None, at: float, **data: Any) -> None:
+    """Append an event (nothing read back: on PostgreSQL it goes with the next round
+    trip of the transaction)."""
+    tx.run("event_append", at=at, kind=kind, task_id=task_id, data=dumps(data))
 
 
 def change(tx: Tx, task: Task, kind: str, to: Status, now: float, **data: Any) -> None:

@@ -24,7 +24,7 @@ class NodeVerbs(StoreCore):
         """Renew the node's liveness and the leases of its running attempts."""
         with self._transaction(write=True) as tx:
             now = tx.now() if now is None else now
-            if tx.run("node_heartbeat", id=node_id, now=now) == 0:
+            if tx.one("node_heartbeat", id=node_id, now=now) is None:
                 tx.run(
                     "node_insert", id=node_id, host=socket.gethostname(), pid=os.getpid(), now=now
                 )

@@ -147,6 +147,8 @@ class PostgresStore(Store):
         self._queries = load_queries("postgres")
         self._lock = threading.RLock()
         self._conn: psycopg.Connection[DictRow] | None = None
+        # The pipeline of the write transaction under way, if any (see `_begin`).
+        self._pipeline: contextlib.AbstractContextManager[psycopg.Pipeline] | None = None
         try:
             self._migrate()
         except BaseException:
@@ -187,6 +189,7 @@ class PostgresStore(Store):
         return self._conn
 
     def _drop_connection(self) -> None:
+        self._pipeline = None
         if self._conn is not None:
             with contextlib.suppress(psycopg.Error):
                 self._conn.close()
@@ -207,46 +210,64 @@ class PostgresStore(Store):
             )
         return StoreError(f"{doing} failed on {self._where}: {_first_line(exc)}")
 
-    def _begin(self, write: bool) -> psycopg.Cursor[DictRow]:
-        """A cursor inside a new transaction, holding the write lock if `write`."""
+    def _begin(
+        self, write: bool
+    ) -> tuple[psycopg.Cursor[DictRow] | _PipelinedCursor, float | None]:
+        """A cursor inside a new transaction and, for a write, the store's clock read
+        once the write lock is held. A write runs in pipeline mode (`_PipelinedCursor`):
+        BEGIN, the lock and the clock go in one round trip."""
         for retry in (False, True):
             conn = self._connection()
             cur = conn.cursor()
             try:
-                cur.execute(_BEGIN_WRITE if write else _BEGIN_READ)
-            except psycopg.OperationalError as exc:
+                if not write:
+                    cur.execute(_BEGIN_READ)
+                    return cur, None
+                self._pipeline = conn.pipeline()
+                piped = _PipelinedCursor(cur, self._pipeline.__enter__())
+                piped.execute(_BEGIN_WRITE)
+                piped.execute(_WRITE_LOCK, {"key": self._key})
+                piped.execute(_CLOCK)
+                now = float(piped.fetchall()[0]["now"])
+            except psycopg.Error as exc:
                 cur.close()
-                if conn.broken and not retry:
+                broken = conn.broken
+                self._rollback()
+                if broken and not retry:
                     # The idle connection died (server restart, network); nothing ran yet.
                     self._drop_connection()
                     continue
-                raise self._error(exc, "starting a transaction") from exc
-            break
-        if write:
-            try:
-                cur.execute(_WRITE_LOCK, {"key": self._key})
-            except psycopg.Error as exc:
-                self._rollback()
-                cur.close()
-                raise self._error(exc, "taking the write lock") from exc
-        return cur
+                doing = "taking the write lock" if write else "starting a transaction"
+                raise self._error(exc, doing) from exc
+            return piped, now
+        raise AssertionError("unreachable")
 
     def _rollback(self) -> None:
         conn = self._conn
         if conn is None or conn.closed:
             return
         try:
+            with contextlib.suppress(psycopg.Error):  # what failed is reported already
+                self._end_pipeline()
             conn.rollback()
         except psycopg.Error:
             self._drop_connection()
 
+    def _end_pipeline(self) -> None:
+        """Leave pipeline mode, sending what is queued; raises the error of any of it."""
+        pipeline, self._pipeline = self._pipeline, None
+        if pipeline is not None:
+            pipeline.__exit__(None, None, None)
+
     @contextlib.contextmanager
     def _transaction(self, write: bool) -> Iterator[Tx]:
         with self._lock:
-            cur = self._begin(write)
+            cur, now = self._begin(write)
+            # A write reads the clock once, right after the lock (see `_CLOCK`).
+            clock = _clock if now is None else lambda _cursor: now
             try:
                 try:
-                    yield Tx(cur, self._queries, _clock)
+                    yield Tx(cur, self._queries, clock)
                 except psycopg.Error as exc:
                     self._rollback()
                     raise self._error(exc, "a store query") from exc
@@ -255,6 +276,7 @@ class PostgresStore(Store):
                     raise
                 try:
                     cur.execute("COMMIT")
+                    self._end_pipeline()
                 except psycopg.Error as exc:
                     self._rollback()
                     raise self._error(exc, "commit") from exc
@@ -287,6 +309,31 @@ class PostgresStore(Store):
     def close(self) -> None:
         with self._lock:
             self._drop_connection()
+
+
+class _PipelinedCursor:
+    """A write transaction's cursor in pipeline mode: a statement whose result nobody
+    reads is only queued, and each read sends what is queued with a Sync, in one round
+    trip. The Sync (not a mere flush) leaves the session "idle in transaction" between
+    statements, so that a node frozen inside a transaction is still ended by the
+    server's idle_in_transaction_session_timeout."""
+
+    def __init__(self, cursor: psycopg.Cursor[DictRow], pipeline: psycopg.Pipeline) -> None:
+        self._cursor = cursor
+        self._pipeline = pipeline
+
+    def execute(self, sql: Any, params: Any = None) -> None:
+        self._cursor.execute(sql, params)
+
+    def executemany(self, sql: Any, params_seq: Any, /) -> None:
+        self._cursor.executemany(sql, params_seq)
+
+    def fetchall(self) -> list[DictRow]:
+        self._pipeline.sync()
+        return self._cursor.fetchall()
+
+    def close(self) -> None:
+        self._cursor.close()
 
 
 class _ListenWatcher(Watcher):

@@ -86,9 +86,6 @@ class Where:
 class Cursor(Protocol):
     """The slice of DB-API both sqlite3 and psycopg cursors provide."""
 
-    @property
-    def rowcount(self) -> int: ...
-
     def execute(self, sql: Any, params: Any = ...) -> Any: ...
 
     def fetchall(self) -> list[Any]: ...
@@ -149,9 +146,10 @@ class Tx:
         found = self.rows(query, **params)
         return found[0] if found else None
 
-    def run(self, query: str, /, **params: Any) -> int:
+    def run(self, query: str, /, **params: Any) -> None:
+        """Run a statement whose result nobody reads: on PostgreSQL it is sent with the
+        transaction's next read or its commit, not in a round trip of its own."""
         self._cursor.execute(self._queries[query], params)
-        return self._cursor.rowcount
 
     def run_many(self, query: str, rows: Sequence[Mapping[str, Any]], /) -> None:
         """Run a query once per row of parameters, as one statement (`executemany`)."""

@@ -24,9 +24,6 @@ SELECT dep_id FROM deps WHERE task_id = :task_id;
 -- name: dependents_of
 SELECT task_id FROM deps WHERE dep_id = :dep_id;
 
--- name: event_insert
-INSERT INTO events (at, kind, task_id, data) VALUES (:at, :kind, :task_id, :data) RETURNING seq;
-
 -- name: events_since
 SELECT seq, at, kind, task_id, data FROM events WHERE seq > :since ORDER BY seq LIMIT :limit;
 
@@ -229,7 +226,7 @@ INSERT INTO nodes (id, host, pid, started_at, heartbeat_at)
 VALUES (:id, :host, :pid, :now, :now);
 
 -- name: node_heartbeat
-UPDATE nodes SET heartbeat_at = :now WHERE id = :id;
+UPDATE nodes SET heartbeat_at = :now WHERE id = :id RETURNING id;
 
 -- name: nodes_all
 SELECT * FROM nodes ORDER BY id;
