@@ -7,11 +7,12 @@ transaction and applies what it returns.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
 from slotline.models import Limit, Status
+from slotline.scheduler.rates import RateBook
 
 
 class Placeable(Protocol):
@@ -80,6 +81,12 @@ class Snapshot(Generic[T]):
     start_now: Sequence[T] = ()
     paused: bool = False
     aging_interval: float | None = None
+    # Rate limits and the starts in their windows (scheduler/rates.py); the plan counts
+    # its own starts in a copy, so the snapshot is left as it was.
+    rates: RateBook | None = None
+    # Agent types backing off from their provider: no start before the instant given
+    # (scheduler/backoff.py; their lowered caps are in `limits`).
+    holds: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,16 +174,24 @@ def plan(snapshot: Snapshot[T], runnable: Callable[[T], bool] | None = None) -> 
     Every free slot is filled in one pass, in queue order; a task whose per-key limit is
     full is skipped, not waited on. A task marked `start_now` starts whatever the limits
     say, and its attempt is flagged over-limit if it pushed a count past a cap.
+
+    A task whose rate limit has no room, or whose agent type is backing off, waits in
+    its place (skipped, like a full per-key limit), and `next_wake` says when it may
+    start. Start-now ignores both, but its start counts against the rates.
     """
     now = snapshot.now
     can_run = runnable or (lambda _task: True)
     usage = _Usage(snapshot.limits, snapshot.running)
+    book = snapshot.rates.copy() if snapshot.rates else None
+    holds = snapshot.holds
     starts: list[Start[T]] = []
     wake: list[float] = []
     for task in snapshot.start_now:
         if can_run(task):
             starts.append(Start(task, over_limit=not usage.fits(task)))
             usage.add(task)
+            if book is not None:
+                book.record(task, now)
     if snapshot.paused:
         return Plan(start=starts)
     started = {s.task_id for s in starts}
@@ -192,7 +207,17 @@ def plan(snapshot: Snapshot[T], runnable: Callable[[T], bool] | None = None) -> 
         if task.not_before is not None and task.not_before > now:
             wake.append(task.not_before)
             continue
+        held = holds.get(task.agent) if task.agent is not None and holds else None
+        if held is not None and held > now:
+            wake.append(held)
+            continue
         if usage.fits(task):
+            allowed = book.next_allowed(task, now) if book is not None else None
+            if allowed is not None:
+                wake.append(allowed)
+                continue
             starts.append(Start(task, over_limit=False))
             usage.add(task)
+            if book is not None:
+                book.record(task, now)
     return Plan(start=starts, next_wake=min(wake) if wake else None)

@@ -13,10 +13,12 @@ another's methods: the steps they share are functions over the caller's transact
 
 from __future__ import annotations
 
+from slotline.store.backoff import BackoffVerbs
 from slotline.store.bulk import BulkVerbs
 from slotline.store.claim import ClaimVerbs
 from slotline.store.events import EventVerbs
 from slotline.store.nodes import NodeVerbs
+from slotline.store.rates import RateVerbs
 from slotline.store.reads import ReadVerbs
 from slotline.store.runs import RunVerbs
 from slotline.store.samples import SampleVerbs
@@ -38,5 +40,7 @@ class Store(
     NodeVerbs,
     SampleVerbs,
     ServingVerbs,
+    RateVerbs,
+    BackoffVerbs,
 ):
     """Every change to slotline's state goes through one of these verbs."""

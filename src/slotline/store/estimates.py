@@ -14,7 +14,9 @@ from dataclasses import replace
 from typing import Any
 
 from slotline.models import Priority, Status, Task
-from slotline.scheduler import durations, eta
+from slotline.scheduler import backoff, durations, eta
+from slotline.store import backoff as provider
+from slotline.store import rates
 from slotline.store.queries import Tx
 from slotline.store.settings import LEASE_SECONDS, read_settings
 
@@ -156,18 +158,21 @@ def _line(tx: Tx, now: float, rows: Iterable[Mapping[str, Any]]) -> eta.Line:
         by_status[task.status].append(task)
     settings = read_settings(tx)
     arrivals, span = _arrivals(tx, now)
+    throttles = provider.throttles(tx)
     return eta.Line(
         running=by_status[Status.RUNNING],
         queued=by_status[Status.QUEUED],
         waiting=by_status[Status.WAITING],
         held=by_status[Status.HELD],
-        limits=settings.limits,
+        limits=backoff.limits_under(settings.limits, throttles),
         now=now,
         paused=bool(settings["paused"]),
         admission=_admission(tx, now),
         aging_interval=settings["aging_interval"],
         arrivals=arrivals,
         forecast=span,
+        rates=rates.load_book(tx, settings.rates, now) if settings.rates else None,
+        holds=backoff.holds(throttles),
     )
 
 

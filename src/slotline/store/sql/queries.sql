@@ -512,3 +512,46 @@ SET attempt_id = excluded.attempt_id, value = excluded.value, stored_at = exclud
 
 -- name: result_of_attempt
 SELECT value FROM task_results WHERE task_id = :task_id AND attempt_id = :attempt_id;
+
+-- Rate limits and provider back-off (store/rates.py, store/backoff.py; migration 0015).
+
+-- name: rate_limits_all
+SELECT key, value, max_starts, period FROM rate_limits ORDER BY key, value;
+
+-- name: rate_limit_delete
+DELETE FROM rate_limits WHERE key = :key AND value = :value;
+
+-- name: rate_limit_insert
+INSERT INTO rate_limits (key, value, max_starts, period)
+VALUES (:key, :value, :max_starts, :period);
+
+-- name: rate_starts_of_key
+-- The window of one key: one range of the rate_starts_window index.
+SELECT value, at FROM rate_starts WHERE key = :key AND at > :since ORDER BY at;
+
+-- name: rate_start_insert
+INSERT INTO rate_starts (key, value, at) VALUES (:key, :value, :at);
+
+-- name: rate_starts_prune
+DELETE FROM rate_starts WHERE key = :key AND at <= :before;
+
+-- name: rate_starts_forget_key
+DELETE FROM rate_starts WHERE key = :key;
+
+-- name: backoff_all
+SELECT agent, level, cap, not_before, successes, since, reason FROM agent_backoff
+ORDER BY agent;
+
+-- name: backoff_get
+SELECT agent, level, cap, not_before, successes, since, reason FROM agent_backoff
+WHERE agent = :agent;
+
+-- name: backoff_delete
+DELETE FROM agent_backoff WHERE agent = :agent;
+
+-- name: backoff_insert
+INSERT INTO agent_backoff (agent, level, cap, not_before, successes, since, reason)
+VALUES (:agent, :level, :cap, :not_before, :successes, :since, :reason);
+
+-- name: count_running_of_agent
+SELECT COUNT(*) AS n FROM tasks WHERE status = 'running' AND agent = :agent;
