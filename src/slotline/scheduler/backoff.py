@@ -20,9 +20,6 @@ from slotline.errors import InvalidInput
 from slotline.models import Limit
 from slotline.scheduler import policy
 
-# How much of a failed run's output is searched for the pattern (its end).
-OUTPUT_TAIL = 16 * 1024
-
 
 @dataclass(frozen=True, slots=True)
 class BackoffRule:

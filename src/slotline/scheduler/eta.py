@@ -64,6 +64,8 @@ class Entry(NamedTuple):
     queued_at: float | None
     started_at: float | None
     expected_duration: float | None
+    # Read by fairness by parent task only.
+    parent_id: str | None = None
 
     def key_value(self, key: str) -> str | None:
         """The value of a limit key, as `Task.key_value`."""
@@ -142,6 +144,13 @@ class Line:
     # into a copy), and agent types held back by a provider back-off until an instant.
     rates: RateBook | None = None
     holds: Mapping[str, float] = field(default_factory=dict)
+    # With fairness on: each queued task's virtual time in its band (fairness.py), as of
+    # `now`; a task that joins later sorts after its band's.
+    fair: Mapping[str, float] | None = None
+
+
+# Where a task sorts in the line: queue_key, or with fairness (band, virtual time, rank).
+_Key = tuple[object, ...]
 
 
 def _class_of(task: Entry, limits: policy.Limits, keys: Sequence[str]) -> tuple[object, ...]:
@@ -157,21 +166,25 @@ class _Pending:
         now: float,
         aging: float | None,
         rated: Sequence[str] = (),
+        fair: Mapping[str, float] | None = None,
     ) -> None:
         self.limits = limits
+        self.fair = fair
         # Tasks of one class must be alike for every cap: the limits', the rates' and
         # (for a back-off hold) the agent type.
         self.keys = sorted({limit.key for limit in limits.per_key} | set(rated))
         self.now = now
         self.aging = aging
-        self.classes: dict[tuple[object, ...], list[tuple[tuple[int, int, str], Entry]]] = {}
+        self.classes: dict[tuple[object, ...], list[tuple[_Key, Entry]]] = {}
         self.heads: dict[tuple[object, ...], int] = {}
         self.class_of: dict[str, tuple[object, ...]] = {}
 
     def add(self, task: Entry) -> None:
         cls = self._class(task)
         members = self.classes.setdefault(cls, [])
-        key = policy.queue_key(task, self.now, self.aging)
+        key: _Key = policy.queue_key(task, self.now, self.aging)
+        if self.fair is not None:
+            key = (key[0], key[1], self.fair.get(task.id, math.inf), task.rank)
         if not members or members[-1][0] <= key:  # the line is read in order: append
             members.append((key, task))
         else:
@@ -187,7 +200,7 @@ class _Pending:
 
     def candidates(self, free_in_pool: int) -> list[Entry]:
         """In queue order, every task that could start with `free_in_pool` slots free."""
-        found: list[tuple[tuple[int, int, str], Entry]] = []
+        found: list[tuple[_Key, Entry]] = []
         for cls, members in self.classes.items():
             head = self.heads[cls]
             if head >= len(members):
@@ -237,7 +250,7 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
     estimates.update(dict.fromkeys((t.id for t in line.held), UNKNOWN))
     book = line.rates.copy() if line.rates else None
     rated = [*(book.keys if book is not None else ()), *(["agent"] if line.holds else [])]
-    pending = _Pending(limits, now, line.aging_interval, rated)
+    pending = _Pending(limits, now, line.aging_interval, rated, line.fair)
     timers: list[tuple[float, int, Entry]] = []  # tasks whose not_before is ahead
     start_now = [t for t in line.queued if t.start_now]
     for task in line.queued:

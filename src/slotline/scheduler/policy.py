@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
 from slotline.models import Limit, Status
+from slotline.scheduler.fairness import Fairness, fair_line
 from slotline.scheduler.rates import RateBook
 
 
@@ -87,12 +88,18 @@ class Snapshot(Generic[T]):
     # Agent types backing off from their provider: no start before the instant given
     # (scheduler/backoff.py; their lowered caps are in `limits`).
     holds: Mapping[str, float] = field(default_factory=dict)
+    # Fair dispatch within each band of the line (see `order`), and each value's pass
+    # (scheduler/fairness.py); None: rank order.
+    fairness: Fairness | None = None
+    passes: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
 class Start(Generic[T]):
     task: T
     over_limit: bool
+    # With fairness on: the turn the task started at (what its value's pass moves past).
+    turn: float | None = None
 
     @property
     def task_id(self) -> str:
@@ -118,7 +125,9 @@ def effective_priority(task: Placeable, now: float, aging_interval: float | None
 # The order of the line, the one rule: boosted first, then priority, then rank. Python
 # sorts by `queue_key`; the store's queries say `ORDER BY {line_order}`, filled in from
 # LINE_ORDER_SQL (by stored priority: with aging on, `order` re-sorts what they read),
-# and the tasks_line index (migration 0001) serves it.
+# and the tasks_line index (migration 0001) serves it. With fairness on, each band
+# (boosted, effective priority) is then put in fair order instead of rank order
+# (scheduler/fairness.py): `order` and `plan` apply it, bands stay in their order.
 LINE_ORDER_SQL = "boosted DESC, priority, rank"
 
 
@@ -127,10 +136,26 @@ def queue_key(task: Placeable, now: float, aging_interval: float | None) -> tupl
     return (0 if task.boosted else 1, effective_priority(task, now, aging_interval), task.rank)
 
 
-def order(tasks: Iterable[T], now: float, aging_interval: float | None = None) -> list[T]:
-    """Queued tasks in dispatch order; position N is index N-1."""
+def band_key(task: Placeable, now: float, aging_interval: float | None) -> tuple[int, int]:
+    """The band of the line a task is in: boosted, effective priority."""
+    return (0 if task.boosted else 1, effective_priority(task, now, aging_interval))
+
+
+def order(
+    tasks: Iterable[T],
+    now: float,
+    aging_interval: float | None = None,
+    fairness: Fairness | None = None,
+    passes: Mapping[str, float] | None = None,
+) -> list[T]:
+    """Queued tasks in dispatch order; position N is index N-1. With `fairness`, each
+    band is in fair order given each value's pass."""
     queued = [t for t in tasks if t.status is Status.QUEUED]
-    return sorted(queued, key=lambda t: queue_key(t, now, aging_interval))
+    ordered = sorted(queued, key=lambda t: queue_key(t, now, aging_interval))
+    if fairness is None:
+        return ordered
+    bands = lambda t: band_key(t, now, aging_interval)  # noqa: E731
+    return list(fair_line(ordered, fairness, passes or {}, bands))
 
 
 class _Usage:
@@ -198,6 +223,13 @@ def plan(snapshot: Snapshot[T], runnable: Callable[[T], bool] | None = None) -> 
     line: Iterable[T] = snapshot.queued
     if snapshot.aging_interval:
         line = order(line, now, snapshot.aging_interval)
+    turns: dict[str, float] = {}
+    if snapshot.fairness is not None:
+        # Read one band at a time: the claim stops reading where the slots are full.
+        aging = snapshot.aging_interval
+        line = fair_line(
+            line, snapshot.fairness, snapshot.passes, lambda t: band_key(t, now, aging), turns
+        )
     exempt = snapshot.limits.exempt_agents
     for task in line:
         if usage.pool_full() and not exempt:
@@ -216,7 +248,7 @@ def plan(snapshot: Snapshot[T], runnable: Callable[[T], bool] | None = None) -> 
             if allowed is not None:
                 wake.append(allowed)
                 continue
-            starts.append(Start(task, over_limit=False))
+            starts.append(Start(task, over_limit=False, turn=turns.get(task.id)))
             usage.add(task)
             if book is not None:
                 book.record(task, now)

@@ -17,6 +17,7 @@ from slotline.store.backoff import BackoffVerbs
 from slotline.store.bulk import BulkVerbs
 from slotline.store.claim import ClaimVerbs
 from slotline.store.events import EventVerbs
+from slotline.store.fairness import FairnessVerbs
 from slotline.store.nodes import NodeVerbs
 from slotline.store.rates import RateVerbs
 from slotline.store.reads import ReadVerbs
@@ -42,5 +43,6 @@ class Store(
     ServingVerbs,
     RateVerbs,
     BackoffVerbs,
+    FairnessVerbs,
 ):
     """Every change to slotline's state goes through one of these verbs."""

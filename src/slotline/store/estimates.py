@@ -14,11 +14,13 @@ from dataclasses import replace
 from typing import Any
 
 from slotline.models import Priority, Status, Task
-from slotline.scheduler import backoff, durations, eta
+from slotline.scheduler import backoff, durations, eta, policy
+from slotline.scheduler.fairness import Fairness, virtual_times
 from slotline.store import backoff as provider
+from slotline.store import fairness as fair
 from slotline.store import rates
 from slotline.store.queries import Tx
-from slotline.store.settings import LEASE_SECONDS, read_settings
+from slotline.store.settings import LEASE_SECONDS, Settings, read_settings
 
 # How many recent runs the statistic looks at, per agent type and over all tasks. A
 # longer window varies less but lags behind a change of run times (a busier machine):
@@ -63,6 +65,7 @@ def line_task(row: Mapping[str, Any]) -> eta.Entry:
         row["queued_at"],
         row["started_at"],
         row["expected_duration"],
+        row.get("parent_id"),
     )
 
 
@@ -173,7 +176,21 @@ def _line(tx: Tx, now: float, rows: Iterable[Mapping[str, Any]]) -> eta.Line:
         forecast=span,
         rates=rates.load_book(tx, settings.rates, now) if settings.rates else None,
         holds=backoff.holds(throttles),
+        fair=_fair(tx, settings, by_status[Status.QUEUED], now),
     )
+
+
+def _fair(
+    tx: Tx, settings: Settings, queued: list[eta.Entry], now: float
+) -> dict[str, float] | None:
+    """The virtual times of the fair order, if fairness is on (see scheduler/fairness)."""
+    fairness = Fairness.from_setting(settings["fairness"])
+    if fairness is None:
+        return None
+    aging = settings["aging_interval"]
+    ordered = policy.order(queued, now, aging)
+    passes = fair.passes(tx, fairness)
+    return virtual_times(ordered, fairness, passes, lambda t: policy.band_key(t, now, aging))
 
 
 def _admission(tx: Tx, now: float) -> eta.Admission | None:

@@ -13,7 +13,14 @@ from slotline.store.events import last_seq
 from slotline.store.queries import Tx, Where
 from slotline.store.rows import attempt_from_row, task_from_row
 from slotline.store.settings import Settings, read_settings
-from slotline.store.tasks import count_of, load, ordered_queue, resolve, with_attempts
+from slotline.store.tasks import (
+    count_of,
+    load,
+    ordered_queue,
+    reordered,
+    resolve,
+    with_attempts,
+)
 
 if TYPE_CHECKING:  # imported when used: a read needs no pydantic model
     from slotline.taskfilter import TaskFilter
@@ -110,7 +117,7 @@ class ReadVerbs(StoreCore):
             task = resolve(tx, ref, user)
             position = None
             if task.status is Status.QUEUED:
-                if read_settings(tx)["aging_interval"]:
+                if reordered(read_settings(tx)):
                     position = self._positions(tx).get(task.id)
                 else:  # the stored order is the queue order: count who is ahead
                     position = count_of(
@@ -212,14 +219,14 @@ class ReadVerbs(StoreCore):
             now = tx.now() if now is None else now
             settings = read_settings(tx)
             running = [with_attempts(tx, task_from_row(r)) for r in tx.rows("tasks_running")]
-            if limit is None or settings["aging_interval"]:
+            if limit is None or reordered(settings):
                 queue = ordered_queue(tx, now, settings["aging_interval"])
                 total, queue = len(queue), queue[:limit]
             else:
                 total = count_of(tx, "count_queued")
                 rows = tx.rows("tasks_queued_in_order", limit=limit, offset=0)
                 queue = [task_from_row(r) for r in rows]
-            if len(queue) < total and not settings["aging_interval"]:
+            if len(queue) < total and not reordered(settings):
                 etas = estimates.head_estimates(tx, now, len(queue), self.url)
             else:
                 etas = estimates.line_estimates(tx, now, self.url)
@@ -247,7 +254,7 @@ class ReadVerbs(StoreCore):
             aging = settings["aging_interval"]
             running = [with_attempts(tx, task_from_row(r)) for r in tx.rows("tasks_running")]
             where = listing.where_of(wanted, owner, root)
-            if aging:
+            if reordered(settings):
                 queue = ordered_queue(tx, now, aging)
                 kept = set(_ids(tx, where)) if where.groups else None
                 placed = [replace(t, position=i) for i, t in enumerate(queue, 1)]

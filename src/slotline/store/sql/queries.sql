@@ -333,7 +333,7 @@ ORDER BY seq DESC LIMIT :limit;
 -- name: eta_line
 -- The columns an ETA simulation needs of every task in line or running, in queue order.
 SELECT id, kind, agent, workspace, owner, labels, priority, boosted, start_now, rank,
-       status, depends_on, not_before, queued_at, started_at, expected_duration
+       status, depends_on, not_before, queued_at, started_at, expected_duration, parent_id
 FROM tasks WHERE status IN ('running', 'queued', 'waiting', 'held')
 ORDER BY {line_order};
 
@@ -367,13 +367,13 @@ SELECT seq, at FROM events ORDER BY seq DESC LIMIT 1;
 -- head of the line, simulated alone when the line is too long to simulate whole.
 SELECT * FROM (
     SELECT id, kind, agent, workspace, owner, labels, priority, boosted, start_now, rank,
-           status, depends_on, not_before, queued_at, started_at, expected_duration
+           status, depends_on, not_before, queued_at, started_at, expected_duration, parent_id
     FROM tasks WHERE status = 'running'
 ) AS running
 UNION ALL
 SELECT * FROM (
     SELECT id, kind, agent, workspace, owner, labels, priority, boosted, start_now, rank,
-           status, depends_on, not_before, queued_at, started_at, expected_duration
+           status, depends_on, not_before, queued_at, started_at, expected_duration, parent_id
     FROM tasks WHERE status = 'queued'
     ORDER BY {line_order} LIMIT :limit
 ) AS head;
@@ -555,3 +555,13 @@ VALUES (:agent, :level, :cap, :not_before, :successes, :since, :reason);
 
 -- name: count_running_of_agent
 SELECT COUNT(*) AS n FROM tasks WHERE status = 'running' AND agent = :agent;
+
+-- name: fair_passes_of_key
+SELECT value, pass FROM fair_passes WHERE key = :key;
+
+-- name: fair_pass_put
+INSERT INTO fair_passes (key, value, pass, at) VALUES (:key, :value, :new, :at)
+ON CONFLICT (key, value) DO UPDATE SET pass = excluded.pass, at = excluded.at;
+
+-- name: fair_passes_prune
+DELETE FROM fair_passes WHERE at < :before;

@@ -29,3 +29,13 @@ CREATE TABLE agent_backoff (
     since DOUBLE PRECISION NOT NULL,
     reason TEXT
 );
+-- Fair dispatch: each value of the fairness key has a pass (stride scheduling): its
+-- next turn in a band of the line, advanced by 1/weight at each of its starts, written
+-- by the claim that starts it; `at` is its last start (rows unused for a day are pruned).
+CREATE TABLE fair_passes (
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    pass DOUBLE PRECISION NOT NULL,
+    at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (key, value)
+);
