@@ -8,7 +8,7 @@ import pytest
 from slotline.errors import InvalidInput
 from slotline.store import Store
 
-from .conftest import ClaimFn, Clock, FinishFn, LineFn, SubmitFn, titles
+from .conftest import ClaimFn, Clock, FinishFn, LineFn, SubmitFn
 
 
 def test_positions_and_claims_take_turns_between_users(
