@@ -212,8 +212,11 @@ class RateBook:
                     v for (k, v) in self.starts
                     if k == rule.key and self.rule_for(k, v) is rule
                 )  # fmt: skip
+            per_value = rule.value is None and rule.key != GLOBAL
             if not values:
-                shown.append({**rule.to_dict(), "used": 0, "next_start_at": None})
+                shown.append(
+                    {**rule.to_dict(), "per_value": per_value, "used": 0, "next_start_at": None}
+                )
             for value in values:
                 starts = self.starts.get((rule.key, value), [])
                 used = len(starts) - bisect_right(starts, now - rule.period)
@@ -221,7 +224,7 @@ class RateBook:
                     {
                         **rule.to_dict(),
                         "value": rule.value if rule.value is not None else value or None,
-                        "per_value": rule.value is None and rule.key != GLOBAL,
+                        "per_value": per_value,
                         "used": used,
                         "next_start_at": self._room_at(rule, starts, now),
                     }
