@@ -152,12 +152,12 @@ def limits_lines(settings: Settings) -> list[str]:
         if rate.value is not None:
             who = f"{rate.key} {rate.value}"
         lines.append(f"rate:{_name(rate.key, rate.value)} = {rate.rate}  (starts of {who})")
-    fairness = settings["fairness"]
+    fairness = settings.values.get("fairness")  # a server of an older version has none
     if fairness:
         weights = ", ".join(f"{v}={w:g}" for v, w in sorted(fairness["weights"].items()))
         extra = f" (weights: {weights})" if weights else ""
         lines.append(f"fairness: turns between values of {fairness['key']}{extra}")
-    for agent, rule in sorted((settings["backoff"] or {}).items()):
+    for agent, rule in sorted((settings.values.get("backoff") or {}).items()):
         what = [f"exit codes {rule['exit_codes']}"] if rule["exit_codes"] else []
         if rule["pattern"]:
             what.append(f"output matching {rule['pattern']!r}")

@@ -143,8 +143,10 @@ class Throttle:
 
 def normal_cap(limits: policy.Limits, agent: str) -> int:
     """The concurrency an agent type has when not backing off: its own limit, else the
-    global one."""
+    global one (which a type outside the global pool is not held to)."""
     own = limits.for_value("agent", agent)
+    if agent in limits.exempt_agents:
+        return own if own is not None else limits.max_concurrent
     return limits.max_concurrent if own is None else min(own, limits.max_concurrent)
 
 
