@@ -3,11 +3,13 @@ down (lower concurrency, held starts) and recovers step by step as runs succeed.
 
 from __future__ import annotations
 
+from contextlib import closing
+
 import pytest
 
 from slotline.errors import InvalidInput
 from slotline.models import Status
-from slotline.store import Claim, Store
+from slotline.store import Claim, Store, open_store
 
 from .conftest import ClaimFn, Clock, SubmitFn, titles
 
@@ -139,3 +141,25 @@ def test_bad_rules_are_refused(store: Store, rule: dict[str, object], message: s
     with pytest.raises(InvalidInput, match=message):
         store.set_backoff("claude", rule)
     assert store.settings()["backoff"] == {}
+
+
+def test_the_back_off_and_the_turns_outlive_a_restart_and_every_node_sees_them(
+    store: Store, store_url: str, submit: SubmitFn, claim: ClaimFn, clock: Clock
+) -> None:
+    # Given: claude backing off after a refusal, and fair turns taken
+    store.set_setting("max_concurrent", 4)
+    store.set_backoff("claude", RULE)
+    store.set_fairness("user")
+    submit("c", agent="claude", user="alice")
+    clock.advance(1)
+    end(store, clock, claim()[0], 75)
+    before = store.status(now=clock.now).backoff
+
+    # When: another node (or this one restarted) opens the store
+    with closing(open_store(store_url)) as other:
+        # Then: it holds claude back just the same, and knows alice has had her turn
+        assert other.status(now=clock.now).backoff == before
+        assert other.claim("node-2", now=clock.now).claims == []
+        submit("bob's", user="bob")
+        submit("alice's", user="alice")
+        assert [t.title for t in other.status(now=clock.now).queued][:2] == ["bob's", "c"]
