@@ -260,3 +260,26 @@ def test_a_rule_matches_its_exit_codes_and_its_pattern_only() -> None:
     assert rule.matches(75, None)
     assert rule.matches(1, "Error: Rate limit reached")
     assert not rule.matches(1, "KeyError")
+
+
+# -- how the CLI shows them -------------------------------------------------------------
+
+
+def test_status_and_top_lines_show_the_rate_and_the_back_off() -> None:
+    from slotline.cli.pacing import status_lines
+    from slotline.store import QueueStatus
+
+    rate = RateLimit("agent", "claude", 20, 60.0)
+    status = QueueStatus(
+        active=0, max_concurrent=3, paused=False, over_limit=False, queued=[], running=[],
+        rates=[{**rate.to_dict(), "per_value": False, "used": 20, "next_start_at": NOW + 14}],
+        backoff=[{**backoff.Throttle("claude", 1, 1, NOW + 23, 0, NOW, "exit code 75").to_dict(),
+                  "holding": True}],
+    )  # fmt: skip
+
+    shown = [str(line) for line in status_lines(status, NOW)]
+
+    assert shown == [
+        "rate agent[claude] 20/1m: 20 used · next start in 14s",
+        "BACKING OFF claude: at most 1 running, held in 23s (step 1; exit code 75)",
+    ]
