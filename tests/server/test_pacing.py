@@ -90,3 +90,22 @@ def _fairness_and_backoff(client: Client) -> None:
         client.set_backoff("claude", {"exit_codes": [75], "colour": 1})
     client.set_backoff("claude", None)
     assert client.settings()["backoff"] == {}
+
+
+def test_the_mcp_queue_status_says_which_rates_hold_starts_back(
+    http: httpx.Client, server: Running
+) -> None:
+    from slotline.mcp import status_summary
+
+    http.post(
+        "/api/limits",
+        json={"rates": [{"key": "agent", "value": "claude", "max": 1, "period": "1h"},
+                        {"key": "user", "max": 5, "period": "1m"}]},
+    )  # fmt: skip
+    http.post("/api/tasks", json={"title": "a", "command": ["true"], "agent": "claude"})
+    server.store.claim("a-node")
+
+    summary = status_summary(http.get("/api/status").json(), [])
+
+    assert [(r["key"], r["value"]) for r in summary["rates"]] == [("agent", "claude")]
+    assert summary["backoff"] == []
