@@ -269,6 +269,40 @@ class Queue:
         """Cap running tasks per agent/workspace/user/label:NAME (None removes the cap)."""
         await self._call(self.store.set_limit, key, value, max_running)
 
+    async def set_rate(
+        self, key: str, value: str | None, max_starts: int | None, period: float | str | None = None
+    ) -> None:
+        """At most `max_starts` starts per `period` (seconds, or "30s", "1m", "2h", "1d")
+        of the tasks whose `key` (global, agent, workspace, user, label:NAME) is `value`
+        (each value apart if None); `max_starts` None removes the rate.
+
+        Raises:
+            InvalidInput: an unknown key, a count below 1, a period not more than 0.
+        """
+        await self._call(self.store.set_rate, key, value, max_starts, period)
+
+    async def set_fairness(
+        self, key: str | None, weights: Mapping[str, float] | None = None
+    ) -> None:
+        """Take turns between the values of `key` (user, workspace, agent, parent,
+        label:NAME) within each priority level, a value's share its weight (1 if not
+        named); None turns fairness off.
+
+        Raises:
+            InvalidInput: an unknown key or a weight not in (0, 1000].
+        """
+        await self._call(self.store.set_fairness, key, weights)
+
+    async def set_backoff(self, agent: str, rule: Mapping[str, Any] | None) -> None:
+        """Back agent type `agent` off its provider when its runs fail with one of
+        `rule["exit_codes"]` or output matching `rule["pattern"]` (see docs/config.md);
+        None removes the rule and ends a back-off in force.
+
+        Raises:
+            InvalidInput: an unknown field, a bad regex, a number out of range.
+        """
+        await self._call(self.store.set_backoff, agent, rule)
+
     # -- running ----------------------------------------------------------------------
 
     @contextlib.asynccontextmanager

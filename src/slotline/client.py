@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import urllib.parse
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import httpx
@@ -204,6 +204,8 @@ class SlotlineClient:
             mine=None if data.get("mine") is None else [task_from_json(t) for t in data["mine"]],
             queued_total=data.get("queued_total"),
             next_up_hidden=data.get("next_up") is None and bool(data["queued"]),
+            rates=list(data.get("rates") or []),
+            backoff=list(data.get("backoff") or []),
         )
 
     def events(self, since: int = 0, limit: int = 1000) -> list[Event]:
@@ -358,3 +360,17 @@ class SlotlineClient:
 
     def set_exempt_agents(self, agents: list[str]) -> None:
         self._request("POST", "/api/limits", json={"exempt_agents": agents})
+
+    def set_rate(
+        self, key: str, value: str | None, max_starts: int | None, period: float | str | None = None
+    ) -> None:
+        rate = {"key": key, "value": value, "max": max_starts, "period": period}
+        self._request("POST", "/api/limits", json={"rates": [rate]})
+
+    def set_fairness(self, key: str | None, weights: Mapping[str, float] | None = None) -> None:
+        fairness = None if key is None else {"key": key, "weights": dict(weights or {})}
+        self._request("POST", "/api/limits", json={"fairness": fairness})
+
+    def set_backoff(self, agent: str, rule: Mapping[str, Any] | None) -> None:
+        body = {"backoff": [{"agent": agent, "rule": None if rule is None else dict(rule)}]}
+        self._request("POST", "/api/limits", json=body)

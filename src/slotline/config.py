@@ -17,8 +17,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from slotline.bounds import MAX_COUNT, MAX_SECONDS, normalize_workspace
+from slotline.config_pacing import BackoffConfig, FairnessConfig, RateConfig
 from slotline.errors import InvalidInput
 from slotline.models import check_limit_key
+from slotline.scheduler import rates
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 PLACEHOLDERS = frozenset({"prompt", "workspace", "title", "user", "agent"})
@@ -54,9 +56,22 @@ class AgentType(BaseModel):
     max_attempts: int = Field(default=1, ge=1, le=100)
     memory_mb: int | None = Field(default=None, gt=0, le=16 * 1024 * 1024)
     expected_duration: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
+    # At most N starts per period of this type (`20/1m`), and its provider back-off.
+    rate: str | None = None
+    backoff: BackoffConfig | None = None
     # A prompt that is a whole argv element may start with `-` only if the type says so
     # (see `check_options`); a command that takes options from its users opts in here.
     prompt_may_start_with_dash: bool = False
+
+    @field_validator("rate")
+    @classmethod
+    def _rate(cls, rate: str | None) -> str | None:
+        if rate is not None:
+            try:
+                rates.parse_rate(rate)
+            except InvalidInput as exc:
+                raise ValueError(str(exc)) from None
+        return rate
 
     @field_validator("command")
     @classmethod
@@ -128,6 +143,8 @@ class Config(BaseModel):
     store: str | None = None
     max_concurrent: int = Field(default=3, ge=0, le=MAX_COUNT)
     limits: list[LimitConfig] = Field(default_factory=list)
+    rates: list[RateConfig] = Field(default_factory=list)
+    fairness: FairnessConfig | None = None
     agents: dict[str, AgentType] = Field(default_factory=dict)
     admission: Admission = Field(default_factory=Admission)
     aging_interval: float | None = Field(default=None, ge=1, le=MAX_SECONDS)

@@ -73,6 +73,9 @@ def status_summary(status: dict[str, Any], mine: list[dict[str, Any]]) -> dict[s
         "next_up": status.get("next_up"),
         "running": status["running"],
         "mine": mine,
+        # Why tasks of a key wait with slots free: a rate used up, a provider back-off.
+        "rates": [r for r in status.get("rates") or () if r.get("next_start_at") is not None],
+        "backoff": status.get("backoff") or [],
     }
 
 
@@ -214,7 +217,8 @@ def build_server(calls_for: Callable[[Context[Any, Any, Any]], Calls], **setting
         your own tasks that have not ended (as a running task: your subtree), each with
         status, position in line, eta_start and eta_finish (ISO 8601 UTC estimates, null
         when unknown, e.g. while paused or held) and eta_basis (where the run times came
-        from)."""
+        from); `rates`, the rate limits used up now (with next_start_at, epoch seconds), and
+        `backoff`, agent types backing off from their provider (cap, not_before)."""
         return await call(ctx, lambda c: c.status())
 
     @server.tool()

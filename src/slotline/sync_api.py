@@ -143,6 +143,9 @@ class SyncQueue:
     clear = _Sync(Queue.clear)
     set_max_concurrent = _Sync(Queue.set_max_concurrent)
     set_limit = _Sync(Queue.set_limit)
+    set_rate = _Sync(Queue.set_rate)
+    set_fairness = _Sync(Queue.set_fairness)
+    set_backoff = _Sync(Queue.set_backoff)
 
     def follow(self, since: int = 0) -> Iterator[Event]:
         """Every event after `since`, then live ones as they happen; never misses one."""

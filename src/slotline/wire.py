@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from slotline.models import Attempt, Event, Kind, Limit, Priority, Status, Task
+from slotline.scheduler.rates import RateLimit
 from slotline.store import Settings
 from slotline.transitions import StopRequest
 
@@ -102,6 +103,10 @@ def event_from_json(data: dict[str, Any]) -> Event:
 
 
 def settings_from_json(data: dict[str, Any]) -> Settings:
-    values = {k: v for k, v in data.items() if k != "limits"}
+    values = {k: v for k, v in data.items() if k not in ("limits", "rates")}
     per_key = tuple(Limit(x["key"], x.get("value"), int(x["max"])) for x in data["limits"])
-    return Settings(values, per_key)
+    rates = tuple(
+        RateLimit(x["key"], x.get("value"), int(x["max"]), float(x["period"]))
+        for x in data.get("rates") or ()
+    )
+    return Settings(values, per_key, rates)

@@ -14,6 +14,7 @@ from slotline.models import Limit, Status
 from slotline.scheduler import durations, eta
 from slotline.scheduler.policy import Limits
 from slotline.scheduler.ranks import seq_rank
+from slotline.scheduler.rates import RateBook, RateLimit
 from slotline.store import Store
 from slotline.store.estimates import line_task
 
@@ -397,3 +398,27 @@ def test_the_head_of_a_long_line_gets_the_estimates_the_whole_line_gives_it(
     bases = [basis or "" for _start, basis in shown.values()]
     expect = "expected arrivals ahead" if aside == "forecast" else "resource guard"
     assert any(expect in basis for basis in bases)
+
+
+def test_etas_respect_a_rate_and_a_back_off_hold() -> None:
+    # Given: 2 starts per 30 s of claude (one start 10 s ago), aider held 25 s more
+    book = RateBook([RateLimit("agent", "claude", 2, 30.0)], {("agent", "claude"): [NOW - 10]})
+    queued = [task(i, agent="claude") for i in range(4)] + [task(9, agent="aider")]
+    line = eta.Line(
+        running=[], queued=queued, limits=Limits(max_concurrent=10), now=NOW,
+        rates=book, holds={"aider": NOW + 25},
+    )  # fmt: skip
+
+    got = starts(line)
+
+    # Then: one now, one when the old start leaves the window, then two per window
+    assert got == {"t0": 0, "t1": 20, "t2": 30, "t3": 50, "t9": 25}
+    assert book.starts == {("agent", "claude"): [NOW - 10]}  # the line's book is untouched
+
+
+def test_etas_follow_the_fair_order() -> None:
+    queued = [task(0, owner="a"), task(1, owner="a"), task(2, owner="b")]
+    fair = {"t0": 0.0, "t1": 1.0, "t2": 0.0}
+    line = eta.Line(running=[], queued=queued, limits=Limits(max_concurrent=1), now=NOW, fair=fair)
+
+    assert starts(line) == {"t0": 0, "t2": 10, "t1": 20}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from slotline.models import Event, Priority, Status, Task, TaskPage
@@ -98,6 +99,14 @@ class Backend(Protocol):
     def set_setting(self, name: str, value: Any) -> None: ...
 
     def set_limit(self, key: str, value: str | None, max_running: int | None) -> None: ...
+
+    def set_rate(
+        self, key: str, value: str | None, max_starts: int | None, period: float | str | None = None
+    ) -> None: ...
+
+    def set_fairness(self, key: str | None, weights: Mapping[str, float] | None = None) -> None: ...
+
+    def set_backoff(self, agent: str, rule: Mapping[str, Any] | None) -> None: ...
 
     def close(self) -> None: ...
 

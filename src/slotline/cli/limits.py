@@ -10,6 +10,7 @@ import click
 
 from slotline.cli.backend import Backend
 from slotline.cli.context import CliState, json_option, pass_state
+from slotline.cli.pacing import Pacing, parse_pacing
 from slotline.cli.plain import print_json
 from slotline.errors import InvalidInput
 from slotline.models import LIMIT_KEYS
@@ -40,12 +41,16 @@ class Assignment:
             store.set_setting(self.key, self.max)
 
 
-def parse_assignment(text: str) -> Assignment:
-    """`agent[claude]=2`, `workspace=1`, `label:team[infra]=none`, `max_concurrent=4`.
+def parse_assignment(text: str) -> Assignment | Pacing:
+    """`agent[claude]=2`, `workspace=1`, `label:team[infra]=none`, `max_concurrent=4`;
+    or a rate, the fairness or a back-off rule (`cli/pacing.py`).
 
     Raises:
         click.BadParameter: the text is not KEY=N with a known key.
     """
+    pacing = parse_pacing(text)
+    if pacing is not None:
+        return pacing
     match = _ASSIGNMENT.match(text.strip())
     if match is None:
         raise click.BadParameter(f"{text!r} is not KEY=N or KEY[VALUE]=N", param_hint="--set")
@@ -90,7 +95,11 @@ def parse_assignment(text: str) -> Assignment:
     metavar="KEY=N",
     multiple=True,
     help="Change a limit (repeatable): max_concurrent=4, agent[claude]=2, "
-    "workspace=1, 'label:team[infra]=1'; N=none removes a per-key limit.",
+    "workspace=1, 'label:team[infra]=1'; N=none removes a per-key limit. Rates: "
+    "'rate:agent[claude]=20/1m', rate:global=100/1h, rate:user=5/1m (per user). "
+    "Fairness: fairness=user (or workspace, agent, parent, label:NAME), "
+    "'fairness[alice]=2', fairness=none. Back-off: "
+    '\'backoff[claude]={"exit_codes": [75], "pattern": "429"}\', backoff[claude]=none.',
 )
 @json_option
 @pass_state

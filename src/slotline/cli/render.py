@@ -15,6 +15,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from slotline.cli.pacing import limits_lines, status_lines
 from slotline.cli.plain import (
     NEXT_UP,
     ago,
@@ -181,6 +182,7 @@ def queue_status(
     if len(shown) < total:
         more = total - len(shown)
         parts.append(Text(f"… and {more} more (slotline status --all)", style="dim"))
+    parts.extend(status_lines(status, now))
     return Group(*parts)
 
 
@@ -290,6 +292,7 @@ def limits_table(settings: Settings) -> RenderableType:
         lines.append(Text(f"aging: one priority level per {settings['aging_interval']:g}s waited"))
     if settings["paused"]:
         lines.append(Text("dispatch is PAUSED (slotline resume)", style="bold magenta"))
+    lines.extend(Text(line) for line in limits_lines(settings))
     return Group(*lines)
 
 

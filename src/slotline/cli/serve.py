@@ -298,7 +298,31 @@ def apply_config(store: Store, config: Config) -> str | None:
     exempt = sorted(name for name, agent in config.agents.items() if not agent.global_pool)
     if exempt or "agents" in given:
         store.set_exempt_agents(exempt)
+    apply_rates_and_backoff(store, config)
     return config.source
+
+
+def apply_rates_and_backoff(store: Store, config: Config) -> None:
+    """Write the file's rate limits, back-off rules and fairness into the store (rates
+    are added to those set with `slotline limits`; the back-off rules of the file are
+    the store's, a type's rule left out of the file is removed)."""
+    from slotline.scheduler.rates import parse_rate
+
+    for rate in config.rates:
+        store.set_rate(rate.key, rate.value, *parse_rate(rate.rate))
+    for name, agent in config.agents.items():
+        if agent.rate is not None:
+            store.set_rate("agent", name, *parse_rate(agent.rate))
+    wanted = {
+        name: agent.backoff.model_dump() for name, agent in config.agents.items() if agent.backoff
+    }
+    if "agents" in config.model_fields_set:
+        for name in set(store.settings()["backoff"] or {}) - set(wanted):
+            store.set_backoff(name, None)
+    for name, rule in wanted.items():
+        store.set_backoff(name, rule)
+    if config.fairness is not None:
+        store.set_fairness(config.fairness.key, config.fairness.weights)
 
 
 async def _run(

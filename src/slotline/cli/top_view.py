@@ -11,6 +11,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from slotline.cli.pacing import status_lines
 from slotline.cli.plain import NEXT_UP, duration, eta_text, short_ids
 from slotline.cli.render import keep_widths, text
 from slotline.models import Task
@@ -44,7 +45,9 @@ def selectable(status: QueueStatus) -> list[str]:
 
 
 def render(view: View) -> RenderableType:
-    parts: list[RenderableType] = [_bar(view.status, view.now), Text()]
+    parts: list[RenderableType] = [_bar(view.status, view.now)]
+    parts.extend(status_lines(view.status, view.now))  # rates, back-off: only when in force
+    parts.append(Text())
     parts.append(_running(view))
     parts.append(Text())
     parts.append(_queued(view))

@@ -51,3 +51,15 @@ def append_private(path: Path, text: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE)
     with os.fdopen(fd, "a") as handle:
         handle.write(text)
+
+
+def output_tail(path: Path, size: int = 16 * 1024) -> str | None:
+    """The last `size` bytes of a run's log as text (None if there is no log): what an
+    agent type's back-off pattern is matched against."""
+    try:
+        with path.open("rb") as log:
+            log.seek(0, os.SEEK_END)
+            log.seek(max(0, log.tell() - size))
+            return log.read().decode("utf-8", errors="replace")
+    except OSError:
+        return None

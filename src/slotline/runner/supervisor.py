@@ -22,6 +22,7 @@ from slotline.runner.callable import (
     thread_outcome,
 )
 from slotline.runner.env import build_env
+from slotline.runner.files import output_tail
 from slotline.runner.functions import FunctionRef, ProcessRun, run_in_process
 from slotline.runner.outbox import Batch, Outbox
 from slotline.runner.process import Outcome, ProcessHandle, SpawnError, spawn
@@ -317,10 +318,13 @@ class Supervisor:
         finally:
             self._release(run, refused)
 
-    @staticmethod
-    def _report(run: Run, outcome: Outcome, requeue: bool = False) -> Report:
+    def _report(self, run: Run, outcome: Outcome, requeue: bool = False) -> Report:
         attempt = run.attempt
-        return Report(attempt.id, attempt.token, outcome.exit_code, outcome.reason, requeue)
+        output = None
+        if run.task.agent is not None and (outcome.exit_code != 0 or outcome.reason):
+            # The store matches it against the agent type's back-off pattern.
+            output = output_tail(self._log_of(run))
+        return Report(attempt.id, attempt.token, outcome.exit_code, outcome.reason, requeue, output)
 
     def _release(self, run: Run, refused: SlotlineError | None) -> None:
         """After an outcome's commit (or its refusal): the run is over."""

@@ -27,12 +27,13 @@ import itertools
 import math
 from bisect import insort
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from slotline.models import Status, limit_key_value
 from slotline.scheduler import policy
 from slotline.scheduler.durations import RunTimes
+from slotline.scheduler.rates import RateBook
 
 # A running task past its estimate is expected to need at least this share of it more.
 REMAINING_FLOOR = 0.1
@@ -63,6 +64,8 @@ class Entry(NamedTuple):
     queued_at: float | None
     started_at: float | None
     expected_duration: float | None
+    # Read by fairness by parent task only.
+    parent_id: str | None = None
 
     def key_value(self, key: str) -> str | None:
         """The value of a limit key, as `Task.key_value`."""
@@ -137,6 +140,17 @@ class Line:
     # Work expected to join the line, and for how long ahead (seconds) to expect it.
     arrivals: Sequence[Arrival] = ()
     forecast: float = 0.0
+    # Rate limits with the starts in their windows (the simulation plays its own starts
+    # into a copy), and agent types held back by a provider back-off until an instant.
+    rates: RateBook | None = None
+    holds: Mapping[str, float] = field(default_factory=dict)
+    # With fairness on: each queued task's virtual time in its band (fairness.py), as of
+    # `now`; a task that joins later sorts after its band's.
+    fair: Mapping[str, float] | None = None
+
+
+# Where a task sorts in the line: queue_key, or with fairness (band, virtual time, rank).
+_Key = tuple[object, ...]
 
 
 def _class_of(task: Entry, limits: policy.Limits, keys: Sequence[str]) -> tuple[object, ...]:
@@ -146,19 +160,31 @@ def _class_of(task: Entry, limits: policy.Limits, keys: Sequence[str]) -> tuple[
 class _Pending:
     """Queued tasks grouped by class, each class in queue order."""
 
-    def __init__(self, limits: policy.Limits, now: float, aging: float | None) -> None:
+    def __init__(
+        self,
+        limits: policy.Limits,
+        now: float,
+        aging: float | None,
+        rated: Sequence[str] = (),
+        fair: Mapping[str, float] | None = None,
+    ) -> None:
         self.limits = limits
-        self.keys = sorted({limit.key for limit in limits.per_key})
+        self.fair = fair
+        # Tasks of one class must be alike for every cap: the limits', the rates' and
+        # (for a back-off hold) the agent type.
+        self.keys = sorted({limit.key for limit in limits.per_key} | set(rated))
         self.now = now
         self.aging = aging
-        self.classes: dict[tuple[object, ...], list[tuple[tuple[int, int, str], Entry]]] = {}
+        self.classes: dict[tuple[object, ...], list[tuple[_Key, Entry]]] = {}
         self.heads: dict[tuple[object, ...], int] = {}
         self.class_of: dict[str, tuple[object, ...]] = {}
 
     def add(self, task: Entry) -> None:
         cls = self._class(task)
         members = self.classes.setdefault(cls, [])
-        key = policy.queue_key(task, self.now, self.aging)
+        key: _Key = policy.queue_key(task, self.now, self.aging)
+        if self.fair is not None:
+            key = (key[0], key[1], self.fair.get(task.id, math.inf), task.rank)
         if not members or members[-1][0] <= key:  # the line is read in order: append
             members.append((key, task))
         else:
@@ -174,7 +200,7 @@ class _Pending:
 
     def candidates(self, free_in_pool: int) -> list[Entry]:
         """In queue order, every task that could start with `free_in_pool` slots free."""
-        found: list[tuple[tuple[int, int, str], Entry]] = []
+        found: list[tuple[_Key, Entry]] = []
         for cls, members in self.classes.items():
             head = self.heads[cls]
             if head >= len(members):
@@ -222,7 +248,9 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
         estimates.update(dict.fromkeys((t.id for t in unknown), UNKNOWN))
         return estimates
     estimates.update(dict.fromkeys((t.id for t in line.held), UNKNOWN))
-    pending = _Pending(limits, now, line.aging_interval)
+    book = line.rates.copy() if line.rates else None
+    rated = [*(book.keys if book is not None else ()), *(["agent"] if line.holds else [])]
+    pending = _Pending(limits, now, line.aging_interval, rated, line.fair)
     timers: list[tuple[float, int, Entry]] = []  # tasks whose not_before is ahead
     start_now = [t for t in line.queued if t.start_now]
     for task in line.queued:
@@ -259,10 +287,15 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
             limits=limits,
             now=clock,
             start_now=start_now,
+            rates=book,
+            holds=line.holds,
         )
         by_id = {t.id: t for t in (*snapshot.queued, *start_now)}
-        for start in policy.plan(snapshot).start:
+        decided = policy.plan(snapshot)
+        for start in decided.start:
             task = by_id[start.task_id]
+            if book is not None:
+                book.record(task, clock)
             if not task.start_now:  # a start-now task is not among the pending
                 pending.started(task)
             took, basis = run_times.of(task)
@@ -279,10 +312,15 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
             heapq.heappush(ends, (clock + took.mean + run_times.gap, next(tiebreak), task))
         start_now = []
         due = arrivals.next_at()
-        if not ends and not timers and due is None:
+        # When a rate or a back-off hold lets a task that waits on it start.
+        room = decided.next_wake if not pending.empty() else None
+        if not ends and not timers and due is None and room is None:
             break
         clock = min(
-            ends[0][0] if ends else math.inf, timers[0][0] if timers else math.inf, due or math.inf
+            ends[0][0] if ends else math.inf,
+            timers[0][0] if timers else math.inf,
+            due or math.inf,
+            room or math.inf,
         )
         while timers and timers[0][0] <= clock:
             pending.add(heapq.heappop(timers)[2]._replace(not_before=None))

@@ -7,11 +7,13 @@ transaction and applies what it returns.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
 from slotline.models import Limit, Status
+from slotline.scheduler.fairness import Fairness, fair_line
+from slotline.scheduler.rates import RateBook
 
 
 class Placeable(Protocol):
@@ -80,12 +82,24 @@ class Snapshot(Generic[T]):
     start_now: Sequence[T] = ()
     paused: bool = False
     aging_interval: float | None = None
+    # Rate limits and the starts in their windows (scheduler/rates.py); the plan counts
+    # its own starts in a copy, so the snapshot is left as it was.
+    rates: RateBook | None = None
+    # Agent types backing off from their provider: no start before the instant given
+    # (scheduler/backoff.py; their lowered caps are in `limits`).
+    holds: Mapping[str, float] = field(default_factory=dict)
+    # Fair dispatch within each band of the line (see `order`), and each value's pass
+    # (scheduler/fairness.py); None: rank order.
+    fairness: Fairness | None = None
+    passes: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
 class Start(Generic[T]):
     task: T
     over_limit: bool
+    # With fairness on: the turn the task started at (what its value's pass moves past).
+    turn: float | None = None
 
     @property
     def task_id(self) -> str:
@@ -111,7 +125,9 @@ def effective_priority(task: Placeable, now: float, aging_interval: float | None
 # The order of the line, the one rule: boosted first, then priority, then rank. Python
 # sorts by `queue_key`; the store's queries say `ORDER BY {line_order}`, filled in from
 # LINE_ORDER_SQL (by stored priority: with aging on, `order` re-sorts what they read),
-# and the tasks_line index (migration 0001) serves it.
+# and the tasks_line index (migration 0001) serves it. With fairness on, each band
+# (boosted, effective priority) is then put in fair order instead of rank order
+# (scheduler/fairness.py): `order` and `plan` apply it, bands stay in their order.
 LINE_ORDER_SQL = "boosted DESC, priority, rank"
 
 
@@ -120,10 +136,26 @@ def queue_key(task: Placeable, now: float, aging_interval: float | None) -> tupl
     return (0 if task.boosted else 1, effective_priority(task, now, aging_interval), task.rank)
 
 
-def order(tasks: Iterable[T], now: float, aging_interval: float | None = None) -> list[T]:
-    """Queued tasks in dispatch order; position N is index N-1."""
+def band_key(task: Placeable, now: float, aging_interval: float | None) -> tuple[int, int]:
+    """The band of the line a task is in: boosted, effective priority."""
+    return (0 if task.boosted else 1, effective_priority(task, now, aging_interval))
+
+
+def order(
+    tasks: Iterable[T],
+    now: float,
+    aging_interval: float | None = None,
+    fairness: Fairness | None = None,
+    passes: Mapping[str, float] | None = None,
+) -> list[T]:
+    """Queued tasks in dispatch order; position N is index N-1. With `fairness`, each
+    band is in fair order given each value's pass."""
     queued = [t for t in tasks if t.status is Status.QUEUED]
-    return sorted(queued, key=lambda t: queue_key(t, now, aging_interval))
+    ordered = sorted(queued, key=lambda t: queue_key(t, now, aging_interval))
+    if fairness is None:
+        return ordered
+    bands = lambda t: band_key(t, now, aging_interval)  # noqa: E731
+    return list(fair_line(ordered, fairness, passes or {}, bands))
 
 
 class _Usage:
@@ -167,22 +199,37 @@ def plan(snapshot: Snapshot[T], runnable: Callable[[T], bool] | None = None) -> 
     Every free slot is filled in one pass, in queue order; a task whose per-key limit is
     full is skipped, not waited on. A task marked `start_now` starts whatever the limits
     say, and its attempt is flagged over-limit if it pushed a count past a cap.
+
+    A task whose rate limit has no room, or whose agent type is backing off, waits in
+    its place (skipped, like a full per-key limit), and `next_wake` says when it may
+    start. Start-now ignores both, but its start counts against the rates.
     """
     now = snapshot.now
     can_run = runnable or (lambda _task: True)
     usage = _Usage(snapshot.limits, snapshot.running)
+    book = snapshot.rates.copy() if snapshot.rates else None
+    holds = snapshot.holds
     starts: list[Start[T]] = []
     wake: list[float] = []
     for task in snapshot.start_now:
         if can_run(task):
             starts.append(Start(task, over_limit=not usage.fits(task)))
             usage.add(task)
+            if book is not None:
+                book.record(task, now)
     if snapshot.paused:
         return Plan(start=starts)
     started = {s.task_id for s in starts}
     line: Iterable[T] = snapshot.queued
     if snapshot.aging_interval:
         line = order(line, now, snapshot.aging_interval)
+    turns: dict[str, float] = {}
+    if snapshot.fairness is not None:
+        # Read one band at a time: the claim stops reading where the slots are full.
+        aging = snapshot.aging_interval
+        line = fair_line(
+            line, snapshot.fairness, snapshot.passes, lambda t: band_key(t, now, aging), turns
+        )
     exempt = snapshot.limits.exempt_agents
     for task in line:
         if usage.pool_full() and not exempt:
@@ -192,7 +239,17 @@ def plan(snapshot: Snapshot[T], runnable: Callable[[T], bool] | None = None) -> 
         if task.not_before is not None and task.not_before > now:
             wake.append(task.not_before)
             continue
+        held = holds.get(task.agent) if task.agent is not None and holds else None
+        if held is not None and held > now:
+            wake.append(held)
+            continue
         if usage.fits(task):
-            starts.append(Start(task, over_limit=False))
+            allowed = book.next_allowed(task, now) if book is not None else None
+            if allowed is not None:
+                wake.append(allowed)
+                continue
+            starts.append(Start(task, over_limit=False, turn=turns.get(task.id)))
             usage.add(task)
+            if book is not None:
+                book.record(task, now)
     return Plan(start=starts, next_wake=min(wake) if wake else None)

@@ -12,6 +12,9 @@ from fastapi import APIRouter, Query
 from slotline.config import Config, redacted
 from slotline.errors import InvalidInput
 from slotline.models import Task, check_limit_key, iso, utcnow
+from slotline.scheduler.backoff import BackoffRule
+from slotline.scheduler.fairness import check_fairness
+from slotline.scheduler.rates import check_rate_key
 from slotline.server.auth import Principal
 from slotline.server.context import Admin, Reader, ServerState, State
 from slotline.server.errors import ERROR_RESPONSES
@@ -28,6 +31,7 @@ from slotline.server.schemas import (
     task_json,
 )
 from slotline.store import QueueStatus, Store, check_limit_max, check_setting
+from slotline.store.rates import check_rate
 
 router = APIRouter(prefix="/api", tags=["queue"], responses=ERROR_RESPONSES)
 
@@ -45,6 +49,8 @@ def status_json(status: QueueStatus, who: Principal) -> dict[str, Any]:
             next_up_hidden=first is not None and not who.sees(first),
         )
     data = status.to_dict()
+    if not who.sees_all:  # why a run failed is its owner's to see
+        data["backoff"] = [{**b, "reason": None} for b in data["backoff"]]
     data["running"] = [task_json(t) for t in status.running]
     data["queued"] = [task_json(t) for t in status.queued]
     return data
@@ -169,19 +175,46 @@ def _apply_limits(store: Store, body: LimitsBody) -> None:
             check_setting(name, value)
         except InvalidInput as exc:
             raise InvalidInput(f"settings: {exc}") from None
+    for rate in body.rates:
+        if rate.max is not None:
+            try:
+                check_rate(rate.key, rate.value, rate.max, rate.period)
+            except InvalidInput as exc:
+                raise InvalidInput(f"rates: {rate.key}: {exc}") from None
+        else:
+            check_rate_key(rate.key)
+    if "fairness" in body.model_fields_set and body.fairness is not None:
+        check_fairness(body.fairness.key, body.fairness.weights)
+    for backoff in body.backoff:
+        if backoff.rule is not None:
+            BackoffRule.from_dict(backoff.rule)
     for name, value in body.settings.items():
         store.set_setting(name, value)
     for item in body.limits:
         store.set_limit(item.key, item.value, item.max)
     if body.exempt_agents is not None:
         store.set_exempt_agents(body.exempt_agents)
+    for rate in body.rates:
+        store.set_rate(rate.key, rate.value, rate.max, rate.period)
+    if "fairness" in body.model_fields_set:
+        fair = body.fairness
+        if fair is None:
+            store.set_fairness(None)
+        else:
+            store.set_fairness(fair.key, fair.weights)
+    for backoff in body.backoff:
+        store.set_backoff(backoff.agent, backoff.rule)
 
 
 @router.post("/limits", response_model=LimitsOut)
 async def update_limits(state: State, _who: Admin, body: LimitsBody) -> dict[str, Any]:
     """Change settings (`{"settings": {"max_concurrent": 4}}`), per-key limits
-    (`{"limits": [{"key": "agent", "value": "claude", "max": 2}]}`, max null removes) and
-    the agent types outside the global pool. A running node applies them at once."""
+    (`{"limits": [{"key": "agent", "value": "claude", "max": 2}]}`, max null removes),
+    the agent types outside the global pool, rates (`{"rates": [{"key": "agent", "value":
+    "claude", "max": 20, "period": "1m"}]}`), fairness (`{"fairness": {"key": "user"}}`,
+    null turns it off) and back-off rules (`{"backoff": [{"agent": "claude", "rule":
+    {"exit_codes": [75]}}]}`). Every change is checked before any is made. A running node
+    applies them at once."""
     await state.call(_apply_limits, state.store, body)
     return (await state.call(state.store.settings)).to_dict()
 

@@ -13,10 +13,13 @@ another's methods: the steps they share are functions over the caller's transact
 
 from __future__ import annotations
 
+from slotline.store.backoff import BackoffVerbs
 from slotline.store.bulk import BulkVerbs
 from slotline.store.claim import ClaimVerbs
 from slotline.store.events import EventVerbs
+from slotline.store.fairness import FairnessVerbs
 from slotline.store.nodes import NodeVerbs
+from slotline.store.rates import RateVerbs
 from slotline.store.reads import ReadVerbs
 from slotline.store.runs import RunVerbs
 from slotline.store.samples import SampleVerbs
@@ -38,5 +41,8 @@ class Store(
     NodeVerbs,
     SampleVerbs,
     ServingVerbs,
+    RateVerbs,
+    BackoffVerbs,
+    FairnessVerbs,
 ):
     """Every change to slotline's state goes through one of these verbs."""

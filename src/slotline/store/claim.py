@@ -13,8 +13,11 @@ from typing import Any
 
 from slotline.errors import SlotlineError, StoreError
 from slotline.models import Attempt, KillRequest, Kind, Status, Task, log_file
-from slotline.scheduler import policy
-from slotline.store import estimates
+from slotline.scheduler import backoff, policy
+from slotline.scheduler.fairness import Fairness
+from slotline.store import backoff as provider
+from slotline.store import estimates, rates
+from slotline.store import fairness as fair
 from slotline.store.core import StoreCore
 from slotline.store.events import change
 from slotline.store.queries import Tx
@@ -109,6 +112,11 @@ class ClaimVerbs(StoreCore):
             limits = settings.limits
             if limit is not None and limit < limits.max_concurrent:
                 limits = replace(limits, max_concurrent=limit)
+            throttles = provider.throttles(tx)
+            limits = backoff.limits_under(limits, throttles)
+            book = rates.load_book(tx, settings.rates, now) if settings.rates else None
+            fairness = Fairness.from_setting(settings["fairness"])
+            passes = fair.passes(tx, fairness)
             snapshot = policy.Snapshot(
                 running=[task_from_row(r) for r in tx.rows("tasks_running")],
                 queued=(task_from_row(r) for r in tx.iter_rows("tasks_queued_in_order")),
@@ -117,6 +125,10 @@ class ClaimVerbs(StoreCore):
                 now=now,
                 paused=bool(settings["paused"]) or hold,
                 aging_interval=settings["aging_interval"],
+                rates=book,
+                holds=backoff.holds(throttles),
+                fairness=fairness,
+                passes=passes,
             )
             decided = policy.plan(snapshot, runnable=lambda t: _runnable(t, kinds, functions))
             starts = decided.start
@@ -125,6 +137,11 @@ class ClaimVerbs(StoreCore):
                 free = slots - count_of(tx, "count_running_on_node", node_id=node_id)
                 starts = starts[: max(0, free)]
             claims = [_start(tx, s, node_id, now, lease, log_dir) for s in starts]
+            if book is not None:
+                rates.record_starts(tx, book, [c.task for c in claims], now)
+            if fairness is not None:
+                turns = [(c.task, s.turn) for c, s in zip(claims, starts, strict=True)]
+                fair.charge(tx, fairness, passes, turns, now)
             if claims and len(snapshot.running) + len(claims) >= limits.max_concurrent:
                 # The line is full again: these claims took slots a finish freed; how
                 # long after it is the dispatch gap ETAs add to every run.

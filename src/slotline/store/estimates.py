@@ -14,9 +14,13 @@ from dataclasses import replace
 from typing import Any
 
 from slotline.models import Priority, Status, Task
-from slotline.scheduler import durations, eta
+from slotline.scheduler import backoff, durations, eta, policy
+from slotline.scheduler.fairness import Fairness, virtual_times
+from slotline.store import backoff as provider
+from slotline.store import fairness as fair
+from slotline.store import rates
 from slotline.store.queries import Tx
-from slotline.store.settings import LEASE_SECONDS, read_settings
+from slotline.store.settings import LEASE_SECONDS, Settings, read_settings
 
 # How many recent runs the statistic looks at, per agent type and over all tasks. A
 # longer window varies less but lags behind a change of run times (a busier machine):
@@ -61,6 +65,7 @@ def line_task(row: Mapping[str, Any]) -> eta.Entry:
         row["queued_at"],
         row["started_at"],
         row["expected_duration"],
+        row.get("parent_id"),
     )
 
 
@@ -156,19 +161,36 @@ def _line(tx: Tx, now: float, rows: Iterable[Mapping[str, Any]]) -> eta.Line:
         by_status[task.status].append(task)
     settings = read_settings(tx)
     arrivals, span = _arrivals(tx, now)
+    throttles = provider.throttles(tx)
     return eta.Line(
         running=by_status[Status.RUNNING],
         queued=by_status[Status.QUEUED],
         waiting=by_status[Status.WAITING],
         held=by_status[Status.HELD],
-        limits=settings.limits,
+        limits=backoff.limits_under(settings.limits, throttles),
         now=now,
         paused=bool(settings["paused"]),
         admission=_admission(tx, now),
         aging_interval=settings["aging_interval"],
         arrivals=arrivals,
         forecast=span,
+        rates=rates.load_book(tx, settings.rates, now) if settings.rates else None,
+        holds=backoff.holds(throttles),
+        fair=_fair(tx, settings, by_status[Status.QUEUED], now),
     )
+
+
+def _fair(
+    tx: Tx, settings: Settings, queued: list[eta.Entry], now: float
+) -> dict[str, float] | None:
+    """The virtual times of the fair order, if fairness is on (see scheduler/fairness)."""
+    fairness = Fairness.from_setting(settings["fairness"])
+    if fairness is None:
+        return None
+    aging = settings["aging_interval"]
+    ordered = policy.order(queued, now, aging)
+    passes = fair.passes(tx, fairness)
+    return virtual_times(ordered, fairness, passes, lambda t: policy.band_key(t, now, aging))
 
 
 def _admission(tx: Tx, now: float) -> eta.Admission | None:

@@ -28,7 +28,7 @@ from slotline.store import estimates
 from slotline.store.queries import Tx, Where
 from slotline.store.rows import attempt_from_row, task_from_row
 from slotline.store.settings import read_settings
-from slotline.store.tasks import count_of, ordered_queue, resolve
+from slotline.store.tasks import count_of, ordered_queue, reordered, resolve
 
 if TYPE_CHECKING:
     from slotline.taskfilter import TaskFilter
@@ -157,8 +157,9 @@ def positions(tx: Tx, queued: Iterable[Task]) -> dict[str, int]:
     ordered = sorted(queued, key=lambda t: policy.queue_key(t, 0.0, None))
     if not ordered:
         return {}
-    aging = read_settings(tx)["aging_interval"]
-    if aging:
+    settings = read_settings(tx)
+    aging = settings["aging_interval"]
+    if reordered(settings):
         wanted = {t.id for t in ordered}
         line = ordered_queue(tx, tx.now(), aging)
         return {t.id: i for i, t in enumerate(line, 1) if t.id in wanted}
@@ -213,9 +214,10 @@ def _estimates(
     if not any(t.status in _IN_LINE for t in tasks):
         return {}
     now = tx.now()
-    # With aging on, the head's order depends on the whole line (as in `Store.status`).
-    aging = read_settings(tx)["aging_interval"]
-    if aging or tx.one("tasks_queued_in_order", limit=1, offset=ETA_WHOLE) is None:
+    # With aging or fairness on, the head's order depends on the whole line (as in
+    # `Store.status`).
+    whole = tx.one("tasks_queued_in_order", limit=1, offset=ETA_WHOLE) is None
+    if reordered(read_settings(tx)) or whole:
         return estimates.line_estimates(tx, now, store)
     farthest = max(found.values(), default=0)
     if farthest > ETA_WHOLE:

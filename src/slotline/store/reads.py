@@ -3,17 +3,24 @@ capacity (`status`), and the dashboard's page of the line."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from slotline.models import Attempt, Status, Task, TaskPage
-from slotline.store import estimates, listing, serving
+from slotline.store import backoff, estimates, listing, rates, serving
 from slotline.store.core import StoreCore
 from slotline.store.events import last_seq
 from slotline.store.queries import Tx, Where
 from slotline.store.rows import attempt_from_row, task_from_row
 from slotline.store.settings import Settings, read_settings
-from slotline.store.tasks import count_of, load, ordered_queue, resolve, with_attempts
+from slotline.store.tasks import (
+    count_of,
+    load,
+    ordered_queue,
+    reordered,
+    resolve,
+    with_attempts,
+)
 
 if TYPE_CHECKING:  # imported when used: a read needs no pydantic model
     from slotline.taskfilter import TaskFilter
@@ -38,6 +45,10 @@ class QueueStatus:
     # not the caller's to see (`next_up` is None).
     queued_total: int | None = None
     next_up_hidden: bool = False
+    # Each rate limit in force, with the starts in its window and when the next start is
+    # allowed (None: now); each agent type backing off from its provider.
+    rates: list[dict[str, Any]] = field(default_factory=list)
+    backoff: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def slots_available(self) -> int:
@@ -61,6 +72,8 @@ class QueueStatus:
             "running": [t.to_dict() for t in self.running],
             "queued": [t.to_dict() for t in self.queued],
             **({} if self.mine is None else {"mine": [t.to_dict() for t in self.mine]}),
+            "rates": self.rates,
+            "backoff": self.backoff,
         }
 
 
@@ -104,7 +117,7 @@ class ReadVerbs(StoreCore):
             task = resolve(tx, ref, user)
             position = None
             if task.status is Status.QUEUED:
-                if read_settings(tx)["aging_interval"]:
+                if reordered(read_settings(tx)):
                     position = self._positions(tx).get(task.id)
                 else:  # the stored order is the queue order: count who is ahead
                     position = count_of(
@@ -206,21 +219,22 @@ class ReadVerbs(StoreCore):
             now = tx.now() if now is None else now
             settings = read_settings(tx)
             running = [with_attempts(tx, task_from_row(r)) for r in tx.rows("tasks_running")]
-            if limit is None or settings["aging_interval"]:
+            if limit is None or reordered(settings):
                 queue = ordered_queue(tx, now, settings["aging_interval"])
                 total, queue = len(queue), queue[:limit]
             else:
                 total = count_of(tx, "count_queued")
                 rows = tx.rows("tasks_queued_in_order", limit=limit, offset=0)
                 queue = [task_from_row(r) for r in rows]
-            if len(queue) < total and not settings["aging_interval"]:
+            if len(queue) < total and not reordered(settings):
                 etas = estimates.head_estimates(tx, now, len(queue), self.url)
             else:
                 etas = estimates.line_estimates(tx, now, self.url)
             running = [estimates.with_estimate(t, etas) for t in running]
             placed = [estimates.with_estimate(t, etas, position=i) for i, t in enumerate(queue, 1)]
             placed = serving.annotate(tx, placed)
-            return replace(_queue_status(tx, settings, running, placed), queued_total=total)
+            status = _queue_status(tx, settings, running, placed, now)
+            return replace(status, queued_total=total)
 
     def line(
         self,
@@ -240,7 +254,7 @@ class ReadVerbs(StoreCore):
             aging = settings["aging_interval"]
             running = [with_attempts(tx, task_from_row(r)) for r in tx.rows("tasks_running")]
             where = listing.where_of(wanted, owner, root)
-            if aging:
+            if reordered(settings):
                 queue = ordered_queue(tx, now, aging)
                 kept = set(_ids(tx, where)) if where.groups else None
                 placed = [replace(t, position=i) for i, t in enumerate(queue, 1)]
@@ -256,7 +270,7 @@ class ReadVerbs(StoreCore):
             running = [estimates.with_estimate(t, etas) for t in running]
             page = serving.annotate(tx, [estimates.with_estimate(t, etas) for t in page])
             parked = [estimates.with_estimate(t, etas) for t in parked]
-            status = _queue_status(tx, settings, running, page)
+            status = _queue_status(tx, settings, running, page, now)
             seq = last_seq(tx)
             return Line(status, total, next_up, parked, parked_total, settings, seq, now)
 
@@ -278,8 +292,10 @@ class ReadVerbs(StoreCore):
 
 
 def _queue_status(
-    tx: Tx, settings: Settings, running: list[Task], queued: list[Task]
+    tx: Tx, settings: Settings, running: list[Task], queued: list[Task], now: float
 ) -> QueueStatus:
+    book = rates.load_book(tx, settings.rates, now) if settings.rates else None
+    throttles = [{**t.to_dict(), "holding": t.not_before > now} for t in backoff.throttles(tx)]
     return QueueStatus(
         active=sum(1 for t in running if settings.limits.in_pool(t)),
         max_concurrent=settings.limits.max_concurrent,
@@ -288,6 +304,8 @@ def _queue_status(
         over_limit=any(a.over_limit and a.finished_at is None for t in running for a in t.attempts),
         queued=queued,
         running=running,
+        rates=[] if book is None else book.status(now),
+        backoff=throttles,
     )
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from slotline.bounds import parse_id
 from slotline.errors import InvalidInput, NotFound, StaleAttempt
 from slotline.models import Attempt, Kind, Status, Task
-from slotline.store import deps, estimates
+from slotline.store import backoff, deps, estimates
 from slotline.store.core import StoreCore
 from slotline.store.events import change, emit
 from slotline.store.queries import Tx
@@ -36,6 +36,8 @@ class Report:
     exit_code: int | None
     reason: str | None = None
     requeue: bool = False
+    # The end of a failed run's output, for an agent type's back-off pattern.
+    output: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +78,7 @@ class RunVerbs(StoreCore):
         *,
         requeue: bool = False,
         reap_after: float | None = None,
+        output: str | None = None,
     ) -> Task:
         """Commit the outcome of an attempt whose process has exited.
 
@@ -89,6 +92,8 @@ class RunVerbs(StoreCore):
             reap_after: finish only if the attempt's lease has lapsed and its node has not
                 heartbeated for this many seconds (checked inside the transaction), for a
                 node reaping another node's attempts.
+            output: the end of a failed run's output, which its agent type's back-off
+                pattern is matched against (with `reason`).
 
         Raises:
             StaleAttempt: the attempt is not the task's current one, or the token is wrong,
@@ -96,7 +101,7 @@ class RunVerbs(StoreCore):
         """
         with self._write() as tx:
             now = tx.now() if now is None else now  # under the lock, as in `claim`
-            report = Report(attempt_id, token, exit_code, reason, requeue)
+            report = Report(attempt_id, token, exit_code, reason, requeue, output)
             return load(tx, end(tx, report, now, reap_after))
 
     # -- external runners -----------------------------------------------------------------
@@ -195,6 +200,9 @@ def end(
     else:
         outcome, status = "failed", check_transition("fail", task.id, task.status)
         reason = reason or f"exit code {exit_code}"
+    throttle = _provider_refused(tx, task, attempt, report, outcome, reason, now)
+    if throttle:
+        outcome = "throttled"
     tx.run(
         "attempt_end",
         id=attempt.id,
@@ -205,7 +213,12 @@ def end(
     )
     ran = outcome in ("succeeded", "failed") and _ran(task, attempt.pid, exit_code)
     used = task.attempt_count - task.attempt_base
-    if outcome == "interrupted":
+    if outcome == "succeeded":
+        backoff.succeeded(tx, task.agent, attempt.started_at, now)
+    if outcome in ("interrupted", "throttled"):
+        if outcome == "throttled":
+            check_transition("retry", task.id, task.status)
+            reason = f"provider back-off of {task.agent}: {reason}"
         tx.run("task_requeue_uncounted", id=task.id, status_reason=reason)
         change(tx, task, "requeued", Status.QUEUED, now, attempt=attempt.id, reason=reason)
     elif status is Status.QUEUED:
@@ -225,6 +238,30 @@ def end(
         else:
             runs.append(took)
     return task.id
+
+
+def _provider_refused(
+    tx: Tx,
+    task: Task,
+    attempt: Attempt,
+    report: Report,
+    outcome: str,
+    reason: str | None,
+    now: float,
+) -> bool:
+    """Whether a failed run was refused by its agent type's provider (its back-off rule
+    matches the exit code, or the output or reason); if so, step the type down, and say
+    whether the task goes back in line uncounted (it has requeues left)."""
+    if outcome != "failed" or task.agent is None:
+        return False
+    text = "\n".join(part for part in (report.output, report.reason) if part)
+    rule = backoff.matching_rule(tx, task.agent, report.exit_code, text)
+    if rule is None:
+        return False
+    backoff.throttled(tx, rule, task.agent, attempt.started_at, now, reason)
+    earlier = tx.rows("attempts_of", task_id=task.id)
+    requeued = sum(1 for row in earlier if row["outcome"] == "throttled")
+    return requeued < rule.max_requeues
 
 
 def _retry(

@@ -11,6 +11,7 @@ from slotline.bounds import MAX_COUNT, MAX_SECONDS, check_number, normalize_work
 from slotline.errors import InvalidInput
 from slotline.models import Limit, check_limit_key
 from slotline.scheduler import policy
+from slotline.scheduler.rates import RateLimit
 from slotline.store.core import StoreCore
 from slotline.store.events import emit
 from slotline.store.queries import Tx
@@ -30,6 +31,10 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "max_queue_size": 10_000,
     "max_queued_per_user": None,
     "retry_backoff_max": 3600.0,
+    # Provider back-off per agent type ({agent: BackoffRule.to_dict()}), store/backoff.py.
+    "backoff": {},
+    # Fair dispatch within a priority level ({"key": …, "weights": {…}}), or None.
+    "fairness": None,
 }
 
 
@@ -39,6 +44,7 @@ class Settings:
 
     values: dict[str, Any]
     per_key: tuple[Limit, ...]
+    rates: tuple[RateLimit, ...] = ()
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
@@ -57,6 +63,7 @@ class Settings:
             "limits": [
                 {"key": lim.key, "value": lim.value, "max": lim.max} for lim in self.per_key
             ],
+            "rates": [rate.to_dict() for rate in self.rates],
         }
 
 
@@ -68,7 +75,11 @@ def read_settings(tx: Tx) -> Settings:
         Limit(row["key"], row["value"] or None, int(row["max_running"]))
         for row in tx.rows("limits_all")
     )
-    return Settings(values, per_key)
+    rates = tuple(
+        RateLimit(row["key"], row["value"] or None, int(row["max_starts"]), float(row["period"]))
+        for row in tx.rows("rate_limits_all")
+    )
+    return Settings(values, per_key, rates)
 
 
 def write_setting(tx: Tx, name: str, value: Any) -> None:

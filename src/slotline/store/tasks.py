@@ -10,9 +10,12 @@ from slotline.bounds import parse_id
 from slotline.errors import AmbiguousId, NotFound
 from slotline.models import Task
 from slotline.scheduler import policy
+from slotline.scheduler.fairness import Fairness
 from slotline.scheduler.ranks import between, seq_rank
+from slotline.store import fairness as fair
 from slotline.store.queries import Tx
 from slotline.store.rows import attempt_from_row, task_from_row
+from slotline.store.settings import Settings, read_settings
 
 
 def load(tx: Tx, task_id: str) -> Task:
@@ -50,11 +53,21 @@ def with_attempts(tx: Tx, task: Task, position: int | None = None) -> Task:
 
 
 def ordered_queue(tx: Tx, now: float, aging: float | None) -> list[Task]:
-    """Queued tasks in dispatch order (re-sorted in Python only when aging is on)."""
+    """Queued tasks in dispatch order (re-sorted in Python only when aging or fairness
+    is on)."""
     tasks = [task_from_row(r) for r in tx.iter_rows("tasks_queued_in_order", page=500)]
+    fairness = Fairness.from_setting(read_settings(tx)["fairness"])
+    if fairness is not None:
+        return policy.order(tasks, now, aging, fairness, fair.passes(tx, fairness))
     if aging:
         tasks = policy.order(tasks, now, aging)
     return tasks
+
+
+def reordered(settings: Settings) -> bool:
+    """Whether the line's order is not the stored one (aging or fairness is on), so
+    that positions need the whole line rather than a count through the index."""
+    return bool(settings["aging_interval"] or settings["fairness"])
 
 
 def count_of(tx: Tx, name: str, **params: Any) -> int:

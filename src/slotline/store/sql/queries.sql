@@ -330,7 +330,7 @@ ORDER BY seq DESC LIMIT :limit;
 -- name: eta_line
 -- The columns an ETA simulation needs of every task in line or running, in queue order.
 SELECT id, kind, agent, workspace, owner, labels, priority, boosted, start_now, rank,
-       status, depends_on, not_before, queued_at, started_at, expected_duration
+       status, depends_on, not_before, queued_at, started_at, expected_duration, parent_id
 FROM tasks WHERE status IN ('running', 'queued', 'waiting', 'held')
 ORDER BY {line_order};
 
@@ -364,13 +364,13 @@ SELECT seq, at FROM events ORDER BY seq DESC LIMIT 1;
 -- head of the line, simulated alone when the line is too long to simulate whole.
 SELECT * FROM (
     SELECT id, kind, agent, workspace, owner, labels, priority, boosted, start_now, rank,
-           status, depends_on, not_before, queued_at, started_at, expected_duration
+           status, depends_on, not_before, queued_at, started_at, expected_duration, parent_id
     FROM tasks WHERE status = 'running'
 ) AS running
 UNION ALL
 SELECT * FROM (
     SELECT id, kind, agent, workspace, owner, labels, priority, boosted, start_now, rank,
-           status, depends_on, not_before, queued_at, started_at, expected_duration
+           status, depends_on, not_before, queued_at, started_at, expected_duration, parent_id
     FROM tasks WHERE status = 'queued'
     ORDER BY {line_order} LIMIT :limit
 ) AS head;
@@ -509,3 +509,56 @@ SET attempt_id = excluded.attempt_id, value = excluded.value, stored_at = exclud
 
 -- name: result_of_attempt
 SELECT value FROM task_results WHERE task_id = :task_id AND attempt_id = :attempt_id;
+
+-- Rate limits and provider back-off (store/rates.py, store/backoff.py; migration 0015).
+
+-- name: rate_limits_all
+SELECT key, value, max_starts, period FROM rate_limits ORDER BY key, value;
+
+-- name: rate_limit_delete
+DELETE FROM rate_limits WHERE key = :key AND value = :value;
+
+-- name: rate_limit_insert
+INSERT INTO rate_limits (key, value, max_starts, period)
+VALUES (:key, :value, :max_starts, :period);
+
+-- name: rate_starts_of_key
+-- The window of one key: one range of the rate_starts_window index.
+SELECT value, at FROM rate_starts WHERE key = :key AND at > :since ORDER BY at;
+
+-- name: rate_start_insert
+INSERT INTO rate_starts (key, value, at) VALUES (:key, :value, :at);
+
+-- name: rate_starts_prune
+DELETE FROM rate_starts WHERE key = :key AND at <= :before;
+
+-- name: rate_starts_forget_key
+DELETE FROM rate_starts WHERE key = :key;
+
+-- name: backoff_all
+SELECT agent, level, cap, not_before, successes, since, reason FROM agent_backoff
+ORDER BY agent;
+
+-- name: backoff_get
+SELECT agent, level, cap, not_before, successes, since, reason FROM agent_backoff
+WHERE agent = :agent;
+
+-- name: backoff_delete
+DELETE FROM agent_backoff WHERE agent = :agent;
+
+-- name: backoff_insert
+INSERT INTO agent_backoff (agent, level, cap, not_before, successes, since, reason)
+VALUES (:agent, :level, :cap, :not_before, :successes, :since, :reason);
+
+-- name: count_running_of_agent
+SELECT COUNT(*) AS n FROM tasks WHERE status = 'running' AND agent = :agent;
+
+-- name: fair_passes_of_key
+SELECT value, pass FROM fair_passes WHERE key = :key;
+
+-- name: fair_pass_put
+INSERT INTO fair_passes (key, value, pass, at) VALUES (:key, :value, :new, :at)
+ON CONFLICT (key, value) DO UPDATE SET pass = excluded.pass, at = excluded.at;
+
+-- name: fair_passes_prune
+DELETE FROM fair_passes WHERE at < :before;

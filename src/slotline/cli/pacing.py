@@ -1,0 +1,197 @@
+"""`slotline limits --set` for the pacing of starts: rates (`rate:agent[claude]=20/1m`),
+fairness (`fairness=user`, `fairness[alice]=2`) and provider back-off
+(`backoff[claude]={"exit_codes": [75]}`), and how `limits` and `status` show them."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from slotline.errors import InvalidInput
+from slotline.models import utcnow
+from slotline.scheduler.backoff import BackoffRule
+from slotline.scheduler.fairness import check_fairness
+from slotline.scheduler.rates import GLOBAL, check_rate_key, parse_rate
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+    from slotline.cli.backend import Backend
+    from slotline.store import QueueStatus, Settings
+
+
+@dataclass(frozen=True, slots=True)
+class RateAssignment:
+    key: str
+    value: str | None
+    rate: tuple[int, float] | None
+
+    def apply(self, store: Backend) -> None:
+        if self.rate is None:
+            store.set_rate(self.key, self.value, None)
+        else:
+            store.set_rate(self.key, self.value, *self.rate)
+
+
+@dataclass(frozen=True, slots=True)
+class FairnessAssignment:
+    key: str | None  # None: turn off (or, with `value`, set a weight)
+    value: str | None = None
+    weight: float | None = None
+
+    def apply(self, store: Backend) -> None:
+        if self.value is None:
+            store.set_fairness(self.key)
+            return
+        current = store.settings()["fairness"]
+        if not current:
+            raise click.UsageError(
+                f"fairness[{self.value}]: turn fairness on first (--set fairness=user)"
+            )
+        weights = dict(current.get("weights") or {})
+        if self.weight is None:
+            weights.pop(self.value, None)
+        else:
+            weights[self.value] = self.weight
+        store.set_fairness(current["key"], weights)
+
+
+@dataclass(frozen=True, slots=True)
+class BackoffAssignment:
+    agent: str
+    rule: dict[str, Any] | None
+
+    def apply(self, store: Backend) -> None:
+        store.set_backoff(self.agent, self.rule)
+
+
+Pacing = RateAssignment | FairnessAssignment | BackoffAssignment
+
+
+def parse_pacing(text: str) -> Pacing | None:
+    """A `--set` of a rate, the fairness or a back-off rule; None for any other key.
+
+    Raises:
+        click.BadParameter: a bad rate, key, weight or rule (checked as the store would).
+    """
+    text = text.strip()
+    try:
+        if text.startswith("backoff["):
+            return _backoff(text)
+        name, _, given = text.partition("=")
+        key, _, bracket = name.strip().partition("[")
+        value = bracket.removesuffix("]") if bracket else None
+        given = given.strip()
+        if key.startswith("rate:"):
+            return _rate(text, key.removeprefix("rate:"), value, given)
+        if key == "fairness":
+            return _fairness(value, given)
+    except InvalidInput as exc:
+        raise click.BadParameter(f"{text!r}: {exc}", param_hint="--set") from None
+    return None
+
+
+def _rate(text: str, key: str, value: str | None, given: str) -> RateAssignment:
+    check_rate_key(key)
+    if value is not None and not value.strip():
+        raise InvalidInput("empty value in brackets")
+    if key == GLOBAL and value is not None:
+        raise InvalidInput("the global rate takes no [VALUE]")
+    if key == "workspace" and value is not None:
+        value = str(Path(value).expanduser().resolve())
+    if given.lower() == "none":
+        return RateAssignment(key, value, None)
+    return RateAssignment(key, value, parse_rate(given))
+
+
+def _fairness(value: str | None, given: str) -> FairnessAssignment:
+    if value is None:
+        if given.lower() == "none":
+            return FairnessAssignment(None)
+        return FairnessAssignment(check_fairness(given).key)
+    if given.lower() == "none":
+        return FairnessAssignment(None, value, None)
+    weight = check_fairness("user", {value: given}).weights[value]
+    return FairnessAssignment(None, value, weight)
+
+
+def _backoff(text: str) -> BackoffAssignment:
+    agent, sep, given = text.removeprefix("backoff[").partition("]=")
+    if not sep or not agent:
+        raise InvalidInput("use backoff[AGENT]=JSON or backoff[AGENT]=none")
+    if given.strip().lower() == "none":
+        return BackoffAssignment(agent, None)
+    try:
+        rule = json.loads(given)
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"the rule is not JSON: {exc}") from None
+    if not isinstance(rule, dict):
+        raise InvalidInput('the rule is a JSON object: {"exit_codes": [75]}')
+    return BackoffAssignment(agent, BackoffRule.from_dict(rule).to_dict())
+
+
+# -- showing them ------------------------------------------------------------------------
+
+
+def _when(at: float | None, now: float) -> str:
+    if at is None:
+        return "now"
+    left = max(0.0, at - now)
+    return f"in {left:.0f}s" if left < 120 else f"in {left / 60:.0f}m"
+
+
+def limits_lines(settings: Settings) -> list[str]:
+    """The rates, fairness and back-off rules, one line each, for `slotline limits`."""
+    lines = []
+    for rate in settings.rates:
+        who = "every task" if rate.key == GLOBAL else f"each {rate.key}"
+        if rate.value is not None:
+            who = f"{rate.key} {rate.value}"
+        lines.append(f"rate:{_name(rate.key, rate.value)} = {rate.rate}  (starts of {who})")
+    fairness = settings.values.get("fairness")  # a server of an older version has none
+    if fairness:
+        weights = ", ".join(f"{v}={w:g}" for v, w in sorted(fairness["weights"].items()))
+        extra = f" (weights: {weights})" if weights else ""
+        lines.append(f"fairness: turns between values of {fairness['key']}{extra}")
+    for agent, rule in sorted((settings.values.get("backoff") or {}).items()):
+        what = [f"exit codes {rule['exit_codes']}"] if rule["exit_codes"] else []
+        if rule["pattern"]:
+            what.append(f"output matching {rule['pattern']!r}")
+        lines.append(
+            f"backoff[{agent}]: on {' or '.join(what)}, hold {rule['delay']:g}s "
+            f"(up to {rule['max_delay']:g}s), halve concurrency"
+        )
+    return lines
+
+
+def _name(key: str, value: str | None) -> str:
+    return key if value is None else f"{key}[{value}]"
+
+
+def status_lines(status: QueueStatus, now: float | None = None) -> list[RenderableType]:
+    """Rates in force and agent types backing off, for `slotline status`."""
+    from rich.text import Text
+
+    now = utcnow() if now is None else now
+    lines: list[RenderableType] = []
+    for rate in status.rates:
+        name = _name(rate["key"], rate["value"])
+        when = _when(rate["next_start_at"], now)
+        style = "yellow" if rate["next_start_at"] is not None else "dim"
+        lines.append(
+            Text(f"rate {name} {rate['rate']}: {rate['used']} used · next start {when}", style)
+        )
+    for throttle in status.backoff:
+        hold = f"held {_when(throttle['not_before'], now)}" if throttle["holding"] else "not held"
+        lines.append(
+            Text(
+                f"BACKING OFF {throttle['agent']}: at most {throttle['cap']} running, {hold} "
+                f"(step {throttle['level']}; {throttle['reason'] or 'provider refused'})",
+                style="bold yellow",
+            )
+        )
+    return lines

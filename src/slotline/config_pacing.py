@@ -1,0 +1,99 @@
+"""The sections of slotline.yaml that pace starts: `rates`, `fairness`, and an agent
+type's `backoff` (validated once, with the same checks as every other surface)."""
+
+from __future__ import annotations
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from slotline.bounds import MAX_COUNT, MAX_SECONDS
+from slotline.errors import InvalidInput
+from slotline.scheduler import rates
+from slotline.scheduler.backoff import check_pattern
+from slotline.scheduler.fairness import check_fairness
+
+
+class RateConfig(BaseModel):
+    """At most N starts per period (`rate: 20/1m`) per value of `key` (or of `value`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str
+    value: str | None = None
+    rate: str
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, key: str) -> str:
+        try:
+            return rates.check_rate_key(key)
+        except InvalidInput as exc:
+            raise ValueError(str(exc)) from None
+
+    @field_validator("rate")
+    @classmethod
+    def _rate(cls, rate: str) -> str:
+        try:
+            rates.parse_rate(rate)
+        except InvalidInput as exc:
+            raise ValueError(str(exc)) from None
+        return rate
+
+
+class BackoffConfig(BaseModel):
+    """Provider back-off of an agent type: which failures mean "rate limited" (an exit
+    code, or a regex found in the run's output) and how hard to back off."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    exit_codes: list[int] = Field(default_factory=list)
+    pattern: str | None = None
+    delay: float = Field(default=30.0, gt=0, le=MAX_SECONDS)
+    max_delay: float = Field(default=900.0, gt=0, le=MAX_SECONDS)
+    min_concurrent: int = Field(default=1, ge=1, le=MAX_COUNT)
+    recover_after: int = Field(default=1, ge=1, le=MAX_COUNT)
+    max_requeues: int = Field(default=5, ge=0, le=1000)
+
+    @field_validator("pattern")
+    @classmethod
+    def _pattern(cls, pattern: str | None) -> str | None:
+        if pattern is not None:
+            try:
+                check_pattern(pattern)
+            except InvalidInput as exc:
+                raise ValueError(str(exc).removeprefix("backoff: ")) from None
+        return pattern
+
+    @pydantic.model_validator(mode="after")
+    def _something_to_match(self) -> BackoffConfig:
+        if not self.exit_codes and not self.pattern:
+            raise ValueError("give exit_codes, a pattern, or both")
+        if self.max_delay < self.delay:
+            raise ValueError("max_delay must not be less than delay")
+        return self
+
+
+class FairnessConfig(BaseModel):
+    """Fair dispatch between the values of `key` within a priority level; a value's
+    weight is its share of turns (1 if not named)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    key: str
+    weights: dict[str, float] = Field(default_factory=dict)
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, key: str) -> str:
+        try:
+            return check_fairness(key).key
+        except InvalidInput as exc:
+            raise ValueError(str(exc)) from None
+
+    @field_validator("weights")
+    @classmethod
+    def _weights(cls, weights: dict[str, float]) -> dict[str, float]:
+        for value, weight in weights.items():
+            if not 0 < weight <= 1000:
+                raise ValueError(f"the weight of {value!r} must be more than 0, at most 1000")
+        return weights
