@@ -2,7 +2,9 @@
 
 Each process plays a node: it opens its own store on the shared URL, submits its share
 of the tasks a few at a time, claims whatever fits, holds the slots for a moment and
-finishes them. Afterwards the attempts and events are audited.
+finishes them. Or the tasks come from submitters of their own while the nodes only
+claim, and a follower reads the event log as it grows. Afterwards the attempts and
+events are audited, and the follower's reading is compared with the final log.
 """
 
 from __future__ import annotations
@@ -66,6 +68,43 @@ def run_node(url: str, node_id: str, n_tasks: int, total: int, seed: int, start:
                 raise TimeoutError(f"{node_id}: tasks still unfinished after {WORK_DEADLINE_S}s")
 
 
+def run_submitter(url: str, n_tasks: int, seed: int, start: Barrier) -> None:
+    """Submit `n_tasks` (one at a time and in small batches) as fast as the store takes
+    them, while the nodes claim (runs in a child process)."""
+    rng = random.Random(seed)
+    with closing(open_store(url)) as store:
+        start.wait(timeout=30)
+        submitted = 0
+        while submitted < n_tasks:
+            batch = min(rng.randint(1, 4), n_tasks - submitted)
+            specs = [{"command": ["true"], "agent": rng.choice(AGENTS)} for _ in range(batch)]
+            if batch == 1:
+                store.submit(specs[0])
+            else:
+                store.submit_many(specs)
+            submitted += batch
+
+
+def run_follower(url: str, total: int, start: Barrier, out: Path) -> None:
+    """Follow the event log as a reader does (`events(since=last seen)`) until every task
+    has ended; write the seqs seen to `out` (runs in a child process). A seq committed
+    after a higher one was read would never be seen here."""
+    seen: list[int] = []
+    with closing(open_store(url)) as store:
+        start.wait(timeout=30)
+        deadline = time.monotonic() + WORK_DEADLINE_S
+        ended = 0
+        while ended < total:
+            batch = store.events(since=seen[-1] if seen else 0)
+            seen.extend(e.seq for e in batch)
+            ended += sum(e.kind == "succeeded" for e in batch)
+            if not batch:
+                time.sleep(0.002)
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the follower saw {ended} of {total} ends")
+    out.write_text(" ".join(map(str, seen)))
+
+
 def audit(tasks: list[Task], attempts: list[Attempt], events: list[Event], total: int) -> None:
     agent_of = {t.id: t.agent for t in tasks}
 
@@ -114,24 +153,44 @@ def audit(tasks: list[Task], attempts: list[Attempt], events: list[Event], total
     assert most_by_seq == MAX_CONCURRENT
 
 
-def race(url: str, nodes: int, tasks_per_node: int) -> float:
-    """Run `nodes` processes against `url`, audit the result, return the seconds taken."""
-    total = nodes * tasks_per_node
+def race(
+    url: str, nodes: int, tasks_per_node: int, submitters: int = 0, scratch: Path | None = None
+) -> float:
+    """Run `nodes` processes against `url`, audit the result, return the seconds taken.
+
+    With `submitters`, the tasks come from that many processes of their own (each
+    `tasks_per_node` of them) while the nodes only claim and finish, and a follower
+    reads the event log as it grows (writing what it saw in `scratch`)."""
+    total = (submitters or nodes) * tasks_per_node
     with closing(open_store(url)) as store:
         store.set_setting("max_concurrent", MAX_CONCURRENT)
         store.set_limit("agent", None, 1)
         store.set_limit("agent", "claude", AGENT_LIMITS["claude"])
 
     ctx = multiprocessing.get_context("spawn")
-    start = ctx.Barrier(nodes)
+    start = ctx.Barrier(nodes + (submitters + 1 if submitters else 0))
+    own = 0 if submitters else tasks_per_node
     procs = [
         ctx.Process(
             target=run_node,
-            args=(url, f"node-{i}", tasks_per_node, total, 1000 + i, start),
+            args=(url, f"node-{i}", own, total, 1000 + i, start),
             name=f"node-{i}",
         )
         for i in range(nodes)
     ]
+    followed = (scratch or Path()) / "followed-seqs"
+    if submitters:
+        procs += [
+            ctx.Process(
+                target=run_submitter,
+                args=(url, tasks_per_node, 2000 + i, start),
+                name=f"submitter-{i}",
+            )
+            for i in range(submitters)
+        ]
+        procs.append(
+            ctx.Process(target=run_follower, args=(url, total, start, followed), name="follower")
+        )
     began = time.monotonic()
     for proc in procs:
         proc.start()
@@ -144,7 +203,7 @@ def race(url: str, nodes: int, tasks_per_node: int) -> float:
                 proc.kill()
                 proc.join()
     took = time.monotonic() - began
-    assert [p.exitcode for p in procs] == [0] * nodes
+    assert [p.exitcode for p in procs] == [0] * len(procs)
 
     with closing(open_store(url)) as store:
         tasks = store.list_tasks()
@@ -153,6 +212,12 @@ def race(url: str, nodes: int, tasks_per_node: int) -> float:
     audit(tasks, attempts, events, total)
     claimed_by = Counter(a.node_id for a in attempts)
     assert len(claimed_by) > 1, f"one node did all the work: {claimed_by}"
+    if submitters:
+        # The follower, reading while every process wrote, missed no event: what it saw
+        # is the start of the final log, in the same order.
+        seen = [int(seq) for seq in followed.read_text().split()]
+        assert seen == [e.seq for e in events][: len(seen)]
+        assert len(seen) >= total
     return took
 
 
@@ -167,3 +232,19 @@ def test_four_processes_on_one_sqlite_file_never_exceed_a_limit(tmp_path: Path) 
 def test_three_nodes_on_one_postgres_never_exceed_a_limit(pg_url: str) -> None:
     took = race(pg_url, nodes=3, tasks_per_node=50)
     print(f"postgres race: {took:.1f}s")
+
+
+@pytest.mark.timeout(200)  # beyond the hang guards of `race`
+@pytest.mark.parametrize(
+    "store_kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def test_submitters_beside_three_claiming_nodes_break_no_limit_and_no_reader(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    # Two processes that only submit, three nodes that only claim and finish, and a
+    # follower of the event log, all at once on one store.
+    url = str(tmp_path / "store.db")
+    if store_kind == "postgres":
+        url = request.getfixturevalue("pg_url")
+    took = race(url, nodes=3, tasks_per_node=60, submitters=2, scratch=tmp_path)
+    print(f"{store_kind} race with submitters: {took:.1f}s")
