@@ -141,14 +141,16 @@ class SubmitBody(BaseModel):
     hold: bool | None = None
     key: str | None = Field(default=None, description="Idempotency key")
     dedup_window: float | None = Field(
-        default=None, description="With key: also return a task of that key finished this "
-        "many seconds ago or less"
+        default=None,
+        description="With key: also return a task of that key finished this "
+        "many seconds ago or less",
     )
     run_at: str | float | None = Field(
         default=None, description="Start no earlier than this (ISO 8601, or epoch seconds)"
     )
-    delay: float | None = Field(default=None, description="Start no earlier than this many "
-        "seconds from now")
+    delay: float | None = Field(
+        default=None, description="Start no earlier than this many seconds from now"
+    )
 
 
 class BatchBody(BaseModel):
