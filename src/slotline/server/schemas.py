@@ -106,6 +106,12 @@ def task_json(task: Task) -> dict[str, Any]:
     }
 
 
+class SubmittedOut(TaskOut):
+    """A submitted task; `deduplicated` when its key named a task that already existed."""
+
+    deduplicated: bool = False
+
+
 class SubmitBody(BaseModel):
     """A task to submit: the fields of `TaskSpec`, plus `prompt` for a configured agent type.
 
