@@ -143,6 +143,11 @@ class SyncQueue:
     clear = _Sync(Queue.clear)
     set_max_concurrent = _Sync(Queue.set_max_concurrent)
     set_limit = _Sync(Queue.set_limit)
+    add_schedule = _Sync(Queue.add_schedule)
+    schedules = _Sync(Queue.schedules)
+    pause_schedule = _Sync(Queue.pause_schedule)
+    resume_schedule = _Sync(Queue.resume_schedule)
+    remove_schedule = _Sync(Queue.remove_schedule)
 
     def follow(self, since: int = 0) -> Iterator[Event]:
         """Every event after `since`, then live ones as they happen; never misses one."""

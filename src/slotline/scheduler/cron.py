@@ -60,13 +60,38 @@ class Schedule:
             "task": dict(self.spec),
             "paused": self.paused,
             "origin": self.origin,
-            "next_at": None if self.paused else iso(self.next_at),
+            "next_at": iso(self.next_at),
             "last_at": iso(self.last_at),
             "last_task_id": self.last_task_id,
             "live": list(self.live),
             "created_at": iso(self.created_at),
             "updated_at": iso(self.updated_at),
         }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Schedule:
+        """A schedule from its JSON (`to_dict`), as the HTTP client reads it."""
+        return cls(
+            name=data["name"],
+            cron=data["cron"],
+            tz=data["tz"],
+            overlap=check_overlap(data["overlap"]),
+            spec=dict(data["task"]),
+            paused=bool(data["paused"]),
+            origin=data["origin"],
+            next_at=_epoch(data["next_at"]) or 0.0,
+            last_at=_epoch(data.get("last_at")),
+            last_task_id=data.get("last_task_id"),
+            created_at=_epoch(data.get("created_at")) or 0.0,
+            updated_at=_epoch(data.get("updated_at")) or 0.0,
+            live=tuple(data.get("live", ())),
+        )
+
+
+def _epoch(text: str | None) -> float | None:
+    if text is None:
+        return None
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 def check_name(name: str) -> str:
