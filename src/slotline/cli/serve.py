@@ -298,6 +298,10 @@ def apply_config(store: Store, config: Config) -> str | None:
     exempt = sorted(name for name, agent in config.agents.items() if not agent.global_pool)
     if exempt or "agents" in given:
         store.set_exempt_agents(exempt)
+    if "schedules" in given:  # a file without the key leaves the declared ones alone
+        from slotline.config import declared_schedules
+
+        store.sync_schedules(declared_schedules(config))
     return config.source
 
 

@@ -182,13 +182,13 @@ class ScheduleVerbs(StoreCore):
         Raises:
             InvalidInput: a declared schedule is wrong (nothing is changed).
         """
-        checked = [
-            (
-                _checked(d["name"], d["cron"], d["task"], d.get("tz", "UTC"), d["overlap"]),
-                bool(d.get("paused", False)),
-            )
-            for d in declared
-        ]
+        checked = []
+        for d in declared:
+            try:
+                values = _checked(d["name"], d["cron"], d["task"], d.get("tz", "UTC"), d["overlap"])
+            except InvalidInput as exc:
+                raise InvalidInput(f"schedule {d['name']!r}: {exc}") from None
+            checked.append((values, bool(d.get("paused", False))))
         names = {values["name"] for values, _ in checked}
         changed: list[str] = []
         with self._write() as tx:
