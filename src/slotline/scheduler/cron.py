@@ -128,7 +128,7 @@ def zone(name: str) -> tzinfo:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
         raise InvalidInput(
-            f"unknown time zone {name!r}; use UTC or a name like Europe/Paris"
+            f"unknown time zone {name[:64]!r}; use UTC or a name like Europe/Paris"
         ) from None
 
 
