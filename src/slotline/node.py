@@ -318,10 +318,10 @@ class Node:
             await asyncio.sleep(self.heartbeat_interval)
             try:
                 await asyncio.to_thread(self.store.heartbeat, self.node_id, lease=self.lease)
-                await self._watch_schedules()
                 await self.supervisor.fence()
                 await self.supervisor.sample_usage()
                 await adopt.reap_lapsed(self.supervisor)
+                await self._watch_schedules()  # last: what fails here skips nothing
             except Exception:
                 # Whatever failed (the store, a bug), the next beat must come: a node that
                 # stops heartbeating is taken for dead and its runs are started elsewhere.
