@@ -37,6 +37,7 @@ from slotline.errors import InvalidInput, TaskFailed
 from slotline.models import Event, Priority, Status, Task, TaskPage
 from slotline.node import Node
 from slotline.runner.callable import Entry
+from slotline.scheduler.cron import Schedule
 from slotline.spec import TaskSpec
 from slotline.store import QueueStatus, Settings, Store, open_store, unserved_reason
 from slotline.taskfilter import TaskFilter
@@ -90,7 +91,10 @@ class Queue:
             **fields: any TaskSpec field: priority ("urgent"|"high"|"normal"|"low", P0..P3),
                 title, agent, workspace, user, labels, env, depends_on, parent_id,
                 max_attempts, backoff, timeout, queue_ttl, hold, args, expected_duration
-                (seconds, for ETAs).
+                (seconds, for ETAs); key (idempotency: while a task with that key has not
+                finished, it is returned, with `deduplicated` set, instead of a new one)
+                and dedup_window (seconds); run_at (epoch seconds or ISO 8601) or delay
+                (seconds): start no earlier.
 
         Returns:
             The task as stored, with its status (queued, waiting, held or blocked).
@@ -302,6 +306,67 @@ class Queue:
             InvalidInput: an unknown field, a bad regex, a number out of range.
         """
         await self._call(self.store.set_backoff, agent, rule)
+
+    # -- recurring schedules ------------------------------------------------------------
+
+    async def add_schedule(
+        self,
+        /,
+        name: str,
+        cron: str,
+        command: Sequence[str] | None = None,
+        *,
+        tz: str = "UTC",
+        overlap: str = "skip",
+        paused: bool = False,
+        replace: bool = False,
+        **fields: Any,
+    ) -> Schedule:
+        """Submit a task at each tick of `cron`, exactly once however many nodes run.
+
+        Args:
+            name: unique name (letters, digits, `_ . : @ + -`).
+            cron: five fields (`"0 3 * * *"`: 03:00 every day), or six with seconds first.
+            command: the argv list of the task (or give `callable=` in `fields`).
+            tz: the time zone of the ticks (`UTC`, `Europe/Paris`).
+            overlap: while the previous run has not ended: `skip` the tick, `queue`
+                another run, or `replace` it (cancel, then submit).
+            paused: add it paused.
+            replace: change the schedule of that name if there is one.
+            **fields: TaskSpec fields of the task (priority, title, agent, timeout…).
+
+        Raises:
+            InvalidInput: a bad name, expression, zone, overlap or task; a name in use.
+        """
+        if isinstance(command, str):
+            raise InvalidInput("command must be an argv list, not a string")
+        spec = {**fields, "command": builtins.list(command or [])}
+        return await self._call(
+            self.store.add_schedule,
+            name,
+            cron,
+            spec,
+            tz=tz,
+            overlap=overlap,
+            paused=paused,
+            replace_existing=replace,
+        )
+
+    async def schedules(self) -> builtins.list[Schedule]:
+        """Every schedule, by name."""
+        return await self._call(self.store.schedules)
+
+    async def pause_schedule(self, name: str) -> Schedule:
+        """Stop a schedule's ticks (its running task goes on)."""
+        return await self._call(self.store.pause_schedule, name)
+
+    async def resume_schedule(self, name: str) -> Schedule:
+        """Tick again from the next tick after now."""
+        return await self._call(self.store.resume_schedule, name)
+
+    async def remove_schedule(self, name: str) -> Schedule:
+        """Delete a schedule; its tasks stay."""
+        return await self._call(self.store.remove_schedule, name)
 
     # -- running ----------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ import httpx
 from slotline import errors
 from slotline.errors import AccessDenied, ServerUnavailable
 from slotline.models import Event, Priority, Status, Task, TaskPage
+from slotline.scheduler.cron import Schedule
 from slotline.spec import TaskSpec
 from slotline.store import BulkResult, QueueStatus, Settings, Watcher
 from slotline.taskfilter import TaskFilter
@@ -34,6 +35,11 @@ PAGE = 1000
 def _task_path(ref: str, verb: str | None = None) -> str:
     """A task's URL path; the ref is escaped, so no ref (`../../pause`) reaches another route."""
     path = f"/api/tasks/{urllib.parse.quote(ref, safe='')}"
+    return path if verb is None else f"{path}/{verb}"
+
+
+def _schedule_path(name: str, verb: str | None = None) -> str:
+    path = f"/api/schedules/{urllib.parse.quote(name, safe='')}"
     return path if verb is None else f"{path}/{verb}"
 
 
@@ -284,6 +290,46 @@ class SlotlineClient:
     def submit_many(self, specs: Iterable[TaskSpec | dict[str, Any]]) -> list[Task]:
         body = {"tasks": [self._spec(s) for s in specs]}
         return [task_from_json(t) for t in self._request("POST", "/api/tasks/batch", json=body)]
+
+    # -- recurring schedules (the store's verbs of the same names) ---------------------
+
+    def schedules(self) -> list[Schedule]:
+        data = self._request("GET", "/api/schedules")
+        return [Schedule.from_dict(s) for s in data["schedules"]]
+
+    def schedule(self, name: str) -> Schedule:
+        return Schedule.from_dict(self._request("GET", _schedule_path(name)))
+
+    def add_schedule(
+        self,
+        name: str,
+        cron_expr: str,
+        spec: TaskSpec | dict[str, Any],
+        *,
+        tz: str = "UTC",
+        overlap: str = "skip",
+        paused: bool = False,
+        replace_existing: bool = False,
+    ) -> Schedule:
+        body = {
+            "name": name,
+            "cron": cron_expr,
+            "tz": tz,
+            "overlap": overlap,
+            "paused": paused,
+            "replace": replace_existing,
+            "task": self._spec(spec),
+        }
+        return Schedule.from_dict(self._request("POST", "/api/schedules", json=body))
+
+    def pause_schedule(self, name: str) -> Schedule:
+        return Schedule.from_dict(self._request("POST", _schedule_path(name, "pause")))
+
+    def resume_schedule(self, name: str) -> Schedule:
+        return Schedule.from_dict(self._request("POST", _schedule_path(name, "resume")))
+
+    def remove_schedule(self, name: str) -> Schedule:
+        return Schedule.from_dict(self._request("DELETE", _schedule_path(name)))
 
     def cancel(self, ref: str, cascade: bool = False) -> Task:
         return self._task("POST", _task_path(ref, "cancel"), {"cascade": cascade})

@@ -135,6 +135,19 @@ class Admission(BaseModel):
     adaptive: bool = False
 
 
+class ScheduleConfig(BaseModel):
+    """A recurring schedule declared in slotline.yaml (`schedules: {NAME: …}`): `task`
+    (the fields of a submit; an agent type with a prompt works) at each tick of `cron`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cron: str
+    tz: str = "UTC"
+    overlap: Literal["skip", "queue", "replace"] = "skip"
+    paused: bool = False
+    task: dict[str, Any]
+
+
 class Config(BaseModel):
     """The whole configuration; every key is optional."""
 
@@ -169,6 +182,8 @@ class Config(BaseModel):
     # `none`: open mode asked for: the HTTP API (on loopback only) takes every caller as
     # the local admin, even once tokens have existed. `tokens`: tokens once any exist.
     auth: Literal["tokens", "none"] = "tokens"
+    # Recurring schedules owned by this file (`slotline serve` makes the store match).
+    schedules: dict[str, ScheduleConfig] = Field(default_factory=dict)
     _source: str | None = PrivateAttr(default=None)
 
     @property
@@ -238,6 +253,25 @@ def expand_agent_type(config: Config, data: dict[str, Any], prompt: str | None) 
         if value is not None:
             filled.setdefault(key, value)
     return filled
+
+
+def declared_schedules(config: Config) -> list[dict[str, Any]]:
+    """The schedules of slotline.yaml as `Store.sync_schedules` takes them: each task's
+    agent type filled in (`expand_agent_type`).
+
+    Raises:
+        InvalidInput: a task is wrong; the message names the schedule.
+    """
+    declared = []
+    for name, item in config.schedules.items():
+        fields = dict(item.task)
+        prompt = fields.pop("prompt", None)
+        try:
+            task = expand_agent_type(config, fields, prompt)
+        except InvalidInput as exc:
+            raise InvalidInput(f"schedules.{name}.task: {exc}") from None
+        declared.append({**item.model_dump(), "name": name, "task": task})
+    return declared
 
 
 # SLOTLINE_<NAME> environment variables that override top-level keys.

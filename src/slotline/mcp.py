@@ -133,7 +133,8 @@ class BackendCalls:
         if prompt is not None or (fields.get("agent") and not fields.get("command")):
             fields = agent_type_fields(self.backend, self.config, fields, prompt)
         task = await self._run(self.backend.submit, fields)
-        return (await self._run(self.backend.get, task.id)).to_dict()
+        fresh = (await self._run(self.backend.get, task.id)).to_dict()
+        return {**fresh, "deduplicated": task.deduplicated}
 
     async def get(self, ref: str) -> dict[str, Any]:
         return (await self._run(self.backend.get, ref)).to_dict()
@@ -246,11 +247,27 @@ def build_server(calls_for: Callable[[Context[Any, Any, Any]], Calls], **setting
         expected_duration: Annotated[
             float | None, Field(description="Expected run time in seconds, for ETAs", gt=0)
         ] = None,
+        key: Annotated[
+            str | None,
+            Field(
+                description="Idempotency key: while a task with it has not finished, you get "
+                "that task back (deduplicated: true) instead of a second one. Use one per "
+                "piece of work, so that retrying a call that timed out is safe."
+            ),
+        ] = None,
+        delay: Annotated[
+            float | None,
+            Field(description="Start no earlier than this many seconds from now", gt=0),
+        ] = None,
+        run_at: Annotated[
+            str | None, Field(description="Start no earlier than this time (ISO 8601, UTC)")
+        ] = None,
     ) -> dict[str, Any]:
         """Queue a task: an agent type with a prompt (preferred), or a raw command.
 
         Returns the task (id, status, position, eta_start…). It starts when a slot is
-        free; use wait_for_task to block until it ends. If the queue or your number of
+        free (or at its start time, with delay or run_at); use wait_for_task to block
+        until it ends. If the queue or your number of
         subtasks is at its bound, nothing is created and the error says in how many
         seconds to retry: wait that long (or for one of your tasks to end) first."""
         fields: dict[str, Any] = {
@@ -263,6 +280,9 @@ def build_server(calls_for: Callable[[Context[Any, Any, Any]], Calls], **setting
             "depends_on": after,
             "parent_id": parent,
             "expected_duration": expected_duration,
+            "key": key,
+            "delay": delay,
+            "run_at": run_at,
         }
         fields = {k: v for k, v in fields.items() if v is not None}
         return await call(ctx, lambda c: c.submit(fields))

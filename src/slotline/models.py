@@ -228,6 +228,11 @@ class Task:
     memory_mb: int | None = None
     expected_duration: float | None = None
     hold_when_ready: bool = False
+    # The idempotency key, the start time asked for (a delayed task), and the recurring
+    # schedule that submitted the task.
+    key: str | None = None
+    run_at: float | None = None
+    schedule: str | None = None
     attempts: tuple[Attempt, ...] = ()
     position: int | None = None
     # What a succeeded function task returned (JSON), filled in by single-task reads.
@@ -237,6 +242,8 @@ class Task:
     eta_start: float | None = field(default=None, compare=False)
     eta_finish: float | None = field(default=None, compare=False)
     eta_basis: str | None = field(default=None, compare=False)
+    # Set by submit only: the task already existed with this key (nothing was created).
+    deduplicated: bool = field(default=False, compare=False)
 
     def key_value(self, key: str) -> str | None:
         """The value of a limit key (`agent`, `workspace`, `user`, `label:NAME`) for this task."""
@@ -270,6 +277,9 @@ class Task:
             "memory_mb": self.memory_mb,
             "expected_duration": self.expected_duration,
             "not_before": iso(self.not_before),
+            "key": self.key,
+            "run_at": iso(self.run_at),
+            "schedule": self.schedule,
             "created_at": iso(self.created_at),
             "queued_at": iso(self.queued_at),
             "started_at": iso(self.started_at),

@@ -86,6 +86,8 @@ class Node:
         self.guard = guard or Guard(admission or Admission())
         self._verdict = Verdict()
         self._changed = asyncio.Event()
+        # The next tick of a recurring schedule (store clock); NaN until first asked.
+        self._schedules_due: float | None = math.nan
         # Set once the node is registered (with the functions it serves) and dispatching.
         self.ready = asyncio.Event()
         settings = RunSettings(
@@ -169,8 +171,9 @@ class Node:
                 if until_idle and idle:
                     return
                 delay = self.heartbeat_interval
-                if next_wake is not None:
-                    delay = max(0.0, min(delay, next_wake - self._store_now()))
+                for wake in (next_wake, self._schedules_due):
+                    if wake is not None and not math.isnan(wake):
+                        delay = max(0.0, min(delay, wake - self._store_now()))
                 await self._sleep(watcher, stop, delay)
         finally:
             for background in (beat, guard, charts):
@@ -217,6 +220,9 @@ class Node:
             await asyncio.gather(*waiters, return_exceptions=True)
 
     async def _dispatch(self, watcher: str) -> float | None:
+        due = self._schedules_due
+        if due is not None and (math.isnan(due) or due <= self._store_now()):
+            await self._fire_schedules()
         kinds = {Kind.COMMAND.value}
         if self.registry.names():
             kinds.add(Kind.CALLABLE.value)
@@ -243,6 +249,34 @@ class Node:
             self._skew = result.now - utcnow()
         self.supervisor.settle(batch, result)
         return result.next_wake
+
+    async def _fire_schedules(self) -> None:
+        """Submit the tasks of the schedules' due ticks (each tick once, whichever node
+        gets there first) and note when the next one is due."""
+        try:
+            result = await asyncio.to_thread(self.store.fire_schedules)
+        except SlotlineError:
+            # Tried again after the next heartbeat; dispatch goes on meanwhile.
+            log.exception("firing schedules failed", extra={"node": self.node_id})
+            self._schedules_due = None
+            return
+        self._schedules_due = result.next_at
+        for fired in result.fired:
+            extra = {"node": self.node_id, "schedule": fired.name}
+            if fired.task is not None:
+                log.info("schedule fired", extra={**extra, "task_id": fired.task.id})
+            else:
+                log.info("schedule tick skipped: %s", fired.reason, extra=extra)
+
+    async def _watch_schedules(self) -> None:
+        """Learn of schedules added, resumed or changed by anyone (once a heartbeat)."""
+        due = await asyncio.to_thread(self.store.next_schedule_at)
+        known = self._schedules_due
+        if known is not None and math.isnan(known):
+            return  # the loop has not asked yet; it will
+        self._schedules_due = due
+        if due is not None and (known is None or due < known):
+            self._changed.set()
 
     async def _guard(self, stop: asyncio.Event) -> None:
         """Sample the machine; hold or shrink dispatch while it is past its thresholds."""
@@ -287,6 +321,7 @@ class Node:
                 await self.supervisor.fence()
                 await self.supervisor.sample_usage()
                 await adopt.reap_lapsed(self.supervisor)
+                await self._watch_schedules()  # last: what fails here skips nothing
             except Exception:
                 # Whatever failed (the store, a bug), the next beat must come: a node that
                 # stops heartbeating is taken for dead and its runs are started elsewhere.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 import pydantic
@@ -20,8 +21,10 @@ from slotline.models import Kind, Priority
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NAME = re.compile(r"^[A-Za-z0-9_.:@/+-]{1,128}$")
+MAX_KEY = 256
 MAX_ARGV = 4096
 MAX_ARG_BYTES = 256 * 1024
+MAX_EPOCH = 253402300799.0  # 9999-12-31T23:59:59Z
 
 
 class TaskSpec(BaseModel):
@@ -51,6 +54,14 @@ class TaskSpec(BaseModel):
     memory_mb: int | None = Field(default=None, gt=0, le=16 * 1024 * 1024)
     expected_duration: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
     hold: bool = False
+    # Idempotency: while a task with this key has not finished, submitting returns it;
+    # with `dedup_window` (seconds), so does one that finished within that window.
+    key: str | None = Field(default=None, min_length=1, max_length=MAX_KEY)
+    dedup_window: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
+    # A delayed task: start no earlier than `run_at` (epoch seconds, or ISO 8601; without
+    # an offset, UTC), or `delay` seconds after the submit (on the store's clock).
+    run_at: float | None = None
+    delay: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
 
     @field_validator("priority", mode="before")
     @classmethod
@@ -73,6 +84,29 @@ class TaskSpec(BaseModel):
     def _title(cls, value: str | None) -> str | None:
         if value is not None and "\x00" in value:
             raise ValueError("must not contain NUL bytes")
+        return value
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, value: str | None) -> str | None:
+        if value is not None and any(ord(c) < 32 or ord(c) == 127 for c in value):
+            raise ValueError("must not contain control characters")
+        return value
+
+    @field_validator("run_at", mode="before")
+    @classmethod
+    def _run_at(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return parse_instant(value)
+        if isinstance(value, datetime):
+            return (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
+        return value
+
+    @field_validator("run_at")
+    @classmethod
+    def _run_at_range(cls, value: float | None) -> float | None:
+        if value is not None and not 0 <= value <= MAX_EPOCH:
+            raise ValueError("must be a time between 1970 and 9999")
         return value
 
     @field_validator("workspace")
@@ -137,6 +171,10 @@ class TaskSpec(BaseModel):
             raise ValueError("a command task needs a command (an argv list)")
         if kind is Kind.CALLABLE and not self.callable:
             raise ValueError("a callable task needs the name of a registered callable")
+        if self.run_at is not None and self.delay is not None:
+            raise ValueError("give run_at (a time) or delay (seconds), not both")
+        if self.dedup_window is not None and self.key is None:
+            raise ValueError("dedup_window needs a key")
         return self
 
     @property
@@ -149,6 +187,16 @@ class TaskSpec(BaseModel):
             return self.title
         text = " ".join(self.command) if self.command else (self.callable or "external task")
         return text if len(text) <= 80 else text[:77] + "..."
+
+
+def parse_instant(text: str) -> float:
+    """An ISO 8601 time (`2026-11-24T03:00:00Z`, `2026-11-24 03:00+01:00`) as epoch
+    seconds; one without an offset is UTC."""
+    try:
+        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"{text!r} is not an ISO 8601 time (e.g. 2026-11-24T03:00:00Z)") from None
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
 
 
 def parse_spec(data: dict[str, Any] | TaskSpec) -> TaskSpec:

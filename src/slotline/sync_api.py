@@ -146,6 +146,11 @@ class SyncQueue:
     set_rate = _Sync(Queue.set_rate)
     set_fairness = _Sync(Queue.set_fairness)
     set_backoff = _Sync(Queue.set_backoff)
+    add_schedule = _Sync(Queue.add_schedule)
+    schedules = _Sync(Queue.schedules)
+    pause_schedule = _Sync(Queue.pause_schedule)
+    resume_schedule = _Sync(Queue.resume_schedule)
+    remove_schedule = _Sync(Queue.remove_schedule)
 
     def follow(self, since: int = 0) -> Iterator[Event]:
         """Every event after `since`, then live ones as they happen; never misses one."""

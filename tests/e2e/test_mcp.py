@@ -81,6 +81,10 @@ async def supervise(
     for i in range(10):
         task = await call(session, "submit_task", agent="sleeper", prompt="0.5", title=f"s{i}")
         ids.append(task["id"])
+    # A task with an idempotency key, to start in an hour (it does not take a slot here).
+    keyed = await call(session, "submit_task", agent="sleeper", prompt="0", key="once", delay=3600)
+    assert (keyed["deduplicated"], keyed["status"]) == (False, "queued")
+    assert keyed["run_at"] is not None
     first = await mine(session, ids[-1])
     assert first["status"] == "queued"
     assert first["eta_start"] is not None
@@ -106,6 +110,9 @@ async def supervise(
     )
     assert "queue is full" in refused
     assert "retry_after_seconds=" in refused
+    # A retried submit with the key gets the first task back, full queue or not.
+    retried = await call(session, "submit_task", agent="sleeper", prompt="0", key="once")
+    assert (retried["deduplicated"], retried["id"]) == (True, keyed["id"])
     # Wait for one, with progress notifications while it waits.
     notes: list[str] = []
 

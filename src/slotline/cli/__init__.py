@@ -52,6 +52,7 @@ COMMANDS = {
     "limits": "limits:limits",
     "config": "config:show_config",
     "token": "tokens:token",
+    "schedule": "schedule:schedule",
 }
 
 

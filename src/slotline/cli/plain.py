@@ -124,7 +124,9 @@ def describe_place(task: Task, now: float | None = None) -> str:
     if task.status is Status.QUEUED and task.position is not None:
         where = f"queued, position {task.position}"
         where += " (NEXT UP)" if task.position == 1 else ""
-        if task.eta_start is not None and now is not None:
+        if task.run_at is not None and now is not None and task.run_at > now:
+            where += f", not before {timestamp(task.run_at, now)}"
+        elif task.eta_start is not None and now is not None:
             where += f", starts {until(task.eta_start, now)}"
         return where
     if task.status is Status.WAITING:

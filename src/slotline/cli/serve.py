@@ -299,6 +299,10 @@ def apply_config(store: Store, config: Config) -> str | None:
     if exempt or "agents" in given:
         store.set_exempt_agents(exempt)
     apply_rates_and_backoff(store, config)
+    if "schedules" in given:  # a file without the key leaves the declared ones alone
+        from slotline.config import declared_schedules
+
+        store.sync_schedules(declared_schedules(config))
     return config.source
 
 

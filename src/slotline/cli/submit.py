@@ -14,6 +14,7 @@ from slotline.bounds import MAX_SECONDS
 from slotline.cli.backend import Backend, agent_type_fields
 from slotline.cli.context import CliState, json_option, pass_state
 from slotline.cli.plain import describe_place, print_json, short_id
+from slotline.cli.when import at_option
 from slotline.errors import BoundExceeded, InvalidInput
 from slotline.models import Priority, Task, utcnow
 
@@ -161,6 +162,34 @@ def parse_priority(
 )
 @click.option("--hold", is_flag=True, help="Submit held: it does not start until released.")
 @click.option(
+    "--key",
+    metavar="K",
+    help="Idempotency key: while a task with this key has not finished, return that task "
+    "instead of creating another.",
+)
+@click.option(
+    "--dedup-window",
+    metavar="S",
+    callback=parse_duration,
+    help="With --key: also return a task of that key that finished this long ago or less "
+    "(seconds, or 10m, 2h…).",
+)
+@click.option(
+    "--at",
+    "run_at",
+    metavar="TIME",
+    callback=at_option,
+    help="Start no earlier than TIME: HH:MM (next occurrence, local time), "
+    "2026-11-24T15:00 (local) or 2026-11-24T15:00:00Z.",
+)
+@click.option(
+    "--in",
+    "delay",
+    metavar="S",
+    callback=parse_duration,
+    help="Start no earlier than this long from now (seconds, or 10m, 2h…).",
+)
+@click.option(
     "--wait-for-room",
     is_flag=True,
     help="When the queue (or the parent's children) is full, wait for room and retry "
@@ -199,6 +228,10 @@ def submit(
     memory_mb: int | None,
     expected_duration: float | None,
     hold: bool,
+    key: str | None,
+    dedup_window: float | None,
+    run_at: float | None,
+    delay: float | None,
     wait_for_room: bool,
     room_timeout: float | None,
     wait: bool,
@@ -212,6 +245,10 @@ def submit(
     """
     if not command and prompt is None and agent is None:
         raise click.UsageError("give the command after --, or --agent NAME --prompt TEXT")
+    if run_at is not None and delay is not None:
+        raise click.UsageError("give --at or --in, not both")
+    if dedup_window is not None and key is None:
+        raise click.UsageError("--dedup-window needs --key")
     spec: dict[str, Any] = {
         "command": list(command),
         "title": title,
@@ -229,6 +266,10 @@ def submit(
         "memory_mb": memory_mb,
         "expected_duration": expected_duration,
         "hold": hold,
+        "key": key,
+        "dedup_window": dedup_window,
+        "run_at": run_at,
+        "delay": delay,
     }
     if prompt is not None or (agent is not None and not command):
         spec = agent_type_fields(state.store, state.config, spec, prompt)
@@ -238,13 +279,15 @@ def submit(
         task = submit_when_room(store, spec, room_timeout, quiet=state.json)
     else:
         task = store.submit(spec)
+    deduplicated = task.deduplicated
     task = store.get(task.id)
 
     def announce() -> None:
         if not state.json:
-            click.echo(f"submitted {short_id(task.id)}: {describe_place(task, utcnow())}")
+            said = f"existing task (key {key!r})" if deduplicated else "submitted"
+            click.echo(f"{said} {short_id(task.id)}: {describe_place(task, utcnow())}")
         elif not wait:  # with --wait, the JSON is the task as it ended
-            print_json(task.to_dict())
+            print_json({**task.to_dict(), "deduplicated": deduplicated})
 
     if wait:
         from slotline.cli.wait import wait_for  # asyncio: only to wait

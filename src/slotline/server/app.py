@@ -26,6 +26,7 @@ from slotline.server import (
     metrics,
     queue,
     routes,
+    schedules,
 )
 from slotline.server.auth import TokenBook, default_tokens_path
 from slotline.server.context import ServerOptions, ServerState, State
@@ -122,6 +123,7 @@ def create_app(
         compat.router,
         external.router,
         metrics.router,
+        schedules.router,
     ):
         app.include_router(router)
     # MCP over streamable HTTP (docs/mcp.md), behind the same tokens.

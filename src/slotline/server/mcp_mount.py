@@ -59,7 +59,7 @@ class RouteCalls:
             body = SubmitBody(**fields)
         except ValidationError as exc:
             raise ToolError(f"invalid submit: {exc.errors()[0]['msg']}") from None
-        return await routes.submit(self.state, who, body)
+        return await routes.submit_one(self.state, who, body)
 
     async def get(self, ref: str) -> dict[str, Any]:
         return await routes.get_task(self.state, self.who, ref)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query
+from fastapi import APIRouter, Depends, HTTPException, Query, Response
 
 from slotline.config import Config, expand_agent_type
 from slotline.errors import NotFound, UnknownDependency
@@ -23,6 +23,7 @@ from slotline.server.schemas import (
     PriorityBody,
     RestartBody,
     SubmitBody,
+    SubmittedOut,
     TaskList,
     TaskOut,
     TerminateBody,
@@ -156,20 +157,45 @@ async def _fresh(state: ServerState, task_id: str) -> dict[str, Any]:
     return task_json(await state.call(state.store.get, task_id))
 
 
-@router.post("", status_code=201, response_model=TaskOut)
-async def submit(state: State, who: Writer, body: SubmitBody) -> dict[str, Any]:
-    """Submit one task. It is queued, waiting on dependencies, held, or blocked."""
+async def submit_one(state: ServerState, who: Principal, body: SubmitBody) -> dict[str, Any]:
+    """Submit one task (the route and the MCP tool): the task, and `deduplicated`."""
     (spec,) = await _specs(state, who, [body])
     task = await state.call(state.store.submit, spec)
-    return await _fresh(state, task.id)
+    return await _submitted(state, who, task)
 
 
-@router.post("/batch", status_code=201, response_model=list[TaskOut])
+async def _submitted(state: ServerState, who: Principal, task: Task) -> dict[str, Any]:
+    """A submitted task as the answer shows it; a key held by a task the caller may not
+    see is refused rather than shown."""
+    if task.deduplicated and not who.sees(task):
+        raise HTTPException(409, f"key {task.key!r} is in use by a task you cannot see")
+    return {**await _fresh(state, task.id), "deduplicated": task.deduplicated}
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=SubmittedOut,
+    responses={200: {"model": SubmittedOut, "description": "The task of the key, which exists"}},
+)
+async def submit(state: State, who: Writer, body: SubmitBody, response: Response) -> dict[str, Any]:
+    """Submit one task. It is queued, waiting on dependencies, held, or blocked; with a
+    start time (`run_at`, `delay`) it waits in line until then. With a `key` that an
+    unfinished task has, nothing is created: that task is returned (200, not 201) with
+    `deduplicated: true`."""
+    data = await submit_one(state, who, body)
+    if data["deduplicated"]:
+        response.status_code = 200
+    return data
+
+
+@router.post("/batch", status_code=201, response_model=list[SubmittedOut])
 async def submit_batch(state: State, who: Writer, body: BatchBody) -> list[dict[str, Any]]:
-    """Submit several tasks in one transaction: all are created, or none."""
+    """Submit several tasks in one transaction: all are created, or none. A task whose
+    key names an existing task is that task, with `deduplicated: true`."""
     specs = await _specs(state, who, body.tasks)
     created = await state.call(state.store.submit_many, specs)
-    return [await _fresh(state, t.id) for t in created]
+    return [await _submitted(state, who, t) for t in created]
 
 
 @router.get("", response_model=TaskList)

@@ -74,6 +74,9 @@ class TaskOut(BaseModel):
     memory_mb: int | None
     expected_duration: float | None
     not_before: str | None
+    key: str | None = Field(None, description="Idempotency key")
+    run_at: str | None = Field(None, description="Start time asked for (ISO 8601 UTC)")
+    schedule: str | None = Field(None, description="The schedule that submitted it")
     created_at: str | None
     queued_at: str | None
     started_at: str | None
@@ -101,6 +104,12 @@ def task_json(task: Task) -> dict[str, Any]:
         "depth": task.depth,
         "backoff": task.backoff,
     }
+
+
+class SubmittedOut(TaskOut):
+    """A submitted task; `deduplicated` when its key named a task that already existed."""
+
+    deduplicated: bool = False
 
 
 class SubmitBody(BaseModel):
@@ -136,6 +145,18 @@ class SubmitBody(BaseModel):
     memory_mb: int | None = None
     expected_duration: float | None = None
     hold: bool | None = None
+    key: str | None = Field(default=None, description="Idempotency key")
+    dedup_window: float | None = Field(
+        default=None,
+        description="With key: also return a task of that key finished this "
+        "many seconds ago or less",
+    )
+    run_at: str | float | None = Field(
+        default=None, description="Start no earlier than this (ISO 8601, or epoch seconds)"
+    )
+    delay: float | None = Field(
+        default=None, description="Start no earlier than this many seconds from now"
+    )
 
 
 class BatchBody(BaseModel):

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from slotline.store.core import Watcher
     from slotline.store.reads import Line, QueueStatus
     from slotline.store.runs import Report, StartReport
+    from slotline.store.schedules import Fired, FireResult
     from slotline.store.serving import unserved_reason
     from slotline.store.settings import (
         LEASE_SECONDS,
@@ -45,6 +46,8 @@ _HOMES = {
     "QueueStatus": "slotline.store.reads",
     "Report": "slotline.store.runs",
     "StartReport": "slotline.store.runs",
+    "FireResult": "slotline.store.schedules",
+    "Fired": "slotline.store.schedules",
     "unserved_reason": "slotline.store.serving",
     "LEASE_SECONDS": "slotline.store.settings",
     "NONE_MEANS_NO_BOUND": "slotline.store.settings",
@@ -95,6 +98,8 @@ __all__ = [
     "BulkResult",
     "Claim",
     "ClaimResult",
+    "FireResult",
+    "Fired",
     "KillRequest",
     "Line",
     "QueueStatus",

@@ -8,6 +8,7 @@ from typing import Any
 
 from slotline.errors import DependencyCycle, InvalidTransition, NotFound, UnknownDependency
 from slotline.models import BAD_ENDS, Status, Task
+from slotline.store import dedup
 from slotline.store.events import change
 from slotline.store.queries import Tx
 from slotline.store.tasks import load, next_rank, resolve
@@ -171,6 +172,7 @@ def reset_task(tx: Tx, task: Task, now: float, refuse_blocked: bool = False) -> 
             task_id=task.id,
             status=task.status,
         )
+    dedup.check_restart(tx, task)
     tx.run(
         "task_reset",
         id=task.id,

@@ -36,7 +36,13 @@ def parse_queries(text: str) -> dict[str, str]:
 @cache
 def load_queries(dialect: str) -> dict[str, str]:
     """The shared queries, in the parameter style of `dialect` ("sqlite" or "postgres")."""
-    text = resources.files("slotline.store").joinpath("sql/queries.sql").read_text()
+    # queries.sql, then each other file of sql/ (one per feature), by name.
+    folder = resources.files("slotline.store").joinpath("sql")
+    files = sorted(
+        (e for e in folder.iterdir() if e.name.endswith(".sql")),
+        key=lambda e: (e.name != "queries.sql", e.name),
+    )
+    text = "\n".join(entry.read_text() for entry in files)
     queries = parse_queries(text.replace("{line_order}", policy.LINE_ORDER_SQL))
     if dialect == "postgres":
         queries = {name: _PARAM.sub(r"%(\1)s", sql) for name, sql in queries.items()}

@@ -75,6 +75,9 @@ def task_from_row(
         memory_mb=row["memory_mb"],
         expected_duration=_opt_float(row["expected_duration"]),
         hold_when_ready=bool(row["hold_when_ready"]),
+        key=row["dedup_key"],
+        run_at=_opt_float(row["run_at"]),
+        schedule=row["schedule"],
         attempts=attempts,
         position=position,
     )

@@ -8,9 +8,9 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from slotline.errors import BoundExceeded
-from slotline.models import Status, Task
-from slotline.store import deps, estimates, serving
+from slotline.errors import BoundExceeded, InvalidInput
+from slotline.models import Status, Task, iso
+from slotline.store import dedup, deps, estimates, serving
 from slotline.store.core import StoreCore
 from slotline.store.queries import Tx
 from slotline.store.rows import dumps
@@ -19,6 +19,9 @@ from slotline.store.tasks import count_of, next_ranks, resolve
 
 if TYPE_CHECKING:  # imported when used: a read needs no pydantic model
     from slotline.spec import TaskSpec
+
+# How far in the past a start time may be and still be taken as "now" (seconds).
+RUN_AT_GRACE = 60.0
 
 
 class SubmitVerbs(StoreCore):
@@ -49,20 +52,7 @@ class SubmitVerbs(StoreCore):
         try:
             with self._write() as tx:
                 now = tx.now() if now is None else now
-                settings = read_settings(tx)
-                pending = count_of(tx, "count_pending")
-                bound = settings["max_queue_size"]
-                if pending + len(parsed) > bound:
-                    raise BoundExceeded(
-                        f"queue is full: {pending} tasks wait, max_queue_size is {bound}",
-                        limit="max_queue_size",
-                        max=bound,
-                    )
-                _check_user_bound(tx, parsed, settings["max_queued_per_user"])
-                batch = _Batch(tx, settings, now)
-                for spec, rank in zip(parsed, next_ranks(tx, len(parsed)), strict=True):
-                    batch.add(spec, rank)
-                return batch.write()
+                return create_tasks(tx, parsed, now)
         except BoundExceeded as refused:
             self._add_retry_hint(refused)
             raise
@@ -82,12 +72,66 @@ class SubmitVerbs(StoreCore):
             )
 
 
+def create_tasks(
+    tx: Tx, parsed: list[TaskSpec], now: float, schedule: str | None = None
+) -> list[Task]:
+    """Create the tasks of `parsed` in the caller's transaction, in order; a spec whose
+    idempotency key names a task gets that task (marked `deduplicated`) and creates
+    nothing, nor counts against the bounds. `schedule` names the recurring schedule that
+    submits them.
+
+    Raises:
+        BoundExceeded: a bound would be exceeded; nothing is created.
+    """
+    settings = read_settings(tx)
+    found = dedup.existing(tx, parsed, now)
+    fresh = [spec for spec, item in zip(parsed, found, strict=True) if item is None]
+    pending = count_of(tx, "count_pending")
+    bound = settings["max_queue_size"]
+    if fresh and pending + len(fresh) > bound:
+        raise BoundExceeded(
+            f"queue is full: {pending} tasks wait, max_queue_size is {bound}",
+            limit="max_queue_size",
+            max=bound,
+        )
+    _check_user_bound(tx, fresh, settings["max_queued_per_user"])
+    batch = _Batch(tx, settings, now, schedule)
+    for spec, rank in zip(fresh, next_ranks(tx, len(fresh)), strict=True):
+        batch.add(spec, rank)
+    return dedup.merge(found, batch.write())
+
+
+def start_time(spec: TaskSpec, now: float) -> float | None:
+    """When a delayed task may start (None: at once). A time up to `RUN_AT_GRACE`
+    seconds past is taken as now (clocks differ a little); an earlier one is refused.
+
+    Raises:
+        InvalidInput: `run_at` is in the past, or the queue TTL ends before the start.
+    """
+    at = now + spec.delay if spec.delay is not None else spec.run_at
+    if at is None:
+        return None
+    if at < now - RUN_AT_GRACE:
+        raise InvalidInput(
+            f"run_at {iso(at)} is {now - at:.0f}s in the past (the store's clock says "
+            f"{iso(now)}); give a later time, or none to start as soon as possible"
+        )
+    if at <= now:
+        return None
+    if spec.queue_ttl is not None and at - now >= spec.queue_ttl:
+        raise InvalidInput(
+            f"queue_ttl {spec.queue_ttl:g}s would expire the task before its start time "
+            f"{iso(at)}; the TTL counts from the submit"
+        )
+    return at
+
+
 class _Batch:
     """The tasks of one submit, checked one by one against the bounds and written
     together."""
 
-    def __init__(self, tx: Tx, settings: Settings, now: float) -> None:
-        self.tx, self.settings, self.now = tx, settings, now
+    def __init__(self, tx: Tx, settings: Settings, now: float, schedule: str | None) -> None:
+        self.tx, self.settings, self.now, self.schedule = tx, settings, now, schedule
         self.rows: list[dict[str, Any]] = []
         self.edges: list[dict[str, Any]] = []
         self.events: list[dict[str, Any]] = []
@@ -101,6 +145,7 @@ class _Batch:
             parent_id, depth = self._parent_depth(spec.parent_id)
         needs = deps.resolve_dependencies(self.tx, spec.depends_on)
         status, reason = deps.initial_status(needs, spec.hold)
+        run_at = start_time(spec, self.now)
         task = Task(
             id=secrets.token_hex(16),
             kind=spec.resolved_kind,
@@ -127,7 +172,7 @@ class _Batch:
             backoff=float(spec.backoff),
             timeout=spec.timeout,
             queue_ttl=spec.queue_ttl,
-            not_before=None,
+            not_before=run_at,
             kill_request=None,
             restart_requested=False,
             created_at=self.now,
@@ -142,6 +187,9 @@ class _Batch:
             memory_mb=spec.memory_mb,
             expected_duration=spec.expected_duration,
             hold_when_ready=spec.hold and status is Status.WAITING,
+            key=spec.key,
+            run_at=run_at,
+            schedule=self.schedule,
         )
         self.tasks.append(task)
         self.rows.append(
@@ -173,6 +221,9 @@ class _Batch:
                 "memory_mb": task.memory_mb,
                 "expected_duration": task.expected_duration,
                 "hold_when_ready": task.hold_when_ready,
+                "dedup_key": task.key,
+                "run_at": run_at,
+                "schedule": self.schedule,
             }
         )
         self.edges.extend({"task_id": task.id, "dep_id": dep.id} for dep in needs)
@@ -183,6 +234,8 @@ class _Batch:
             "parent_id": parent_id,
             "reason": reason,
         }
+        extra = {"key": spec.key, "run_at": iso(run_at), "schedule": self.schedule}
+        data.update({name: value for name, value in extra.items() if value is not None})
         self.events.append(
             {"at": self.now, "kind": "submitted", "task_id": task.id, "data": dumps(data)}
         )

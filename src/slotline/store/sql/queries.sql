@@ -7,12 +7,12 @@ INSERT INTO tasks (
     id, kind, command, callable, args, title, agent, workspace, owner, labels, env,
     priority, boosted, start_now, rank, status, status_reason, depends_on, parent_id, depth,
     max_attempts, backoff, timeout, queue_ttl, created_at, queued_at, memory_mb,
-    expected_duration, hold_when_ready
+    expected_duration, hold_when_ready, dedup_key, run_at, not_before, schedule
 ) VALUES (
     :id, :kind, :command, :callable, :args, :title, :agent, :workspace, :owner, :labels, :env,
     :priority, FALSE, FALSE, :rank, :status, :status_reason, :depends_on, :parent_id, :depth,
     :max_attempts, :backoff, :timeout, :queue_ttl, :created_at, :queued_at, :memory_mb,
-    :expected_duration, :hold_when_ready
+    :expected_duration, :hold_when_ready, :dedup_key, :run_at, :run_at, :schedule
 );
 
 -- name: dep_insert
@@ -119,7 +119,7 @@ UPDATE tasks SET status = :status, status_reason = :status_reason WHERE id = :id
 -- name: task_enqueue
 UPDATE tasks
 SET status = :status, status_reason = :status_reason, rank = :rank, queued_at = :now,
-    not_before = NULL, hold_when_ready = FALSE
+    not_before = run_at, hold_when_ready = FALSE
 WHERE id = :id;
 
 -- name: task_claim
