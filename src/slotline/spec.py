@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, Literal
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -16,10 +16,12 @@ from slotline.bounds import (
     normalize_workspace,
 )
 from slotline.errors import InvalidInput
+from slotline.isolation import KeepPolicy
 from slotline.models import Kind, Priority
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NAME = re.compile(r"^[A-Za-z0-9_.:@/+-]{1,128}$")
+_COMMIT = re.compile(r"^[0-9a-f]{7,64}$")
 MAX_ARGV = 4096
 MAX_ARG_BYTES = 256 * 1024
 
@@ -51,6 +53,14 @@ class TaskSpec(BaseModel):
     memory_mb: int | None = Field(default=None, gt=0, le=16 * 1024 * 1024)
     expected_duration: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
     hold: bool = False
+    # Worktree isolation (docs/config.md): the run's cwd is a fresh git worktree of
+    # `repo` (default: the workspace) at `base` (default: HEAD), pinned to `base_commit`
+    # at submit. `repo` alone records the repository for `repo` limits.
+    isolation: Literal["worktree"] | None = None
+    repo: str | None = Field(default=None, max_length=4096)
+    base: str | None = Field(default=None, max_length=256)
+    base_commit: str | None = None
+    keep: KeepPolicy | None = None
 
     @field_validator("priority", mode="before")
     @classmethod
@@ -84,6 +94,32 @@ class TaskSpec(BaseModel):
             return normalize_workspace(value)
         except InvalidInput as exc:
             raise ValueError(str(exc).removeprefix("workspace ")) from None
+
+    @field_validator("repo")
+    @classmethod
+    def _repo(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            return normalize_workspace(value)
+        except InvalidInput as exc:
+            raise ValueError(str(exc).replace("workspace", "repo")) from None
+
+    @field_validator("base")
+    @classmethod
+    def _base(cls, value: str | None) -> str | None:
+        if value is not None and (
+            not value or value.startswith("-") or any(c.isspace() or c < " " for c in value)
+        ):
+            raise ValueError("must be a git ref or commit: not empty, no spaces, no '-' first")
+        return value
+
+    @field_validator("base_commit")
+    @classmethod
+    def _base_commit(cls, value: str | None) -> str | None:
+        if value is not None and not _COMMIT.match(value):
+            raise ValueError("must be a commit id (hexadecimal)")
+        return value
 
     @field_validator("args")
     @classmethod
@@ -137,6 +173,22 @@ class TaskSpec(BaseModel):
             raise ValueError("a command task needs a command (an argv list)")
         if kind is Kind.CALLABLE and not self.callable:
             raise ValueError("a callable task needs the name of a registered callable")
+        return self._isolation(kind)
+
+    def _isolation(self, kind: Kind) -> TaskSpec:
+        if self.isolation is None:
+            given = [n for n in ("base", "base_commit", "keep") if getattr(self, n) is not None]
+            if given:
+                raise ValueError(f"{', '.join(given)}: only with isolation: worktree")
+            return self
+        if kind is not Kind.COMMAND:
+            raise ValueError("isolation: worktree is for command tasks")
+        if self.repo is None:
+            if self.workspace is None:
+                raise ValueError(
+                    "isolation: worktree needs a repository: give repo (--repo) or a workspace"
+                )
+            object.__setattr__(self, "repo", self.workspace)
         return self
 
     @property

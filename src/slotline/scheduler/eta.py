@@ -63,6 +63,7 @@ class Entry(NamedTuple):
     queued_at: float | None
     started_at: float | None
     expected_duration: float | None
+    repo: str | None = None
 
     def key_value(self, key: str) -> str | None:
         """The value of a limit key, as `Task.key_value`."""

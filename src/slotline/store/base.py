@@ -5,8 +5,8 @@ serialized write transaction and change notification. The verbs come in sibling 
 over it, each in its own module: reads (`reads.py`), submit (`submit.py`), steering of one
 task (`steering.py`) and of many (`bulk.py`), the claim (`claim.py`) and the rest of a
 run's life (`runs.py`), settings (`settings.py`), the event log (`events.py`), node
-bookkeeping (`nodes.py`), the dashboard's samples (`samples.py`) and the functions
-nodes serve (`serving.py`). No group calls
+bookkeeping (`nodes.py`), the dashboard's samples (`samples.py`), the functions
+nodes serve (`serving.py`) and the worktrees of isolated runs (`worktrees.py`). No group calls
 another's methods: the steps they share are functions over the caller's transaction
 (`tasks.py`, `deps.py`, `events.py`, and the steering steps).
 """
@@ -24,6 +24,7 @@ from slotline.store.serving import ServingVerbs
 from slotline.store.settings import SettingsVerbs
 from slotline.store.steering import SteeringVerbs
 from slotline.store.submit import SubmitVerbs
+from slotline.store.worktrees import WorktreeVerbs
 
 
 class Store(
@@ -38,5 +39,6 @@ class Store(
     NodeVerbs,
     SampleVerbs,
     ServingVerbs,
+    WorktreeVerbs,
 ):
     """Every change to slotline's state goes through one of these verbs."""

@@ -61,6 +61,7 @@ def line_task(row: Mapping[str, Any]) -> eta.Entry:
         row["queued_at"],
         row["started_at"],
         row["expected_duration"],
+        row.get("repo"),
     )
 
 
