@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from slotline.isolation import DiffStat, Isolation, KeepPolicy, Worktree, WorktreeState
 from slotline.models import Attempt, Event, Kind, Limit, Priority, Status, Task
 from slotline.store import Settings
 from slotline.transitions import StopRequest
@@ -37,7 +38,27 @@ def attempt_from_json(data: dict[str, Any], task_id: str) -> Attempt:
         rss_bytes=data.get("rss_bytes"),
         peak_cpu_percent=data.get("peak_cpu_percent"),
         peak_rss_bytes=data.get("peak_rss_bytes"),
+        worktree=_worktree(data.get("worktree")),
     )
+
+
+def _worktree(data: dict[str, Any] | None) -> Worktree | None:
+    if data is None:
+        return None
+    diff = data.get("diff")
+    return Worktree(
+        data["path"],
+        data["branch"],
+        data["base_commit"],
+        WorktreeState(data["state"]),
+        None if diff is None else DiffStat(diff["files"], diff["insertions"], diff["deletions"]),
+    )
+
+
+def _isolation(data: dict[str, Any] | None) -> Isolation | None:
+    if data is None:
+        return None
+    return Isolation(data.get("base"), data.get("base_commit"), KeepPolicy(data["keep"]))
 
 
 def task_from_json(data: dict[str, Any]) -> Task:
@@ -83,6 +104,8 @@ def task_from_json(data: dict[str, Any]) -> Task:
         current_attempt=data.get("current_attempt"),
         memory_mb=data.get("memory_mb"),
         expected_duration=data.get("expected_duration"),
+        repo=data.get("repo"),
+        isolation=_isolation(data.get("isolation")),
         attempts=attempts,
         position=data.get("position"),
         eta_start=_epoch(data.get("eta_start")),
