@@ -232,3 +232,28 @@ def test_a_node_killed_mid_run_finishes_the_worktree_after_its_restart(
     assert tree.diff == DiffStat(2, 2, 0)
     assert show(repo, tree.branch, "notes.txt") == "base\nwritten by gamma"
     assert worktree_paths(repo) == [str(repo)]
+
+
+def test_a_cancelled_run_loses_its_worktree_but_not_its_commits(
+    store: Store, repo: Path, tmp_path: Path
+) -> None:
+    script, signals = agent_script(tmp_path), tmp_path / "signals"
+    signals.mkdir()
+    task = store.submit(
+        {"command": agent_command(script, "delta", "notes.txt", signals), "isolation": "worktree",
+         "repo": str(repo), "keep": "on_failure"}
+    )  # fmt: skip
+
+    async def scenario() -> None:
+        async with running_node(store, tmp_path):
+            await until_async((signals / "delta.started").exists, what="the agent")
+            store.cancel(task.id)
+            await until_async(lambda: worktree_state(store, task) is WorktreeState.REMOVED)
+
+    asyncio.run(scenario())
+    done = store.get(task.id)
+    assert done.status is Status.CANCELLED
+    tree = done.attempts[0].worktree
+    assert tree is not None
+    assert show(repo, tree.branch, "delta.txt") == "delta"
+    assert worktree_paths(repo) == [str(repo)]
