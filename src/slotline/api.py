@@ -90,13 +90,15 @@ class Queue:
             **fields: any TaskSpec field: priority ("urgent"|"high"|"normal"|"low", P0..P3),
                 title, agent, workspace, user, labels, env, depends_on, parent_id,
                 max_attempts, backoff, timeout, queue_ttl, hold, args, expected_duration
-                (seconds, for ETAs).
+                (seconds, for ETAs); isolation ("worktree"), repo, base, keep (a git
+                worktree per run: docs/config.md).
 
         Returns:
             The task as stored, with its status (queued, waiting, held or blocked).
 
         Raises:
-            InvalidInput: a field is malformed (the message names it).
+            InvalidInput: a field is malformed (the message names it), or a worktree
+                task's repository or base cannot be used.
             UnknownDependency: a depends_on id does not exist; nothing is created.
             BoundExceeded: the queue, depth or children bound is reached; nothing is created.
         """
