@@ -21,7 +21,7 @@ from slotline.isolation import DiffStat, WorktreeState
 from slotline.models import Status, Task
 from slotline.node import Node
 from slotline.runner import worktree
-from slotline.runner.isolate import Isolator
+from slotline.runner.isolate import Isolator, store_root
 from slotline.store import Store, open_store
 from waiting import until, until_async
 
@@ -143,7 +143,7 @@ def test_a_failed_run_keeps_its_worktree_and_a_bad_base_fails_the_attempt_clearl
 def test_the_sweep_closes_what_a_crash_left_and_spares_live_runs(
     store: Store, repo: Path, tmp_path: Path
 ) -> None:
-    root = tmp_path / "data" / "worktrees"
+    root = store_root(tmp_path / "data" / "worktrees", store.url)
     store.set_setting("max_concurrent", 10)
     spec = {"command": ["true"], "isolation": "worktree", "repo": str(repo)}
     for _ in range(4):
@@ -188,7 +188,11 @@ def test_the_sweep_closes_what_a_crash_left_and_spares_live_runs(
     assert worktree_state(store, live.task) is WorktreeState.ACTIVE
     assert sorted(worktree_paths(repo)) == sorted([str(repo), live_tree.path, ended_tree.path])
     # A sweep with nothing left to do does nothing.
-    assert Isolator(store, root, asyncio.to_thread).sweep(set()) == 0  # type: ignore[arg-type]
+    isolator = Isolator(store, tmp_path / "data" / "worktrees", asyncio.to_thread)
+    assert isolator.root == root
+    assert isolator.sweep(set()) == 0
+    # Another store's worktrees are out of its reach.
+    assert store_root(tmp_path / "data" / "worktrees", "postgresql://other/db") != root
 
 
 def start_node(store_path: Path, tmp_path: Path) -> subprocess.Popen[bytes]:

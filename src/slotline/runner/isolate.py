@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import os
 from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
 from typing import Any
 
+from slotline.config import redact_url
 from slotline.errors import NotFound, SlotlineError
 from slotline.isolation import WorktreeState
 from slotline.models import Attempt, Task
@@ -38,10 +40,9 @@ Retry = Callable[..., Awaitable[Any]]
 class Isolator:
     """A node's worktrees, under `root`."""
 
-    def __init__(self, store: Store, root: Path, retry: Retry) -> None:
+    def __init__(self, store: Store, base: Path, retry: Retry) -> None:
         self.store = store
-        # Absolute: git runs in the repository, and a relative path would land inside it.
-        self.root = Path(os.path.abspath(root))
+        self.root = store_root(base, store.url)
         # Calls a store verb, retrying while the store is unreachable (the outbox's).
         self.retry = retry
 
@@ -206,3 +207,11 @@ def _ended(outcome: str | None) -> str:
 def default_root(log_dir: Path) -> Path:
     """Where a node keeps its worktrees: beside its logs, in the data folder."""
     return log_dir.parent / "worktrees"
+
+
+def store_root(base: Path, store_url: str) -> Path:
+    """The folder of one store's worktrees under `base`: nodes of several stores on one
+    machine (PostgreSQL stores share the default data folder) never sweep each other's.
+    Absolute: git runs in the repository, where a relative path would land inside it."""
+    key = hashlib.sha256(redact_url(store_url).encode()).hexdigest()[:12]
+    return Path(os.path.abspath(base)) / f"store-{key}"

@@ -2,8 +2,8 @@
 and kept or removed when it ends, removed when nothing owns it any more.
 
 Every function here blocks (it runs git): the supervisor calls them in a worker thread.
-Worktrees live under a folder of slotline's own (`<data dir>/worktrees/<repo>-<hash>/
-<task id>-<attempt>`), outside the repository, so they never show in its `git status`;
+Worktrees live under a folder of slotline's own (`<data dir>/worktrees/store-<hash>/
+<repo>-<hash>/<task id>-<attempt>`), outside the repository, so they never show in its `git status`;
 each is on its own branch, `slotline/<task id>-<attempt>`. Operations that change a
 repository's worktree list are serialized per repository by a lock file in that folder
 (`git worktree add` locks the repository, and a second one at once can fail) and retried
