@@ -140,23 +140,31 @@ class Isolator:
             return 0
         done = 0
         for attempt in self.store.worktrees(WorktreeState.ACTIVE):
-            assert attempt.worktree is not None
-            if attempt.finished_at is None or attempt.id in running:
-                continue
-            if not attempt.worktree.path.startswith(str(self.root) + os.sep):
-                continue  # another machine's
-            task = self.store.get(attempt.task_id)
-            checkout = self.find(task, attempt)
-            if checkout is None or task.isolation is None:
-                continue
-            state, diff = worktree.settle(
-                self.root, checkout, task.isolation.keep, _ended(attempt.outcome)
-            )
-            self.store.end_worktree(attempt.id, state, diff)
-            done += 1
+            try:
+                done += self._close_ended(attempt, running)
+            except Exception:  # one bad worktree must not stop the sweep of the others
+                log.exception("sweeping a worktree failed", extra={"task_id": attempt.task_id})
         for folder in self._folders():
-            done += self._sweep_folder(folder, running)
+            try:
+                done += self._sweep_folder(folder, running)
+            except Exception:
+                log.exception("sweeping a worktree failed", extra={"path": str(folder)})
         return done
+
+    def _close_ended(self, attempt: Attempt, running: Collection[str]) -> int:
+        assert attempt.worktree is not None
+        if attempt.finished_at is None or attempt.id in running:
+            return 0
+        if not attempt.worktree.path.startswith(str(self.root) + os.sep):
+            return 0  # another store's, or another machine's
+        task = self.store.get(attempt.task_id)
+        checkout = self.find(task, attempt)
+        if checkout is None or task.isolation is None:
+            return 0
+        ended = _ended(attempt.outcome)
+        state, diff = worktree.settle(self.root, checkout, task.isolation.keep, ended)
+        self.store.end_worktree(attempt.id, state, diff)
+        return 1
 
     def _folders(self) -> list[Path]:
         found = []
