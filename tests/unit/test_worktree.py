@@ -207,3 +207,23 @@ def test_submit_refuses_what_cannot_become_a_worktree(tmp_path: Path, repo: Path
     assert "needs a repository" in check()
     with pytest.raises(InvalidInput, match="only with isolation"):
         parse_spec({"command": ["true"], "repo": str(repo), "keep": "always"})
+
+
+def test_an_agent_type_gives_its_worktree_settings_as_defaults(tmp_path: Path) -> None:
+    from slotline.config import expand_agent_type, load_config
+
+    path = tmp_path / "slotline.yaml"
+    path.write_text(
+        "agents:\n  coder:\n    command: [coder, --, '{prompt}']\n    isolation: worktree\n"
+        "    repo: ~/src/app\n    base: develop\n    keep: always\n"
+    )
+    config = load_config(path, env={})
+    filled = expand_agent_type(config, {"agent": "coder"}, "fix it")
+    assert filled["isolation"] == "worktree"
+    assert filled["repo"] == str(Path("~/src/app").expanduser())
+    assert (filled["base"], filled["keep"]) == ("develop", "always")
+    mine = expand_agent_type(config, {"agent": "coder", "keep": "never"}, "fix it")
+    assert mine["keep"] == "never"  # what the submit says wins
+    path.write_text("agents:\n  coder:\n    command: [coder]\n    keep: sometimes\n")
+    with pytest.raises(InvalidInput, match=r"slotline.yaml:4: agents.coder.keep"):
+        load_config(path, env={})
