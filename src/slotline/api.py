@@ -94,13 +94,15 @@ class Queue:
                 (seconds, for ETAs); key (idempotency: while a task with that key has not
                 finished, it is returned, with `deduplicated` set, instead of a new one)
                 and dedup_window (seconds); run_at (epoch seconds or ISO 8601) or delay
-                (seconds): start no earlier.
+                (seconds): start no earlier; isolation ("worktree"), repo, base, keep
+                (a git worktree per run: docs/config.md).
 
         Returns:
             The task as stored, with its status (queued, waiting, held or blocked).
 
         Raises:
-            InvalidInput: a field is malformed (the message names it).
+            InvalidInput: a field is malformed (the message names it), or a worktree
+                task's repository or base cannot be used.
             UnknownDependency: a depends_on id does not exist; nothing is created.
             BoundExceeded: the queue, depth or children bound is reached; nothing is created.
         """

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 from slotline.bounds import MAX_COUNT, MAX_SECONDS, normalize_workspace
 from slotline.config_pacing import BackoffConfig, FairnessConfig, RateConfig
 from slotline.errors import InvalidInput
+from slotline.isolation import KeepPolicy
 from slotline.models import check_limit_key
 from slotline.scheduler import rates
 
@@ -62,6 +63,22 @@ class AgentType(BaseModel):
     # A prompt that is a whole argv element may start with `-` only if the type says so
     # (see `check_options`); a command that takes options from its users opts in here.
     prompt_may_start_with_dash: bool = False
+    # Run each task of this type in a git worktree of `repo` (default: the task's
+    # workspace) at `base` (default: HEAD at submit); `keep` says what happens to it.
+    isolation: Literal["worktree"] | None = None
+    repo: str | None = None
+    base: str | None = None
+    keep: KeepPolicy | None = Field(default=None, strict=False)
+
+    @field_validator("repo")
+    @classmethod
+    def _repo(cls, repo: str | None) -> str | None:
+        if repo is None:
+            return None
+        path = os.path.expanduser(repo)
+        if not os.path.isabs(path):
+            raise ValueError("must be an absolute path (or start with ~)")
+        return path
 
     @field_validator("rate")
     @classmethod
@@ -248,6 +265,10 @@ def expand_agent_type(config: Config, data: dict[str, Any], prompt: str | None) 
         "memory_mb": template.memory_mb,
         "expected_duration": template.expected_duration,
         "title": prompt if len(prompt) <= 80 else prompt[:77] + "...",
+        "isolation": template.isolation,
+        "repo": template.repo,
+        "base": template.base,
+        "keep": None if template.keep is None else template.keep.value,
     }
     for key, value in defaults.items():
         if value is not None:

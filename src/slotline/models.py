@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from slotline.errors import InvalidInput
 
 if TYPE_CHECKING:
+    from slotline.isolation import Isolation, Worktree
     from slotline.transitions import StopRequest
 
 
@@ -137,6 +138,8 @@ class Attempt:
     rss_bytes: int | None = None
     peak_cpu_percent: float | None = None
     peak_rss_bytes: int | None = None
+    # The run's git worktree (tasks with `isolation: worktree`), see `Worktree`.
+    worktree: Worktree | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON shape; never includes the secret token."""
@@ -156,6 +159,7 @@ class Attempt:
             "rss_bytes": self.rss_bytes,
             "peak_cpu_percent": self.peak_cpu_percent,
             "peak_rss_bytes": self.peak_rss_bytes,
+            "worktree": None if self.worktree is None else self.worktree.to_dict(),
         }
 
 
@@ -170,10 +174,15 @@ class Keyed(Protocol):
     def user(self) -> str | None: ...
     @property
     def labels(self) -> Mapping[str, str]: ...
+    @property
+    def repo(self) -> str | None: ...
 
 
 def limit_key_value(task: Keyed, key: str) -> str | None:
-    """The value of a limit key (`agent`, `workspace`, `user`, `label:NAME`) for `task`."""
+    """The value of a limit key (`agent`, `workspace`, `user`, `repo`, `label:NAME`) for
+    `task`."""
+    if key == "repo":
+        return task.repo
     if key == "agent":
         return task.agent
     if key == "workspace":
@@ -233,6 +242,10 @@ class Task:
     key: str | None = None
     run_at: float | None = None
     schedule: str | None = None
+    # The git repository the task works on (a limit key), and whether it runs in a
+    # worktree of it (`isolation: worktree`).
+    repo: str | None = None
+    isolation: Isolation | None = None
     attempts: tuple[Attempt, ...] = ()
     position: int | None = None
     # What a succeeded function task returned (JSON), filled in by single-task reads.
@@ -287,6 +300,8 @@ class Task:
             "exit_code": self.exit_code,
             "failure_reason": self.failure_reason,
             "result": self.result,
+            "repo": self.repo,
+            "isolation": None if self.isolation is None else self.isolation.to_dict(),
             "attempts": [a.to_dict() for a in self.attempts],
         }
 
@@ -339,14 +354,14 @@ class Limit:
         return self.key if self.value is None else f"{self.key}[{self.value}]"
 
 
-LIMIT_KEYS = ("agent", "workspace", "user")
+LIMIT_KEYS = ("agent", "workspace", "user", "repo")
 
 
 def check_limit_key(key: str) -> str:
-    """Validate a limit key: agent, workspace, user or label:NAME."""
+    """Validate a limit key: agent, workspace, user, repo or label:NAME."""
     if key in LIMIT_KEYS or (key.startswith("label:") and len(key) > len("label:")):
         return key
-    raise InvalidInput(f"unknown limit key {key!r}; use agent, workspace, user or label:NAME")
+    raise InvalidInput(f"unknown limit key {key!r}; use agent, workspace, user, repo or label:NAME")
 
 
 @dataclass(frozen=True, slots=True)

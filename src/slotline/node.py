@@ -26,6 +26,7 @@ from slotline.models import Kind, utcnow
 from slotline.runner import adopt
 from slotline.runner.callable import Entry, Registry, TaskFunction
 from slotline.runner.env import BASE_ALLOW
+from slotline.runner.isolate import SWEEP_INTERVAL
 from slotline.runner.process import DEFAULT_LOG_MAX, process_start_time
 from slotline.runner.supervisor import RunSettings, Supervisor
 from slotline.store import LEASE_SECONDS, Store
@@ -90,6 +91,8 @@ class Node:
         self._schedules_due: float | None = math.nan
         # Set once the node is registered (with the functions it serves) and dispatching.
         self.ready = asyncio.Event()
+        # Set once the node has reconciled the attempts it had when it last stopped.
+        self.reconciled = asyncio.Event()
         settings = RunSettings(
             log_dir=log_dir or default_log_dir(store),
             registry=self.registry,
@@ -148,6 +151,7 @@ class Node:
         beat = asyncio.create_task(self._heartbeat(stop))
         guard = asyncio.create_task(self._guard(stop))
         charts = asyncio.create_task(self._sample_line(stop))
+        sweeper = asyncio.create_task(self._sweep_worktrees(stop))
         reconciled = False
         failures = 0
         try:
@@ -158,6 +162,7 @@ class Node:
                     if not reconciled:
                         await adopt.reconcile(self.supervisor)
                         reconciled = True
+                        self.reconciled.set()
                         self.supervisor.outbox.dispatching = True
                     next_wake = await self._dispatch(watcher.id)
                     failures = 0
@@ -176,7 +181,7 @@ class Node:
                         delay = max(0.0, min(delay, wake - self._store_now()))
                 await self._sleep(watcher, stop, delay)
         finally:
-            for background in (beat, guard, charts):
+            for background in (beat, guard, charts, sweeper):
                 background.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await background
@@ -312,6 +317,19 @@ class Node:
             except SlotlineError:
                 log.exception("sampling the line failed", extra={"node": self.node_id})
             await asyncio.sleep(self.sample_interval)
+
+    async def _sweep_worktrees(self, stop: asyncio.Event) -> None:
+        """Once the node has reconciled its attempts, then every SWEEP_INTERVAL: close the
+        worktrees a crash left open, remove those of tasks that are gone."""
+        await self.reconciled.wait()
+        while not stop.is_set():
+            try:
+                running = set(self.supervisor.runs)
+                await asyncio.to_thread(self.supervisor.isolator.sweep, running)
+            except Exception:  # the next sweep tries again
+                log.exception("worktree sweep failed", extra={"node": self.node_id})
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), SWEEP_INTERVAL)
 
     async def _heartbeat(self, stop: asyncio.Event) -> None:
         while not stop.is_set():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -17,11 +17,13 @@ from slotline.bounds import (
     normalize_workspace,
 )
 from slotline.errors import InvalidInput
+from slotline.isolation import KeepPolicy
 from slotline.models import Kind, Priority
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NAME = re.compile(r"^[A-Za-z0-9_.:@/+-]{1,128}$")
 MAX_KEY = 256
+_COMMIT = re.compile(r"^[0-9a-f]{7,64}$")
 MAX_ARGV = 4096
 MAX_ARG_BYTES = 256 * 1024
 MAX_EPOCH = 253402300799.0  # 9999-12-31T23:59:59Z
@@ -62,6 +64,14 @@ class TaskSpec(BaseModel):
     # an offset, UTC), or `delay` seconds after the submit (on the store's clock).
     run_at: float | None = None
     delay: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
+    # Worktree isolation (docs/config.md): the run's cwd is a fresh git worktree of
+    # `repo` (default: the workspace) at `base` (default: HEAD), pinned to `base_commit`
+    # at submit. `repo` alone records the repository for `repo` limits.
+    isolation: Literal["worktree"] | None = None
+    repo: str | None = Field(default=None, max_length=4096)
+    base: str | None = Field(default=None, max_length=256)
+    base_commit: str | None = None
+    keep: KeepPolicy | None = None
 
     @field_validator("priority", mode="before")
     @classmethod
@@ -119,6 +129,32 @@ class TaskSpec(BaseModel):
         except InvalidInput as exc:
             raise ValueError(str(exc).removeprefix("workspace ")) from None
 
+    @field_validator("repo")
+    @classmethod
+    def _repo(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            return normalize_workspace(value)
+        except InvalidInput as exc:
+            raise ValueError(str(exc).replace("workspace", "repo")) from None
+
+    @field_validator("base")
+    @classmethod
+    def _base(cls, value: str | None) -> str | None:
+        if value is not None and (
+            not value or value.startswith("-") or any(c.isspace() or c < " " for c in value)
+        ):
+            raise ValueError("must be a git ref or commit: not empty, no spaces, no '-' first")
+        return value
+
+    @field_validator("base_commit")
+    @classmethod
+    def _base_commit(cls, value: str | None) -> str | None:
+        if value is not None and not _COMMIT.match(value):
+            raise ValueError("must be a commit id (hexadecimal)")
+        return value
+
     @field_validator("args")
     @classmethod
     def _args(cls, value: dict[str, Any]) -> dict[str, Any]:
@@ -175,6 +211,22 @@ class TaskSpec(BaseModel):
             raise ValueError("give run_at (a time) or delay (seconds), not both")
         if self.dedup_window is not None and self.key is None:
             raise ValueError("dedup_window needs a key")
+        return self._isolation(kind)
+
+    def _isolation(self, kind: Kind) -> TaskSpec:
+        if self.isolation is None:
+            given = [n for n in ("base", "base_commit", "keep") if getattr(self, n) is not None]
+            if given:
+                raise ValueError(f"{', '.join(given)}: only with isolation: worktree")
+            return self
+        if kind is not Kind.COMMAND:
+            raise ValueError("isolation: worktree is for command tasks")
+        if self.repo is None:
+            if self.workspace is None:
+                raise ValueError(
+                    "isolation: worktree needs a repository: give repo (--repo) or a workspace"
+                )
+            object.__setattr__(self, "repo", self.workspace)
         return self
 
     @property

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from slotline.isolation import DiffStat, Isolation, KeepPolicy, Worktree, WorktreeState
 from slotline.models import Attempt, Event, Kind, Limit, Priority, Status, Task
 from slotline.scheduler.rates import RateLimit
 from slotline.store import Settings
@@ -38,7 +39,27 @@ def attempt_from_json(data: dict[str, Any], task_id: str) -> Attempt:
         rss_bytes=data.get("rss_bytes"),
         peak_cpu_percent=data.get("peak_cpu_percent"),
         peak_rss_bytes=data.get("peak_rss_bytes"),
+        worktree=_worktree(data.get("worktree")),
     )
+
+
+def _worktree(data: dict[str, Any] | None) -> Worktree | None:
+    if data is None:
+        return None
+    diff = data.get("diff")
+    return Worktree(
+        data["path"],
+        data["branch"],
+        data["base_commit"],
+        WorktreeState(data["state"]),
+        None if diff is None else DiffStat(diff["files"], diff["insertions"], diff["deletions"]),
+    )
+
+
+def _isolation(data: dict[str, Any] | None) -> Isolation | None:
+    if data is None:
+        return None
+    return Isolation(data.get("base"), data.get("base_commit"), KeepPolicy(data["keep"]))
 
 
 def task_from_json(data: dict[str, Any]) -> Task:
@@ -88,6 +109,8 @@ def task_from_json(data: dict[str, Any]) -> Task:
         run_at=_epoch(data.get("run_at")),
         schedule=data.get("schedule"),
         deduplicated=bool(data.get("deduplicated")),
+        repo=data.get("repo"),
+        isolation=_isolation(data.get("isolation")),
         attempts=attempts,
         position=data.get("position"),
         eta_start=_epoch(data.get("eta_start")),

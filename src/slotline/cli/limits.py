@@ -19,7 +19,7 @@ from slotline.store import NONE_MEANS_NO_BOUND, SETTING_RULES, check_limit_max
 # KEY[VALUE]=N: the value in brackets runs to the last `]=`, so it may hold `=` or `]`.
 _ASSIGNMENT = re.compile(r"^(?P<key>[^\[=]+?)(?:\[(?P<value>.*)\])?=(?P<n>[^=]*)$")
 _KEYS_HELP = (
-    "max_concurrent, agent, workspace, user or label:NAME (optionally with a value in "
+    "max_concurrent, agent, workspace, user, repo or label:NAME (optionally with a value in "
     "brackets: agent[claude]), or a setting: "
     + ", ".join(sorted(set(SETTING_RULES) - {"max_concurrent"}))
 )
@@ -62,8 +62,8 @@ def parse_assignment(text: str) -> Assignment | Pacing:
         raise click.BadParameter(f"{key} takes no [VALUE]", param_hint="--set")
     if value is not None and not value.strip():
         raise click.BadParameter(f"empty value in brackets in {text!r}", param_hint="--set")
-    if key == "workspace" and value is not None:
-        # Tasks store their workspace as an absolute path; name it the same way.
+    if key in ("workspace", "repo") and value is not None:
+        # Tasks store their workspace (repository) as an absolute path; name it so.
         value = str(Path(value).expanduser().resolve())
     if number == "none":
         if not per_key and key not in NONE_MEANS_NO_BOUND:

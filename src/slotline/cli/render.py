@@ -219,6 +219,8 @@ def task_detail(task: Task, now: float) -> RenderableType:
         ("priority", task.priority.label + (" (boosted)" if task.boosted else "")),
         ("agent", task.agent),
         ("workspace", text(task.workspace) if task.workspace else None),
+        ("repo", text(task.repo) if task.repo else None),
+        ("isolation", text(_isolation(task)) if task.isolation else None),
         ("user", task.user),
         ("labels", text(_labels(task.labels)) if task.labels else None),
         ("depends on", ", ".join(short_id(d) for d in task.depends_on) or None),
@@ -263,7 +265,36 @@ def task_detail(task: Task, now: float) -> RenderableType:
             "-" if attempt.exit_code is None else str(attempt.exit_code),
             text(outcome),
         )
-    return Group(fields, Text(), attempts)
+    if not any(a.worktree for a in task.attempts):
+        return Group(fields, Text(), attempts)
+    return Group(fields, Text(), attempts, Text(), _worktrees(task))
+
+
+def _isolation(task: Task) -> str:
+    iso = task.isolation
+    assert iso is not None
+    base = (iso.base_commit or "")[:10]
+    if iso.base and iso.base != iso.base_commit:
+        base = f"{iso.base} ({base})" if base else iso.base
+    return f"worktree from {base or 'HEAD'}, keep {iso.keep.value}"
+
+
+def _worktrees(task: Task) -> Table:
+    """Each attempt's worktree: branch, state, diff stat, folder."""
+    table = _table("#", "BRANCH", "STATE", "CHANGES", title="WORKTREES")
+    table.add_column("PATH", overflow="fold")
+    for attempt in task.attempts:
+        tree = attempt.worktree
+        if tree is None:
+            continue
+        diff = tree.diff
+        changes = "-" if diff is None else (
+            f"{diff.files} file{'s' if diff.files != 1 else ''} "
+            f"+{diff.insertions} -{diff.deletions}"
+        )  # fmt: skip
+        path = "-" if tree.state.value == "removed" else tree.path
+        table.add_row(str(attempt.number), text(tree.branch), tree.state.value, changes, text(path))
+    return table
 
 
 def _labels(labels: Mapping[str, str]) -> str:

@@ -160,6 +160,25 @@ def parse_priority(
     help="How long a run is expected to take (seconds, or 10m…), for ETAs; default: the "
     "recent run times of its agent type.",
 )
+@click.option(
+    "--worktree",
+    is_flag=True,
+    help="Run in a new git worktree of the repository (--repo, default: the workspace), on "
+    "a branch of its own, from --base (default: HEAD now).",
+)
+@click.option(
+    "--repo",
+    metavar="DIR",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The git repository the task works on (for --worktree, and `repo` limits).",
+)
+@click.option("--base", metavar="REF", help="With --worktree: the branch or commit to start from.")
+@click.option(
+    "--keep",
+    type=click.Choice(["on_failure", "always", "never"]),
+    help="With --worktree: keep the worktree after the run: on_failure (default), always "
+    "or never. A branch with commits is always kept.",
+)
 @click.option("--hold", is_flag=True, help="Submit held: it does not start until released.")
 @click.option(
     "--key",
@@ -227,6 +246,10 @@ def submit(
     prompt: str | None,
     memory_mb: int | None,
     expected_duration: float | None,
+    worktree: bool,
+    repo: Path | None,
+    base: str | None,
+    keep: str | None,
     hold: bool,
     key: str | None,
     dedup_window: float | None,
@@ -270,6 +293,10 @@ def submit(
         "dedup_window": dedup_window,
         "run_at": run_at,
         "delay": delay,
+        "isolation": "worktree" if worktree else None,
+        "repo": None if repo is None else str(repo.expanduser().resolve()),
+        "base": base,
+        "keep": keep,
     }
     if prompt is not None or (agent is not None and not command):
         spec = agent_type_fields(state.store, state.config, spec, prompt)

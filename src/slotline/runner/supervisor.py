@@ -24,9 +24,11 @@ from slotline.runner.callable import (
 from slotline.runner.env import build_env
 from slotline.runner.files import output_tail
 from slotline.runner.functions import FunctionRef, ProcessRun, run_in_process
+from slotline.runner.isolate import Isolator, default_root
 from slotline.runner.outbox import Batch, Outbox
 from slotline.runner.process import Outcome, ProcessHandle, SpawnError, spawn
 from slotline.runner.proctree import TreeSampler
+from slotline.runner.worktree import Checkout, WorktreeError
 from slotline.store import Claim, ClaimResult, Report, StartReport, Store
 
 # The node's logger: records keep the name they had before supervision moved here.
@@ -53,6 +55,8 @@ class Run:
     stop_reason: str | None = None
     finishing: bool = False
     watcher: asyncio.Task[None] | None = field(default=None, repr=False)
+    # The run's git worktree (a task with `isolation: worktree`), once created.
+    worktree: Checkout | None = None
 
 
 @dataclass(slots=True)
@@ -67,6 +71,8 @@ class RunSettings:
     # The HTTP API runs reach slotline through (with a task token); None: the store.
     api_url: str | None
     log_max_bytes: int
+    # Where runs' git worktrees go (None: `worktrees` beside the log folder).
+    worktree_dir: Path | None = None
 
 
 class Supervisor:
@@ -93,6 +99,8 @@ class Supervisor:
         self.sampler = TreeSampler()
         # The starts and outcomes of runs on their way to the store.
         self.outbox = Outbox(store, changed)
+        root = settings.worktree_dir or default_root(settings.log_dir)
+        self.isolator = Isolator(store, root, self.outbox.with_retries)
         self._stoppers: set[asyncio.Task[None]] = set()
 
     @property
@@ -218,10 +226,16 @@ class Supervisor:
         env = build_env(
             task, attempt, self.store.url, allow=settings.env_allow, api_url=settings.api_url
         )
+        cwd = task.workspace
+        if task.isolation is not None:
+            try:
+                run.worktree, cwd = await self.isolator.open(task, attempt, env)
+            except WorktreeError as exc:
+                return Outcome(None, f"worktree: {exc}")
         try:
             handle = await spawn(
                 list(task.command),
-                task.workspace,
+                cwd,
                 env,
                 log_path,
                 memory_mb=task.memory_mb,
@@ -311,6 +325,8 @@ class Supervisor:
         is briefly unreachable must not leave the task 'running' with nothing running."""
         run.finishing = True
         refused = None
+        if run.task.isolation is not None:  # closed before the outcome is committed
+            await self.isolator.close(run.task, run.attempt, run.worktree, outcome, requeue)
         try:
             await self.outbox.commit(self._report(run, outcome, requeue))
         except SlotlineError as exc:

@@ -66,6 +66,7 @@ class Entry(NamedTuple):
     expected_duration: float | None
     # Read by fairness by parent task only.
     parent_id: str | None = None
+    repo: str | None = None
 
     def key_value(self, key: str) -> str | None:
         """The value of a limit key, as `Task.key_value`."""

@@ -28,6 +28,31 @@ class ErrorOut(BaseModel):
     )
 
 
+class DiffStatOut(BaseModel):
+    files: int
+    insertions: int
+    deletions: int
+
+
+class WorktreeOut(BaseModel):
+    """An attempt's git worktree (tasks with `isolation: worktree`)."""
+
+    path: str
+    branch: str
+    base_commit: str
+    state: Literal["active", "kept", "removed"]
+    diff: DiffStatOut | None = Field(
+        None, description="Changes against base_commit, committed and not; once the run ended"
+    )
+
+
+class IsolationOut(BaseModel):
+    kind: Literal["worktree"]
+    base: str | None
+    base_commit: str | None
+    keep: Literal["on_failure", "always", "never"]
+
+
 class AttemptOut(BaseModel):
     id: str
     number: int
@@ -44,6 +69,7 @@ class AttemptOut(BaseModel):
     rss_bytes: int | None
     peak_cpu_percent: float | None
     peak_rss_bytes: int | None
+    worktree: WorktreeOut | None = None
 
 
 class TaskOut(BaseModel):
@@ -86,6 +112,8 @@ class TaskOut(BaseModel):
     result: Any = Field(
         None, description="What a succeeded function task returned (JSON); single-task reads"
     )
+    repo: str | None = Field(None, description="The git repository the task works on")
+    isolation: IsolationOut | None = None
     attempts: list[AttemptOut]
     current_attempt: str | None
     start_now: bool
@@ -157,6 +185,11 @@ class SubmitBody(BaseModel):
     delay: float | None = Field(
         default=None, description="Start no earlier than this many seconds from now"
     )
+    isolation: Literal["worktree"] | None = None
+    repo: str | None = None
+    base: str | None = None
+    base_commit: str | None = None
+    keep: Literal["on_failure", "always", "never"] | None = None
 
 
 class BatchBody(BaseModel):

@@ -6,7 +6,8 @@ over it, each in its own module: reads (`reads.py`), submit (`submit.py`), steer
 task (`steering.py`) and of many (`bulk.py`), the claim (`claim.py`) and the rest of a
 run's life (`runs.py`), settings (`settings.py`), the event log (`events.py`), node
 bookkeeping (`nodes.py`), the dashboard's samples (`samples.py`), the functions
-nodes serve (`serving.py`) and recurring schedules (`schedules.py`). No group calls
+nodes serve (`serving.py`), recurring schedules (`schedules.py`) and the worktrees of
+isolated runs (`worktrees.py`). No group calls
 another's methods: the steps they share are functions over the caller's transaction
 (`tasks.py`, `deps.py`, `events.py`, and the steering steps).
 """
@@ -28,6 +29,7 @@ from slotline.store.serving import ServingVerbs
 from slotline.store.settings import SettingsVerbs
 from slotline.store.steering import SteeringVerbs
 from slotline.store.submit import SubmitVerbs
+from slotline.store.worktrees import WorktreeVerbs
 
 
 class Store(
@@ -46,5 +48,6 @@ class Store(
     BackoffVerbs,
     FairnessVerbs,
     ScheduleVerbs,
+    WorktreeVerbs,
 ):
     """Every change to slotline's state goes through one of these verbs."""

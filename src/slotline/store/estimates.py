@@ -66,6 +66,7 @@ def line_task(row: Mapping[str, Any]) -> eta.Entry:
         row["started_at"],
         row["expected_duration"],
         row.get("parent_id"),
+        row.get("repo"),
     )
 
 

@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from slotline.isolation import DiffStat, Isolation, KeepPolicy, Worktree, WorktreeState
 from slotline.models import Attempt, Event, Kind, Priority, Status, Task
 from slotline.transitions import StopRequest
 
@@ -78,6 +79,8 @@ def task_from_row(
         key=row["dedup_key"],
         run_at=_opt_float(row["run_at"]),
         schedule=row["schedule"],
+        repo=row["repo"],
+        isolation=isolation_from_text(row["isolation"]),
         attempts=attempts,
         position=position,
     )
@@ -104,6 +107,39 @@ def attempt_from_row(row: Mapping[str, Any]) -> Attempt:
         rss_bytes=row["rss_bytes"],
         peak_cpu_percent=_opt_float(row["peak_cpu_percent"]),
         peak_rss_bytes=row["peak_rss_bytes"],
+        worktree=_worktree(row),
+    )
+
+
+def isolation_to_text(isolation: Isolation | None) -> str | None:
+    """A task's isolation as the store keeps it (JSON), or None."""
+    if isolation is None:
+        return None
+    return dumps(
+        {"base": isolation.base, "base_commit": isolation.base_commit, "keep": isolation.keep}
+    )
+
+
+def isolation_from_text(text: str | None) -> Isolation | None:
+    if text is None:
+        return None
+    data = json.loads(text)
+    return Isolation(data.get("base"), data.get("base_commit"), KeepPolicy(data["keep"]))
+
+
+def _worktree(row: Mapping[str, Any]) -> Worktree | None:
+    state = row["worktree_state"]
+    if state is None:
+        return None
+    diff = None
+    if row["diff_files"] is not None:
+        diff = DiffStat(row["diff_files"], row["diff_insertions"], row["diff_deletions"])
+    return Worktree(
+        row["worktree_path"],
+        row["worktree_branch"],
+        row["worktree_base"],
+        WorktreeState(state),
+        diff,
     )
 
 

@@ -134,14 +134,14 @@ class SettingsVerbs(StoreCore):
             emit(tx, "settings", None, tx.now(), exempt_agents=sorted(set(agents)))
 
     def set_limit(self, key: str, value: str | None, max_running: int | None) -> None:
-        """Cap running tasks per `key` (agent, workspace, user, label:NAME), for every
-        value (value None) or one named value; `max_running` None removes the cap."""
+        """Cap running tasks per `key` (agent, workspace, user, repo, label:NAME), for
+        every value (value None) or one named value; `max_running` None removes the cap."""
         check_limit_key(key)
         if value is not None and not value:
             raise InvalidInput("a limit value must not be empty")
         if value is not None and "\x00" in value:
             raise InvalidInput("a limit value must not contain NUL bytes")
-        if key == "workspace" and value is not None:
+        if key in ("workspace", "repo") and value is not None:
             value = normalize_workspace(value)  # the spelling tasks store
         if max_running is not None:
             max_running = check_limit_max(max_running)

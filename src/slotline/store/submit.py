@@ -9,11 +9,12 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from slotline.errors import BoundExceeded, InvalidInput
+from slotline.isolation import Isolation, KeepPolicy
 from slotline.models import Status, Task, iso
 from slotline.store import dedup, deps, estimates, serving
 from slotline.store.core import StoreCore
 from slotline.store.queries import Tx
-from slotline.store.rows import dumps
+from slotline.store.rows import dumps, isolation_to_text
 from slotline.store.settings import Settings, read_settings
 from slotline.store.tasks import count_of, next_ranks, resolve
 
@@ -46,9 +47,12 @@ class SubmitVerbs(StoreCore):
         statement each (`executemany`), and the tasks returned are built from what was
         written, not read back.
         """
+        from slotline.isolation import pin
         from slotline.spec import parse_spec
 
-        parsed = [parse_spec(s) for s in specs]
+        # A worktree task's repository and base commit are checked (and pinned) here,
+        # before the transaction: the git calls never hold the writer.
+        parsed = [pin(parse_spec(s)) for s in specs]
         try:
             with self._write() as tx:
                 now = tx.now() if now is None else now
@@ -134,6 +138,8 @@ class _Batch:
         self.tx, self.settings, self.now, self.schedule = tx, settings, now, schedule
         self.rows: list[dict[str, Any]] = []
         self.edges: list[dict[str, Any]] = []
+        # The repository and isolation of the tasks that have them.
+        self.isolated: list[dict[str, Any]] = []
         self.events: list[dict[str, Any]] = []
         self.tasks: list[Task] = []
         # Children given to each parent by this batch so far (not yet in the table).
@@ -146,6 +152,10 @@ class _Batch:
         needs = deps.resolve_dependencies(self.tx, spec.depends_on)
         status, reason = deps.initial_status(needs, spec.hold)
         run_at = start_time(spec, self.now)
+        isolation = None
+        if spec.isolation is not None:
+            keep = spec.keep or KeepPolicy.ON_FAILURE
+            isolation = Isolation(spec.base, spec.base_commit, keep)
         task = Task(
             id=secrets.token_hex(16),
             kind=spec.resolved_kind,
@@ -190,8 +200,14 @@ class _Batch:
             key=spec.key,
             run_at=run_at,
             schedule=self.schedule,
+            repo=spec.repo,
+            isolation=isolation,
         )
         self.tasks.append(task)
+        if task.repo is not None:
+            self.isolated.append(
+                {"id": task.id, "repo": task.repo, "isolation": isolation_to_text(isolation)}
+            )
         self.rows.append(
             {
                 "id": task.id,
@@ -268,6 +284,7 @@ class _Batch:
         """Write the batch; the tasks as a read of them would return them (a function
         task that no live node serves says so)."""
         self.tx.run_many("task_insert", self.rows)
+        self.tx.run_many("task_set_isolation", self.isolated)
         self.tx.run_many("dep_insert", self.edges)
         self.tx.run_many("event_append", self.events)
         return serving.annotate(self.tx, self.tasks)

@@ -329,7 +329,7 @@ SELECT seq, at, kind, task_id, data FROM events WHERE task_id = :task_id
 ORDER BY seq DESC LIMIT :limit;
 -- name: eta_line
 -- The columns an ETA simulation needs of every task in line or running, in queue order.
-SELECT id, kind, agent, workspace, owner, labels, priority, boosted, start_now, rank,
+SELECT id, kind, agent, workspace, owner, repo, labels, priority, boosted, start_now, rank,
        status, depends_on, not_before, queued_at, started_at, expected_duration, parent_id
 FROM tasks WHERE status IN ('running', 'queued', 'waiting', 'held')
 ORDER BY {line_order};
@@ -363,13 +363,13 @@ SELECT seq, at FROM events ORDER BY seq DESC LIMIT 1;
 -- The running tasks and the first :limit queued ones, with the columns of eta_line: the
 -- head of the line, simulated alone when the line is too long to simulate whole.
 SELECT * FROM (
-    SELECT id, kind, agent, workspace, owner, labels, priority, boosted, start_now, rank,
+    SELECT id, kind, agent, workspace, owner, repo, labels, priority, boosted, start_now, rank,
            status, depends_on, not_before, queued_at, started_at, expected_duration, parent_id
     FROM tasks WHERE status = 'running'
 ) AS running
 UNION ALL
 SELECT * FROM (
-    SELECT id, kind, agent, workspace, owner, labels, priority, boosted, start_now, rank,
+    SELECT id, kind, agent, workspace, owner, repo, labels, priority, boosted, start_now, rank,
            status, depends_on, not_before, queued_at, started_at, expected_duration, parent_id
     FROM tasks WHERE status = 'queued'
     ORDER BY {line_order} LIMIT :limit
@@ -562,3 +562,21 @@ ON CONFLICT (key, value) DO UPDATE SET pass = excluded.pass, at = excluded.at;
 
 -- name: fair_passes_prune
 DELETE FROM fair_passes WHERE at < :before;
+-- name: task_set_isolation
+-- The repository and isolation of a task that has them (most tasks leave them NULL).
+UPDATE tasks SET repo = :repo, isolation = :isolation WHERE id = :id;
+
+-- name: attempt_worktree_start
+UPDATE attempts
+SET worktree_path = :path, worktree_branch = :branch, worktree_base = :base_commit,
+    worktree_state = 'active'
+WHERE id = :id;
+
+-- name: attempt_worktree_end
+UPDATE attempts
+SET worktree_state = :state, diff_files = :files, diff_insertions = :insertions,
+    diff_deletions = :deletions
+WHERE id = :id AND worktree_state IS NOT NULL;
+
+-- name: attempts_worktree_in_state
+SELECT * FROM attempts WHERE worktree_state = :state ORDER BY started_at, id;

@@ -1,0 +1,225 @@
+"""Worktree isolation on a node: a run's worktree opened (and recorded on its attempt)
+before its command starts, closed by the task's policy when it ends, and a sweep that
+closes what a crash left open and removes worktrees whose task is gone.
+
+Crash safety rests on two facts: a worktree's folder and branch are named after its
+attempt (`worktree.place`), so a restarted node finds one its attempt never recorded; and
+a worktree is closed before its attempt's outcome is committed, so an attempt that is
+still live in the store may still have its worktree open, and one that has ended and
+still says `active` was left by a crash (or finished by another node) and is closed by
+the sweep. A worktree whose attempt is live is never touched by the sweep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import os
+from collections.abc import Awaitable, Callable, Collection
+from pathlib import Path
+from typing import Any
+
+from slotline.config import redact_url
+from slotline.errors import NotFound, SlotlineError
+from slotline.isolation import WorktreeState
+from slotline.models import Attempt, Task
+from slotline.runner import worktree
+from slotline.runner.process import Outcome
+from slotline.runner.worktree import Checkout
+from slotline.store import Store
+from slotline.transitions import StopKind
+
+log = logging.getLogger("slotline.node")
+# How often a node sweeps its worktrees (besides at its start).
+SWEEP_INTERVAL = 60.0
+Retry = Callable[..., Awaitable[Any]]
+
+
+class Isolator:
+    """A node's worktrees, under `root`."""
+
+    def __init__(self, store: Store, base: Path, retry: Retry) -> None:
+        self.store = store
+        self.root = store_root(base, store.url)
+        # Calls a store verb, retrying while the store is unreachable (the outbox's).
+        self.retry = retry
+
+    async def open(self, task: Task, attempt: Attempt, env: dict[str, str]) -> tuple[Checkout, str]:
+        """Create the worktree of a claimed attempt and record it on the attempt; returns
+        it and the folder the command runs in. `env` gets SLOTLINE_WORKTREE and
+        SLOTLINE_BRANCH.
+
+        Raises:
+            WorktreeError: it could not be created (the attempt fails with the reason).
+            SlotlineError: the attempt is no longer current (the worktree is removed).
+        """
+        assert task.repo is not None
+        assert task.isolation is not None
+        base = task.isolation.base_commit or task.isolation.base or "HEAD"
+        checkout = await asyncio.to_thread(
+            worktree.create, self.root, task.repo, base, task.id, attempt.number
+        )
+        try:
+            await self.retry(
+                self.store.record_worktree, attempt.id, attempt.token, checkout.path,
+                checkout.branch, checkout.base_commit,
+            )  # fmt: skip
+        except SlotlineError:
+            await asyncio.to_thread(worktree.remove, self.root, checkout)
+            raise
+        log.info(
+            "worktree created",
+            extra={"task_id": task.id, "path": checkout.path, "branch": checkout.branch},
+        )
+        env.update(SLOTLINE_WORKTREE=checkout.path, SLOTLINE_BRANCH=checkout.branch)
+        return checkout, worktree.workdir(checkout, task.workspace)
+
+    def find(self, task: Task, attempt: Attempt) -> Checkout | None:
+        """The worktree of an attempt: as recorded, else where its node would have made
+        it before dying (if that folder exists), else None."""
+        if task.repo is None or task.isolation is None:
+            return None
+        if attempt.worktree is not None:
+            recorded = attempt.worktree
+            return Checkout(task.repo, recorded.path, recorded.branch, recorded.base_commit)
+        path, branch = worktree.place(self.root, task.repo, task.id, attempt.number)
+        base = task.isolation.base_commit
+        if base is None or not path.is_dir():
+            return None
+        return Checkout(task.repo, str(path), branch, base)
+
+    async def close(
+        self,
+        task: Task,
+        attempt: Attempt,
+        checkout: Checkout | None,
+        outcome: Outcome,
+        requeue: bool = False,
+    ) -> None:
+        """At the end of a run (before its outcome is committed): record its diff stat,
+        keep or remove its worktree by the task's policy. Never raises: a worktree left
+        open is closed by the next sweep."""
+        if attempt.worktree is not None and attempt.worktree.state is not WorktreeState.ACTIVE:
+            return  # closed before its node died
+        checkout = checkout or self.find(task, attempt)
+        if checkout is None or task.isolation is None:
+            return
+        try:
+            ended = await self.ending(task, outcome, requeue)
+            state, diff = await asyncio.to_thread(
+                worktree.settle, self.root, checkout, task.isolation.keep, ended
+            )
+            with contextlib.suppress(NotFound):  # never recorded: nothing to say
+                await self.retry(self.store.end_worktree, attempt.id, state, diff)
+        except Exception:
+            log.exception("closing a worktree failed", extra={"task_id": task.id})
+
+    async def ending(self, task: Task, outcome: Outcome, requeue: bool) -> str:
+        """How a run ended, for the keep policy: succeeded, failed, or cancelled (a
+        cancel, or a run that never started its command)."""
+        if requeue:
+            return "cancelled"
+        with contextlib.suppress(SlotlineError):
+            task = await asyncio.to_thread(self.store.get, task.id)  # a stop asked since
+        stop = task.kill_request
+        if stop is not None and stop.kind is StopKind.CANCEL:
+            return "cancelled"
+        if stop is None and outcome.exit_code == 0 and outcome.reason is None:
+            return "succeeded"
+        return "failed"
+
+    def sweep(self, running: Collection[str]) -> int:
+        """Close what a crash left open and remove what nothing owns, under `root`:
+        worktrees of ended attempts still `active`, folders of attempts that never
+        recorded theirs, of removed ones, and of tasks that are gone. Attempts in
+        `running` (this node's) and every live attempt are left alone. Returns how many
+        worktrees it closed or removed (blocking: call it in a worker thread)."""
+        if not self.root.is_dir():
+            return 0
+        done = 0
+        for attempt in self.store.worktrees(WorktreeState.ACTIVE):
+            try:
+                done += self._close_ended(attempt, running)
+            except Exception:  # one bad worktree must not stop the sweep of the others
+                log.exception("sweeping a worktree failed", extra={"task_id": attempt.task_id})
+        for folder in self._folders():
+            try:
+                done += self._sweep_folder(folder, running)
+            except Exception:
+                log.exception("sweeping a worktree failed", extra={"path": str(folder)})
+        return done
+
+    def _close_ended(self, attempt: Attempt, running: Collection[str]) -> int:
+        assert attempt.worktree is not None
+        if attempt.finished_at is None or attempt.id in running:
+            return 0
+        if not attempt.worktree.path.startswith(str(self.root) + os.sep):
+            return 0  # another store's, or another machine's
+        task = self.store.get(attempt.task_id)
+        checkout = self.find(task, attempt)
+        if checkout is None or task.isolation is None:
+            return 0
+        ended = _ended(attempt.outcome)
+        state, diff = worktree.settle(self.root, checkout, task.isolation.keep, ended)
+        self.store.end_worktree(attempt.id, state, diff)
+        return 1
+
+    def _folders(self) -> list[Path]:
+        found = []
+        for repo_folder in sorted(self.root.iterdir()):
+            if repo_folder.is_dir():
+                found.extend(sorted(p for p in repo_folder.iterdir() if p.is_dir()))
+        return found
+
+    def _sweep_folder(self, folder: Path, running: Collection[str]) -> int:
+        named = worktree.parse_name(folder)
+        if named is None:
+            return 0  # not slotline's
+        task_id, number = named
+        try:
+            task = self.store.get(task_id)
+        except NotFound:
+            task = None
+        attempt = None
+        if task is not None:
+            attempt = next((a for a in task.attempts if a.number == number), None)
+        if task is None or attempt is None:
+            log.info("removing the worktree of a task that is gone", extra={"path": str(folder)})
+            worktree.remove_orphan(self.root, folder)
+            return 1
+        if attempt.finished_at is None or attempt.id in running:
+            return 0
+        recorded = attempt.worktree
+        if recorded is not None and recorded.state is not WorktreeState.REMOVED:
+            return 0  # kept by policy, or closed above
+        # Never recorded (its command never started), or a removal cut short.
+        checkout = self.find(task, attempt)
+        if checkout is None:
+            worktree.remove_orphan(self.root, folder)
+        else:
+            worktree.remove(self.root, checkout)
+        return 1
+
+
+def _ended(outcome: str | None) -> str:
+    """An attempt's recorded outcome as the keep policy reads it."""
+    if outcome == "succeeded":
+        return "succeeded"
+    if outcome in ("cancelled", "interrupted"):  # interrupted: requeued before it ran
+        return "cancelled"
+    return "failed"
+
+
+def default_root(log_dir: Path) -> Path:
+    """Where a node keeps its worktrees: beside its logs, in the data folder."""
+    return log_dir.parent / "worktrees"
+
+
+def store_root(base: Path, store_url: str) -> Path:
+    """The folder of one store's worktrees under `base`: nodes of several stores on one
+    machine (PostgreSQL stores share the default data folder) never sweep each other's.
+    Absolute: git runs in the repository, where a relative path would land inside it."""
+    key = hashlib.sha256(redact_url(store_url).encode()).hexdigest()[:12]
+    return Path(os.path.abspath(base)) / f"store-{key}"

@@ -1,0 +1,267 @@
+"""A run's git worktree, as git operations: created before the command starts, measured
+and kept or removed when it ends, removed when nothing owns it any more.
+
+Every function here blocks (it runs git): the supervisor calls them in a worker thread.
+Worktrees live under a folder of slotline's own (`<data dir>/worktrees/store-<hash>/
+<repo>-<hash>/<task id>-<attempt>`), outside the repository, so they never show in its `git status`;
+each is on its own branch, `slotline/<task id>-<attempt>`. Operations that change a
+repository's worktree list are serialized per repository by a lock file in that folder
+(`git worktree add` locks the repository, and a second one at once can fail) and retried
+when the repository is locked by someone else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from slotline.isolation import (
+    DiffStat,
+    GitFailed,
+    KeepPolicy,
+    WorktreeState,
+    commit_of,
+    git,
+    git_env,
+)
+
+BRANCH_PREFIX = "slotline/"
+# `<task id>-<attempt number>`: the name of a worktree's folder (and its branch's tail).
+_NAME = re.compile(r"^(?P<task>[0-9a-f]{32})-(?P<number>[0-9]+)$")
+_STAT = re.compile(r"(\d+) (file|insertion|deletion)")
+# A repository busy with another git command: worth a retry, a moment later.
+_LOCKED = ("lock", "busy")
+RETRIES = 6
+
+
+class WorktreeError(Exception):
+    """A worktree could not be created; the attempt fails with this reason."""
+
+
+@dataclass(frozen=True, slots=True)
+class Checkout:
+    """A run's worktree as git sees it: its repository, folder, branch and base commit."""
+
+    repo: str
+    path: str
+    branch: str
+    base_commit: str
+
+
+def place(root: Path, repo: str, task_id: str, number: int) -> tuple[Path, str]:
+    """The folder and branch of attempt `number` of a task working on `repo`."""
+    digest = hashlib.sha256(repo.encode()).hexdigest()[:10]
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", Path(repo).name)[:40] or "repo"
+    return root / f"{name}-{digest}" / f"{task_id}-{number}", f"{BRANCH_PREFIX}{task_id}-{number}"
+
+
+def parse_name(folder: Path) -> tuple[str, int] | None:
+    """(task id, attempt number) of a worktree folder slotline made, else None."""
+    found = _NAME.match(folder.name)
+    return None if found is None else (found["task"], int(found["number"]))
+
+
+def workdir(checkout: Checkout, workspace: str | None) -> str:
+    """Where the command runs: the worktree, or the same subfolder of it as the task's
+    workspace is of its repository (when that folder exists in the worktree)."""
+    if workspace:
+        inside = os.path.relpath(os.path.realpath(workspace), os.path.realpath(checkout.repo))
+        if inside != "." and not inside.startswith(".."):
+            sub = os.path.join(checkout.path, inside)
+            if os.path.isdir(sub):
+                return sub
+    return checkout.path
+
+
+@contextlib.contextmanager
+def repo_lock(root: Path, repo: str) -> Iterator[None]:
+    """Hold the lock on `repo`'s worktree list (across threads and processes)."""
+    folder, _ = place(root, repo, "0" * 32, 0)
+    folder.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with open(folder.parent.with_suffix(".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _retried(action: Callable[[], str]) -> str:
+    """Run a git action again while the repository is locked by another git command."""
+    delay = 0.1
+    for attempt in range(RETRIES):
+        try:
+            return action()
+        except GitFailed as exc:
+            if attempt == RETRIES - 1 or not any(word in str(exc).lower() for word in _LOCKED):
+                raise
+        time.sleep(delay)  # a worker thread waiting for another process's git command
+        delay *= 2
+    raise AssertionError("unreachable")
+
+
+def create(root: Path, repo: str, base: str, task_id: str, number: int) -> Checkout:
+    """Create (or, after a crash, find again) the worktree of attempt `number`: a new
+    branch at `base` (a commit id or a ref), checked out in a folder under `root`.
+
+    Raises:
+        WorktreeError: the repository is gone or not a git repository, the base names
+            no commit, or git refused (the message says which).
+    """
+    if not os.path.isdir(repo):
+        raise WorktreeError(f"repository {repo} does not exist")
+    try:
+        git(repo, "rev-parse", "--show-toplevel")
+    except GitFailed as exc:
+        raise WorktreeError(f"{repo} is not a git repository ({exc})") from None
+    try:
+        commit = commit_of(repo, base)
+    except GitFailed:
+        raise WorktreeError(f"base {base!r} names no commit in {repo}") from None
+    path, branch = place(root, repo, task_id, number)
+    checkout = Checkout(repo, str(path), branch, commit)
+    with repo_lock(root, repo):
+        if path.exists():
+            if _branch_of(path) == branch:  # made by this attempt before its node died
+                return checkout
+            raise WorktreeError(f"{path} is in the way and is not this run's worktree")
+        try:
+            _retried(lambda: git(repo, "worktree", "prune"))
+            if _branch_tip(repo, branch) is None:
+                add = ["worktree", "add", "--quiet", "-b", branch, str(path), commit]
+            else:  # the branch outlived a worktree removed by hand: carry on with it
+                add = ["worktree", "add", "--quiet", str(path), branch]
+            _retried(lambda: git(repo, *add))
+        except GitFailed as exc:
+            raise WorktreeError(f"git worktree add failed: {exc}") from None
+    return checkout
+
+
+def measure(checkout: Checkout) -> DiffStat | None:
+    """The changes of a run against its base commit: committed, staged, unstaged and new
+    (untracked, not ignored) files, read through a copy of the worktree's index so the
+    worktree itself is left as it is. Without the worktree, what its branch holds; None
+    when neither is left."""
+    path = checkout.path
+    try:
+        if os.path.isdir(path):
+            with tempfile.TemporaryDirectory(prefix="slotline-index-") as scratch:
+                index = os.path.join(scratch, "index")
+                own = os.path.join(path, git(path, "rev-parse", "--git-path", "index"))
+                if os.path.exists(own):
+                    shutil.copyfile(own, index)
+                env = {**git_env(), "GIT_INDEX_FILE": index}
+                git(path, "add", "--all", env=env)
+                text = git(path, "diff", "--cached", "--shortstat", checkout.base_commit, env=env)
+        elif _branch_tip(checkout.repo, checkout.branch) is not None:
+            text = git(checkout.repo, "diff", "--shortstat", checkout.base_commit, checkout.branch)
+        else:
+            return None
+    except GitFailed:
+        return None
+    counts = {kind: int(n) for n, kind in _STAT.findall(text)}
+    return DiffStat(counts.get("file", 0), counts.get("insertion", 0), counts.get("deletion", 0))
+
+
+def has_uncommitted(path: str) -> bool:
+    """Whether a worktree holds changes not committed (new files included)."""
+    try:
+        return bool(git(path, "status", "--porcelain", "--untracked-files=normal"))
+    except GitFailed:
+        return os.path.isdir(path)  # unreadable: as if it held work
+
+
+def should_remove(keep: KeepPolicy, ended: str, uncommitted: bool) -> bool:
+    """The policy, as one decision: remove the worktree of a run that `ended`
+    (succeeded, failed or cancelled)?"""
+    if keep is KeepPolicy.ALWAYS:
+        return False
+    if keep is KeepPolicy.NEVER or ended == "cancelled":
+        return True
+    return ended == "succeeded" and not uncommitted
+
+
+def settle(
+    root: Path, checkout: Checkout, keep: KeepPolicy, ended: str
+) -> tuple[WorktreeState, DiffStat | None]:
+    """At a run's end: measure its changes, then keep or remove its worktree by `keep`.
+    A branch is deleted only when it holds no commit of its own."""
+    diff = measure(checkout)
+    if not os.path.isdir(checkout.path):
+        remove(root, checkout)  # its registration and an empty branch
+        return WorktreeState.REMOVED, diff
+    if should_remove(keep, ended, has_uncommitted(checkout.path)):
+        remove(root, checkout)
+        return WorktreeState.REMOVED, diff
+    return WorktreeState.KEPT, diff
+
+
+def remove(root: Path, checkout: Checkout) -> None:
+    """Remove a worktree (uncommitted changes with it) and its branch if that holds no
+    commit of its own (its tip is the base commit). Never fails: what is left is left."""
+    repo, path = checkout.repo, checkout.path
+    if not os.path.isdir(repo):  # the repository is gone: only the folder is left
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    with repo_lock(root, repo):
+        if os.path.isdir(path):
+            with contextlib.suppress(GitFailed):
+                _retried(lambda: git(repo, "worktree", "remove", "--force", "--force", path))
+            shutil.rmtree(path, ignore_errors=True)
+        with contextlib.suppress(GitFailed):
+            _retried(lambda: git(repo, "worktree", "prune"))
+            if _branch_tip(repo, checkout.branch) == checkout.base_commit:
+                # Deleted only if it still points there (git checks, atomically).
+                ref = f"refs/heads/{checkout.branch}"
+                _retried(lambda: git(repo, "update-ref", "-d", ref, checkout.base_commit))
+
+
+def remove_orphan(root: Path, folder: Path) -> None:
+    """Remove a worktree folder nothing in the store owns (its task is gone): through its
+    repository when that is still there. Its branch is deleted only if another branch or
+    tag holds every commit of it."""
+    try:
+        common = os.path.join(folder, git(str(folder), "rev-parse", "--git-common-dir"))
+        branch = git(str(folder), "symbolic-ref", "--quiet", "--short", "HEAD")
+    except GitFailed:
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    common = os.path.realpath(common)
+    repo = str(Path(common).parent) if Path(common).name == ".git" else common
+    tip = _branch_tip(repo, branch)
+    with repo_lock(root, repo):
+        with contextlib.suppress(GitFailed):
+            _retried(lambda: git(repo, "worktree", "remove", "--force", "--force", str(folder)))
+        shutil.rmtree(folder, ignore_errors=True)
+        with contextlib.suppress(GitFailed):
+            _retried(lambda: git(repo, "worktree", "prune"))
+            if tip is not None and branch.startswith(BRANCH_PREFIX):
+                holders = git(
+                    repo, "for-each-ref", "--contains", tip, "--format=%(refname)",
+                    "refs/heads", "refs/tags",
+                ).split()  # fmt: skip
+                if any(ref != f"refs/heads/{branch}" for ref in holders):
+                    _retried(lambda: git(repo, "update-ref", "-d", f"refs/heads/{branch}", tip))
+
+
+def _branch_of(path: Path) -> str | None:
+    try:
+        return git(str(path), "symbolic-ref", "--quiet", "--short", "HEAD")
+    except GitFailed:
+        return None
+
+
+def _branch_tip(repo: str, branch: str) -> str | None:
+    try:
+        return git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}")
+    except GitFailed:
+        return None

@@ -1,0 +1,78 @@
+"""The worktrees of isolated runs: recorded on their attempt when created, their end
+(diff stat, kept or removed) once the run is over, and the ones a sweep looks at."""
+
+from __future__ import annotations
+
+from slotline.errors import NotFound
+from slotline.isolation import DiffStat, WorktreeState
+from slotline.models import Attempt
+from slotline.store.core import StoreCore
+from slotline.store.events import emit
+from slotline.store.rows import attempt_from_row
+from slotline.store.runs import live_attempt
+
+
+class WorktreeVerbs(StoreCore):
+    """How a node records its runs' worktrees."""
+
+    def record_worktree(
+        self, attempt_id: str, token: str, path: str, branch: str, base_commit: str
+    ) -> None:
+        """Record the worktree a live attempt runs in (before its command starts), in
+        state active; a `worktree` event says so.
+
+        Raises:
+            StaleAttempt: the attempt is no longer current, or the token is wrong.
+        """
+        with self._write() as tx:
+            task, attempt = live_attempt(tx, attempt_id, token)
+            tx.run(
+                "attempt_worktree_start",
+                id=attempt.id,
+                path=path,
+                branch=branch,
+                base_commit=base_commit,
+            )
+            emit(
+                tx, "worktree", task.id, tx.now(), attempt=attempt.id, state="active",
+                path=path, branch=branch, base_commit=base_commit,
+            )  # fmt: skip
+
+    def end_worktree(self, attempt_id: str, state: WorktreeState, diff: DiffStat | None) -> Attempt:
+        """Record what became of an attempt's worktree once its run is over: its diff
+        stat against the base commit (None: keep the one recorded before), and whether
+        it was kept or removed. Also for an attempt that has ended already (a sweep
+        applies the end a crash left undone).
+
+        Raises:
+            NotFound: no attempt has that id, or it has no worktree.
+        """
+        with self._write() as tx:
+            row = tx.one("attempt_get", id=attempt_id)
+            if row is None or row["worktree_state"] is None:
+                raise NotFound(f"no attempt {attempt_id} with a worktree", attempt_id=attempt_id)
+            stat = diff
+            if stat is None and row["diff_files"] is not None:  # measured before: keep it
+                stat = DiffStat(row["diff_files"], row["diff_insertions"], row["diff_deletions"])
+            tx.run(
+                "attempt_worktree_end",
+                id=attempt_id,
+                state=state.value,
+                files=None if stat is None else stat.files,
+                insertions=None if stat is None else stat.insertions,
+                deletions=None if stat is None else stat.deletions,
+            )
+            diff_json = None if stat is None else stat.to_dict()
+            emit(
+                tx, "worktree", row["task_id"], tx.now(), attempt=attempt_id,
+                state=state.value, branch=row["worktree_branch"], diff=diff_json,
+            )  # fmt: skip
+            updated = tx.one("attempt_get", id=attempt_id)
+            assert updated is not None
+            return attempt_from_row(updated)
+
+    def worktrees(self, state: WorktreeState) -> list[Attempt]:
+        """The attempts whose worktree is in `state`, oldest first."""
+        with self._transaction(write=False) as tx:
+            rows = tx.rows("attempts_worktree_in_state", state=state.value)
+            return [attempt_from_row(row) for row in rows]

@@ -1,0 +1,103 @@
+"""Worktree isolation in the store, on every backend: the task's repository and pinned
+base, the worktree recorded on its attempt and its end, and limits keyed on the
+repository."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gitrepos import make_repo, run
+from slotline.errors import NotFound, StaleAttempt
+from slotline.isolation import DiffStat, KeepPolicy, WorktreeState
+from slotline.store import Store
+
+from .conftest import ClaimFn, Clock, FinishFn, SubmitFn, titles
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "repo")
+
+
+def test_a_worktree_task_keeps_its_repository_and_pinned_base(
+    store: Store, submit: SubmitFn, repo: Path
+) -> None:
+    task = submit("agent", isolation="worktree", workspace=str(repo / "."), keep="always")
+    head = run(repo, "rev-parse", "HEAD")
+    read = store.get(task.id)
+    assert read.repo == str(repo)
+    assert read.isolation is not None
+    assert (read.isolation.base, read.isolation.base_commit) == ("main", head)
+    assert read.isolation.keep is KeepPolicy.ALWAYS
+    assert read.to_dict()["isolation"] == {
+        "kind": "worktree", "base": "main", "base_commit": head, "keep": "always",
+    }  # fmt: skip
+    assert (task.repo, task.isolation) == (read.repo, read.isolation)  # as submit returned
+    plain = store.get(submit("plain").id)
+    assert (plain.repo, plain.isolation, plain.to_dict()["isolation"]) == (None, None, None)
+
+
+def test_the_worktree_of_an_attempt_is_recorded_then_ended(
+    store: Store, submit: SubmitFn, claim: ClaimFn, finish: FinishFn, repo: Path
+) -> None:
+    submit("agent", isolation="worktree", repo=str(repo))
+    (claimed,) = claim()
+    attempt = claimed.attempt
+    store.record_worktree(attempt.id, attempt.token, "/w/t-1", "slotline/t-1", "c0ffee" * 6)
+    tree = store.get(claimed.task.id).attempts[0].worktree
+    assert tree is not None
+    assert (tree.path, tree.branch, tree.state, tree.diff) == (
+        "/w/t-1", "slotline/t-1", WorktreeState.ACTIVE, None,
+    )  # fmt: skip
+    assert [a.id for a in store.worktrees(WorktreeState.ACTIVE)] == [attempt.id]
+
+    ended = store.end_worktree(attempt.id, WorktreeState.KEPT, DiffStat(2, 10, 3))
+    assert ended.worktree is not None
+    assert ended.worktree.state is WorktreeState.KEPT
+    assert ended.worktree.to_dict()["diff"] == {"files": 2, "insertions": 10, "deletions": 3}
+    # A later end without a measure (the worktree is gone) keeps the stat recorded.
+    removed = store.end_worktree(attempt.id, WorktreeState.REMOVED, None)
+    assert removed.worktree is not None
+    assert removed.worktree.diff == DiffStat(2, 10, 3)
+    assert store.worktrees(WorktreeState.ACTIVE) == []
+    finish(claimed)
+    shown = store.get(claimed.task.id).to_dict()["attempts"][0]["worktree"]
+    assert shown["state"] == "removed"
+    assert [e.data["state"] for e in store.events() if e.kind == "worktree"] == [
+        "active", "kept", "removed",
+    ]  # fmt: skip
+
+
+def test_only_the_current_attempt_records_a_worktree(
+    store: Store, submit: SubmitFn, claim: ClaimFn, finish: FinishFn, repo: Path
+) -> None:
+    submit("agent", isolation="worktree", repo=str(repo))
+    (claimed,) = claim()
+    attempt = claimed.attempt
+    with pytest.raises(StaleAttempt):
+        store.record_worktree(attempt.id, "wrong-token", "/w", "b", "c0ffee" * 6)
+    finish(claimed)
+    with pytest.raises(StaleAttempt):
+        store.record_worktree(attempt.id, attempt.token, "/w", "b", "c0ffee" * 6)
+    with pytest.raises(NotFound):
+        store.end_worktree(attempt.id, WorktreeState.REMOVED, None)  # never had one
+
+
+def test_a_repo_limit_caps_running_tasks_per_repository(
+    store: Store, submit: SubmitFn, claim: ClaimFn, clock: Clock, tmp_path: Path
+) -> None:
+    one = make_repo(tmp_path / "one")
+    two = make_repo(tmp_path / "two")
+    store.set_setting("max_concurrent", 10)
+    store.set_limit("repo", str(one) + "/", 1)  # one spelling of the path
+    submit("one-a", isolation="worktree", repo=str(one))
+    submit("one-b", isolation="worktree", repo=str(one))
+    submit("two-a", isolation="worktree", repo=str(two))
+    submit("two-b", repo=str(two))  # a repository without isolation counts too
+    submit("none")
+    assert sorted(titles(claim())) == ["none", "one-a", "two-a", "two-b"]
+    assert store.settings().to_dict()["limits"] == [{"key": "repo", "value": str(one), "max": 1}]
+    queued = store.status(now=clock.now).queued
+    assert titles(queued) == ["one-b"]
