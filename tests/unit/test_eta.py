@@ -119,6 +119,27 @@ def test_a_dependent_starts_when_its_dependency_ends_in_the_simulation() -> None
     assert got == {"t0": 0, "t1": 0, "t2": 10}
 
 
+@pytest.mark.timeout(10)
+def test_a_task_started_now_while_it_waits_starts_over_the_limit_when_its_dependency_ends() -> None:
+    # The state machine found this line spinning the simulation forever (with aging on,
+    # the clock stepped from one aging wake to the next): a waiting task bumped with
+    # "start now" became ready but was never started, as the plan starts such tasks
+    # from their own list only.
+    queued = [task(0), task(1)]
+    waiting = [task(2, Status.WAITING, depends_on='["t0"]', start_now=True, boosted=True)]
+    line = eta.Line(
+        running=[],
+        queued=queued,
+        waiting=waiting,
+        limits=Limits(max_concurrent=1),
+        now=NOW,
+        aging_interval=300.0,
+    )
+    # t0 runs first; when it ends at 10, t2 starts at once (ahead of t1), and t1 when
+    # t2 ends.
+    assert starts(line) == {"t0": 0, "t2": 10, "t1": 20}
+
+
 def test_boosted_and_start_now_tasks_go_first() -> None:
     queued = [task(0), task(1), task(2, boosted=True), task(3, start_now=True)]
     limits = Limits(max_concurrent=1)

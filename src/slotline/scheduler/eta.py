@@ -265,19 +265,31 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
     known = {t.id for t in (*line.running, *line.queued, *line.waiting, *line.held)}
     unmet: dict[str, set[str]] = {}
     dependents: dict[str, list[Entry]] = {}
+
+    def ready(task: Entry) -> None:
+        # A task bumped while it waited starts as soon as it is ready, over the limit,
+        # as the claim starts it (the plan starts start-now tasks from their own list).
+        if task.start_now:
+            start_now.append(task)
+        else:
+            pending.add(task)
+
     for task in line.waiting:
         needs = {d for d in task.depends_on if d in known}
         unmet[task.id] = needs
         for dep in needs:
             dependents.setdefault(dep, []).append(task)
         if not needs:
-            pending.add(task)
+            ready(task)
     # Tasks of the line still to start; forecast work arrives only while some are left.
     left = len(line.queued) + len(_startable(line, known))
     arrivals = _Arrivals(line, left)
     ahead: dict[str | None, int] = {}  # forecast tasks started so far, per agent type
     running = {t.id: t for t in line.running}
     clock = now
+    # Every turn but the timers' starts or ends a task; what is left unknown after this
+    # many (a rule the simulation does not foresee) is reported UNKNOWN, never a hang.
+    turns = 4 * (len(unknown) + len(line.running) + MAX_ARRIVALS) + 10_000
     while True:
         in_pool = sum(1 for t in running.values() if limits.in_pool(t))
         free = max(0, limits.max_concurrent - in_pool) if clock >= opens else 0
@@ -293,6 +305,7 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
         )
         by_id = {t.id: t for t in (*snapshot.queued, *start_now)}
         decided = policy.plan(snapshot)
+        start_now = []
         for start in decided.start:
             task = by_id[start.task_id]
             if book is not None:
@@ -311,11 +324,13 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
                 arrivals.left -= 1
             running[task.id] = task
             heapq.heappush(ends, (clock + took.mean + run_times.gap, next(tiebreak), task))
-        start_now = []
         due = arrivals.next_at()
         # When a rate or a back-off hold lets a task that waits on it start.
         room = decided.next_wake if not pending.empty() else None
         if not ends and not timers and due is None and room is None:
+            break
+        turns -= 1
+        if turns < 0:  # a guard: each turn starts or ends something, or a timer passes
             break
         clock = min(
             ends[0][0] if ends else math.inf,
@@ -334,7 +349,7 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
                 needs = unmet[waiter.id]
                 needs.discard(done.id)
                 if not needs:
-                    pending.add(waiter)
+                    ready(waiter)
         if not running and pending.empty() and not timers and arrivals.next_at() is None:
             break
     estimates.update({t.id: UNKNOWN for t in unknown if t.id not in estimates})
