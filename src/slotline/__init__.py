@@ -29,6 +29,7 @@ if typing.TYPE_CHECKING:
     from slotline.api import Queue, UnservedWarning, open_queue
     from slotline.app import App, TaskHandle
     from slotline.node import Node
+    from slotline.scheduler.cron import Schedule
     from slotline.spec import TaskSpec
     from slotline.sync_api import SyncQueue, open
 
@@ -39,6 +40,7 @@ _LAZY = {
     "App": "slotline.app",
     "Node": "slotline.node",
     "Queue": "slotline.api",
+    "Schedule": "slotline.scheduler.cron",
     "SyncQueue": "slotline.sync_api",
     "TaskHandle": "slotline.app",
     "TaskSpec": "slotline.spec",
@@ -70,6 +72,7 @@ __all__ = [
     "NotFound",
     "Priority",
     "Queue",
+    "Schedule",
     "SchemaTooNew",
     "SlotlineError",
     "StaleAttempt",
