@@ -254,6 +254,20 @@ def test_a_throttled_agent_type_is_held_and_capped_in_the_plan() -> None:
     assert [s.task.id for s in later.start] == ["t1", "t3"]
 
 
+@pytest.mark.timeout(10)
+def test_a_pattern_is_matched_in_linear_time_whatever_it_is() -> None:
+    # Python's backtracking `re` takes seconds on 24 letters with this pattern, and 4x
+    # more per letter; the match runs under the store's write lock.
+    rule = backoff.BackoffRule.from_dict({"pattern": r"(\w+\s?)+429"})
+    assert not rule.matches(1, "a" * 16_000 + "!")
+    assert rule.matches(1, "error: too many requests 429")
+
+
+def test_a_pattern_re2_does_not_take_is_refused_with_what_to_do() -> None:
+    with pytest.raises(InvalidInput, match="backreferences or lookarounds"):
+        backoff.BackoffRule.from_dict({"pattern": r"(a)\1"})
+
+
 def test_a_rule_matches_its_exit_codes_and_its_pattern_only() -> None:
     rule = backoff.BackoffRule.from_dict({"exit_codes": [75], "pattern": r"(?i)rate.?limit"})
 

@@ -9,11 +9,12 @@ the run's outcome; the policy reads the throttles through `limits_under` and `ho
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
+
+import re2  # type: ignore[import-untyped]
 
 from slotline.bounds import MAX_COUNT, MAX_SECONDS
 from slotline.errors import InvalidInput
@@ -103,17 +104,28 @@ def _number(data: Mapping[str, Any], name: str, default: float, lo: float, hi: f
 
 
 def check_pattern(pattern: str) -> str:
-    """Raises InvalidInput if `pattern` is not a regular expression."""
+    """Raises InvalidInput if `pattern` is not a regular expression RE2 takes."""
     try:
         _compiled(pattern)
-    except re.error as exc:
-        raise InvalidInput(f"backoff: pattern {pattern!r} is not a valid regex: {exc}") from None
+    except re2.error as exc:
+        detail = exc.args[0].decode(errors="replace") if exc.args else "invalid"
+        raise InvalidInput(
+            f"backoff: pattern {pattern!r} is not a valid regex: {detail} (RE2 syntax: no "
+            "backreferences or lookarounds)"
+        ) from None
     return pattern
 
 
+# RE2 matches in time linear in the text, whatever the pattern: a pattern is matched
+# against a failed run's output inside the transaction that commits its outcome, under
+# the store's write lock, where a backtracking regex (Python's `re`) could take minutes.
+_OPTIONS = re2.Options()
+_OPTIONS.log_errors = False  # an invalid pattern is reported by check_pattern, not on stderr
+
+
 @cache
-def _compiled(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern, re.MULTILINE)
+def _compiled(pattern: str) -> Any:
+    return re2.compile("(?m)" + pattern, _OPTIONS)
 
 
 @dataclass(frozen=True, slots=True)
