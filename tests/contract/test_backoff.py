@@ -114,6 +114,26 @@ def test_a_task_refused_too_often_fails_and_other_agent_types_are_not_held(
     assert store.get(task.id).status is Status.FAILED
 
 
+def test_a_restarted_task_gets_its_requeues_again(
+    store: Store, submit: SubmitFn, claim: ClaimFn, clock: Clock
+) -> None:
+    store.set_backoff("claude", {**RULE, "max_requeues": 1, "delay": 1, "max_delay": 1})
+    task = submit("c", agent="claude")
+    for _ in range(2):  # one requeue, then the run fails
+        clock.advance(2)
+        (claimed,) = claim()
+        end(store, clock, claimed, 75)
+    assert store.get(task.id).status is Status.FAILED
+
+    # After a restart the task has its one requeue again: refused once, it goes back
+    # in line rather than failing.
+    store.restart(task.id)
+    clock.advance(2)
+    (claimed,) = claim()
+    end(store, clock, claimed, 75)
+    assert store.get(task.id).status is Status.QUEUED
+
+
 def test_removing_the_rule_ends_the_back_off(
     store: Store, submit: SubmitFn, claim: ClaimFn, clock: Clock
 ) -> None:

@@ -259,8 +259,12 @@ def _provider_refused(
     if rule is None:
         return False
     backoff.throttled(tx, rule, task.agent, attempt.started_at, now, reason)
-    earlier = tx.rows("attempts_of", task_id=task.id)
-    requeued = sum(1 for row in earlier if row["outcome"] == "throttled")
+    # The refusals in a row just before this one: any other end (a failure, a success
+    # before a restart) starts the budget afresh.
+    requeued = 0
+    for row in sorted(tx.rows("attempts_of", task_id=task.id), key=lambda r: r["number"]):
+        if row["id"] != attempt.id:
+            requeued = requeued + 1 if row["outcome"] == "throttled" else 0
     return requeued < rule.max_requeues
 
 
