@@ -47,6 +47,12 @@ _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 _BEGIN_WRITE = "BEGIN"
+# Writes (a claim, a finish) read a few rows through the status indexes of tables whose
+# rows change status many times a second. Each change leaves a dead index entry until
+# autovacuum comes (a minute or more); a bitmap scan visits every one of them on every
+# read (2,000 for 50 running tasks after a 2,000-task drain), while a plain index scan
+# marks them dead on its first visit and skips them after (0.1 ms instead of 1 ms).
+_NO_BITMAP_SCANS = "SET LOCAL enable_bitmapscan = off"
 _WRITE_LOCK = "SELECT pg_advisory_xact_lock(CAST(%(key)s AS BIGINT))"
 _SCHEMA_EXISTS = "SELECT 1 FROM pg_namespace WHERE nspname = %(schema)s"
 _NOTIFY = "SELECT pg_notify(%(channel)s, %(payload)s)"
@@ -226,6 +232,7 @@ class PostgresStore(Store):
                 self._pipeline = conn.pipeline()
                 piped = _PipelinedCursor(cur, self._pipeline.__enter__())
                 piped.execute(_BEGIN_WRITE)
+                piped.execute(_NO_BITMAP_SCANS)
                 piped.execute(_WRITE_LOCK, {"key": self._key})
                 piped.execute(_CLOCK)
                 now = float(piped.fetchall()[0]["now"])
