@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -138,6 +139,35 @@ def test_a_failed_run_keeps_its_worktree_and_a_bad_base_fails_the_attempt_clearl
     failed = store.get(vanishing.id).attempts[0]
     assert failed.reason == f"worktree: repository {gone} does not exist"
     assert failed.worktree is None
+
+
+def test_a_scheduled_task_starts_from_its_base_at_its_first_run_and_its_retry_too(
+    store: Store, repo: Path, tmp_path: Path
+) -> None:
+    # Given a schedule whose worktree task moves the user's branch on, then fails,
+    moved = f"git -C {repo} commit -q --allow-empty -m moved; exit 1"
+    spec = {"command": ["sh", "-c", moved], "isolation": "worktree", "repo": str(repo),
+            "keep": "never", "max_attempts": 2, "backoff": 0}  # fmt: skip
+    store.add_schedule("nightly", "* * * * *", spec)
+    (fired,) = store.fire_schedules(now=time.time() + 60).fired
+    store.remove_schedule("nightly")  # its task stays; no node fires another
+    assert fired.task is not None
+    head = run(repo, "rev-parse", "HEAD")
+
+    # When a node runs it, twice,
+    async def scenario() -> None:
+        async with running_node(store, tmp_path):
+            await until_async(lambda: store.get(fired.task.id).status is Status.FAILED)
+
+    asyncio.run(scenario())
+    # Then its first run started from the branch as it was then, and its retry from
+    # the same commit, not from where the first run moved the branch.
+    first, second = store.get(fired.task.id).attempts
+    assert first.worktree is not None
+    assert second.worktree is not None
+    assert first.worktree.base_commit == head
+    assert second.worktree.base_commit == head
+    assert run(repo, "rev-list", "--count", "HEAD") == "3"
 
 
 def test_the_sweep_closes_what_a_crash_left_and_spares_live_runs(

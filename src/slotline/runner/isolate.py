@@ -57,7 +57,7 @@ class Isolator:
         """
         assert task.repo is not None
         assert task.isolation is not None
-        base = task.isolation.base_commit or task.isolation.base or "HEAD"
+        base = await self._base(task)
         checkout = await asyncio.to_thread(
             worktree.create, self.root, task.repo, base, task.id, attempt.number
         )
@@ -75,6 +75,24 @@ class Isolator:
         )
         env.update(SLOTLINE_WORKTREE=checkout.path, SLOTLINE_BRANCH=checkout.branch)
         return checkout, worktree.workdir(checkout, task.workspace)
+
+    async def _base(self, task: Task) -> str:
+        """What an attempt's worktree starts from: the commit pinned at submit; for a
+        task a schedule submitted (not pinned), the commit an earlier attempt of it
+        started from, else its base (or HEAD) as it is now."""
+        isolation = task.isolation
+        assert isolation is not None
+        if isolation.base_commit is not None:
+            return isolation.base_commit
+        with contextlib.suppress(SlotlineError):
+            # The claimed task carries no attempts; unreadable: start from the base.
+            task = await asyncio.to_thread(self.store.get, task.id, estimate=False)
+        earlier = [a for a in task.attempts if a.worktree is not None]
+        if earlier:
+            first = min(earlier, key=lambda a: a.number).worktree
+            assert first is not None
+            return first.base_commit
+        return isolation.base or "HEAD"
 
     def find(self, task: Task, attempt: Attempt) -> Checkout | None:
         """The worktree of an attempt: as recorded, else where its node would have made
