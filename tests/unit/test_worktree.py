@@ -9,7 +9,7 @@ import pytest
 
 from gitrepos import branches, commit_file, make_repo, run, show, worktree_paths
 from slotline.errors import InvalidInput
-from slotline.isolation import DiffStat, KeepPolicy, WorktreeState, pin
+from slotline.isolation import DiffStat, GitFailed, KeepPolicy, WorktreeState, pin
 from slotline.runner import worktree
 from slotline.runner.worktree import Checkout, WorktreeError
 from slotline.spec import parse_spec
@@ -102,6 +102,36 @@ def test_the_diff_stat_counts_committed_staged_unstaged_and_new_files(
     assert worktree.measure(checkout) == DiffStat(3, 6, 2)
     # Measuring leaves the worktree's own index as it was.
     assert run(path, "status", "--porcelain") == index_before
+
+
+# The one object intent-to-add writes: the empty file's, whatever the files hold.
+EMPTY_BLOB = "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"
+
+
+def stored_objects(repo: Path) -> set[str]:
+    """The ids of the loose objects of `repo`, and its pack files by name."""
+    found = (f for f in (repo / ".git" / "objects").rglob("*") if f.is_file())
+    return {f.parent.name + f.name if len(f.parent.name) == 2 else f.name for f in found}
+
+
+def test_measuring_counts_a_new_file_without_storing_it_in_the_repository(
+    repo: Path, root: Path
+) -> None:
+    # Given a run that left a large new file (a build output, a secret) and a staged
+    # deletion in its worktree,
+    checkout = worktree.create(root, str(repo), "HEAD", TASK, 1)
+    path = Path(checkout.path)
+    (path / "build.log").write_text("".join(f"secret line {n}\n" for n in range(20000)))
+    run(path, "rm", "-q", "lib/util.py")
+    blob = run(path, "hash-object", "build.log")  # its id, not written
+    before = stored_objects(repo)
+    # When it is measured, at the run's end and again by a sweep,
+    assert worktree.measure(checkout) == DiffStat(2, 20000, 1)
+    assert worktree.measure(checkout) == DiffStat(2, 20000, 1)
+    # Then nothing of it was written to the repository's objects.
+    assert stored_objects(repo) - before <= {EMPTY_BLOB}
+    with pytest.raises(GitFailed):
+        run(repo, "cat-file", "-e", blob)
 
 
 @pytest.mark.parametrize(

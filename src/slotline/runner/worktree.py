@@ -149,8 +149,9 @@ def create(root: Path, repo: str, base: str, task_id: str, number: int) -> Check
 def measure(checkout: Checkout) -> DiffStat | None:
     """The changes of a run against its base commit: committed, staged, unstaged and new
     (untracked, not ignored) files, read through a copy of the worktree's index so the
-    worktree itself is left as it is. Without the worktree, what its branch holds; None
-    when neither is left."""
+    worktree itself is left as it is, and nothing is written to the repository (new
+    files are compared from disk, never stored as objects). Without the worktree, what
+    its branch holds; None when neither is left."""
     path = checkout.path
     try:
         if os.path.isdir(path):
@@ -160,8 +161,10 @@ def measure(checkout: Checkout) -> DiffStat | None:
                 if os.path.exists(own):
                     shutil.copyfile(own, index)
                 env = {**git_env(), "GIT_INDEX_FILE": index}
-                git(path, "add", "--all", env=env)
-                text = git(path, "diff", "--cached", "--shortstat", checkout.base_commit, env=env)
+                # Intent-to-add records new files' paths in the copy without hashing
+                # them into the repository's objects (a build output, a `.env`).
+                git(path, "add", "--all", "--intent-to-add", env=env)
+                text = git(path, "diff", "--shortstat", checkout.base_commit, env=env)
         elif _branch_tip(checkout.repo, checkout.branch) is not None:
             text = git(checkout.repo, "diff", "--shortstat", checkout.base_commit, checkout.branch)
         else:
