@@ -5,6 +5,7 @@ user's checkout untouched; and the worktrees a crash leaves behind, cleaned up."
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shutil
 import signal
@@ -223,6 +224,28 @@ def test_the_sweep_closes_what_a_crash_left_and_spares_live_runs(
     assert isolator.sweep(set()) == 0
     # Another store's worktrees are out of its reach.
     assert store_root(tmp_path / "data" / "worktrees", "postgresql://other/db") != root
+
+
+def test_the_sweep_keeps_an_orphan_holding_work_and_warns_once_with_its_path(
+    store: Store, repo: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given worktrees of tasks this store does not know: one with uncommitted work,
+    # one clean,
+    isolator = Isolator(store, tmp_path / "data" / "worktrees", asyncio.to_thread)
+    dirty = worktree.create(isolator.root, str(repo), "HEAD", "d" * 32, 1)
+    (Path(dirty.path) / "notes.txt").write_text("base\nunsaved\n")
+    clean = worktree.create(isolator.root, str(repo), "HEAD", "c" * 32, 1)
+    # When the sweep runs, twice,
+    with caplog.at_level(logging.INFO, logger="slotline.node"):
+        assert isolator.sweep(set()) == 1
+        assert isolator.sweep(set()) == 0
+    # Then the clean one is gone, the dirty one kept as it was, with one warning naming it.
+    assert not Path(clean.path).exists()
+    assert (Path(dirty.path) / "notes.txt").read_text() == "base\nunsaved\n"
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert dirty.path in warnings[0].getMessage()
+    assert "uncommitted" in warnings[0].getMessage()
 
 
 def start_node(store_path: Path, tmp_path: Path) -> subprocess.Popen[bytes]:

@@ -177,12 +177,37 @@ def test_an_orphan_is_removed_and_its_branch_kept_while_it_holds_work(
     worked = worktree.create(root, str(repo), "HEAD", TASK, 1)
     idle = worktree.create(root, str(repo), "HEAD", TASK, 2)
     commit_file(Path(worked.path), "app.py", "print('agent')\n")
-    worktree.remove_orphan(root, Path(worked.path))
-    worktree.remove_orphan(root, Path(idle.path))
+    assert worktree.remove_orphan(root, Path(worked.path)) is None
+    assert worktree.remove_orphan(root, Path(idle.path)) is None
     assert not Path(worked.path).exists()
     assert not Path(idle.path).exists()
     assert branches(repo) == ["main", worked.branch]
     assert worktree_paths(repo) == [str(repo)]
+
+
+def test_an_orphan_holding_work_is_kept_and_says_why(repo: Path, root: Path) -> None:
+    # Given orphans with uncommitted edits, with a new file, and with a commit made on a
+    # detached HEAD (on no branch),
+    edited = worktree.create(root, str(repo), "HEAD", TASK, 1)
+    (Path(edited.path) / "app.py").write_text("half done\n")
+    added = worktree.create(root, str(repo), "HEAD", TASK, 2)
+    (Path(added.path) / "notes.txt").write_text("findings\n")
+    detached = worktree.create(root, str(repo), "HEAD", TASK, 3)
+    run(Path(detached.path), "checkout", "-q", "--detach")
+    commit_file(Path(detached.path), "app.py", "print('lost?')\n", "on no branch")
+    stray = run(Path(detached.path), "rev-parse", "HEAD")
+    # When the sweep removes orphans, then each is kept with the reason, work intact.
+    assert "uncommitted" in (worktree.remove_orphan(root, Path(edited.path)) or "")
+    assert "uncommitted" in (worktree.remove_orphan(root, Path(added.path)) or "")
+    assert "no branch" in (worktree.remove_orphan(root, Path(detached.path)) or "")
+    assert (Path(edited.path) / "app.py").read_text() == "half done\n"
+    assert (Path(added.path) / "notes.txt").read_text() == "findings\n"
+    assert run(Path(detached.path), "rev-parse", "HEAD") == stray
+    assert len(worktree_paths(repo)) == 4
+    # A detached HEAD whose commits a branch holds loses nothing: it is removed.
+    run(repo, "branch", "saved", stray)
+    assert worktree.remove_orphan(root, Path(detached.path)) is None
+    assert not Path(detached.path).exists()
 
 
 def test_a_missing_repository_leaves_only_the_folder_to_remove(

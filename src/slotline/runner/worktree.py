@@ -228,32 +228,54 @@ def remove(root: Path, checkout: Checkout) -> None:
                 _retried(lambda: git(repo, "update-ref", "-d", ref, checkout.base_commit))
 
 
-def remove_orphan(root: Path, folder: Path) -> None:
-    """Remove a worktree folder nothing in the store owns (its task is gone): through its
-    repository when that is still there. Its branch is deleted only if another branch or
-    tag holds every commit of it."""
+def remove_orphan(root: Path, folder: Path) -> str | None:
+    """Remove a worktree folder nothing in the store owns (its task is gone), through its
+    repository, unless it holds work: uncommitted changes (new files included), commits
+    of a detached HEAD that no branch or tag holds, or anything git cannot read. Its
+    branch is deleted only if another branch or tag holds every commit of it.
+
+    Returns:
+        None when it was removed, else why it was kept (for the log).
+    """
+    path = str(folder)
     try:
-        common = os.path.join(folder, git(str(folder), "rev-parse", "--git-common-dir"))
-        branch = git(str(folder), "symbolic-ref", "--quiet", "--short", "HEAD")
-    except GitFailed:
-        shutil.rmtree(folder, ignore_errors=True)
-        return
+        common = os.path.join(folder, git(path, "rev-parse", "--git-common-dir"))
+    except GitFailed as exc:
+        return f"git cannot read it ({exc})"
+    branch = _branch_of(folder)  # None: a detached HEAD
     common = os.path.realpath(common)
     repo = str(Path(common).parent) if Path(common).name == ".git" else common
-    tip = _branch_tip(repo, branch)
     with repo_lock(root, repo):
+        kept = _work_in(path)
+        if kept is not None:
+            return kept
+        tip = None if branch is None else _branch_tip(repo, branch)
         with contextlib.suppress(GitFailed):
-            _retried(lambda: git(repo, "worktree", "remove", "--force", "--force", str(folder)))
+            _retried(lambda: git(repo, "worktree", "remove", "--force", path))
         shutil.rmtree(folder, ignore_errors=True)
         with contextlib.suppress(GitFailed):
             _retried(lambda: git(repo, "worktree", "prune"))
-            if tip is not None and branch.startswith(BRANCH_PREFIX):
+            if branch is not None and tip is not None and branch.startswith(BRANCH_PREFIX):
                 holders = git(
                     repo, "for-each-ref", "--contains", tip, "--format=%(refname)",
                     "refs/heads", "refs/tags",
                 ).split()  # fmt: skip
                 if any(ref != f"refs/heads/{branch}" for ref in holders):
                     _retried(lambda: git(repo, "update-ref", "-d", f"refs/heads/{branch}", tip))
+    return None
+
+
+def _work_in(path: str) -> str | None:
+    """What of a worktree's work removing it would lose, or None."""
+    if has_uncommitted(path):
+        return "it holds uncommitted changes"
+    try:
+        stray = git(path, "rev-list", "--max-count=1", "HEAD", "--not", "--branches", "--tags")
+    except GitFailed as exc:
+        return f"git cannot read its commits ({exc})"
+    if stray:
+        return "its HEAD holds commits on no branch or tag"
+    return None
 
 
 def _branch_of(path: Path) -> str | None:
