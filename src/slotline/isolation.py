@@ -2,8 +2,9 @@
 list, and the check at submit that pins a task's repository and base commit.
 
 A task with `isolation: worktree` runs each attempt in a git worktree of its repository,
-on a branch of its own, created from the commit the task was pinned to at submit
-(`runner/worktree.py` creates, measures and removes them).
+on a branch of its own, created from the commit the task was pinned to at submit (a
+recurring schedule's task: from its base as it is when its first attempt starts;
+`runner/worktree.py` creates, measures and removes them).
 """
 
 from __future__ import annotations
@@ -46,7 +47,9 @@ class KeepPolicy(enum.StrEnum):
 @dataclass(frozen=True, slots=True)
 class Isolation:
     """How a task is isolated: in a worktree of `Task.repo`, from `base_commit` (pinned
-    at submit); `base` is the ref it was given as, or the branch checked out then."""
+    at submit); `base` is the ref it was given as, or the branch checked out then. A
+    recurring schedule's task has no `base_commit`: its first attempt's worktree records
+    the commit `base` (or HEAD) named when it started, and later attempts reuse it."""
 
     base: str | None
     base_commit: str | None
@@ -151,6 +154,21 @@ def pin(spec: TaskSpec) -> TaskSpec:
         InvalidInput: the repository is missing or not a git repository, or the base
             names no commit (the message says which, and what to do).
     """
+    return _checked(spec, pinned=True)
+
+
+def locate(spec: TaskSpec) -> TaskSpec:
+    """`spec` checked as `pin` checks it, with its repository as its top-level folder,
+    but its base left as given (a recurring schedule's task starts from its base as it
+    is when each run starts; a `base_commit` given is kept, as a full commit id).
+
+    Raises:
+        InvalidInput: as `pin`.
+    """
+    return _checked(spec, pinned=False)
+
+
+def _checked(spec: TaskSpec, pinned: bool) -> TaskSpec:
     if spec.isolation is None or spec.repo is None:
         return spec
     repo = spec.repo
@@ -163,15 +181,16 @@ def pin(spec: TaskSpec) -> TaskSpec:
     base = spec.base
     try:
         if spec.base_commit is not None:
-            commit = commit_of(top, spec.base_commit)
+            commit: str | None = commit_of(top, spec.base_commit)
         elif base is not None:
             commit = commit_of(top, base)
         else:
             commit = commit_of(top, "HEAD")
-            try:
-                base = git(top, "symbolic-ref", "--quiet", "--short", "HEAD")
-            except GitFailed:
-                base = None  # a detached HEAD: the commit says it all
+            if pinned:
+                try:
+                    base = git(top, "symbolic-ref", "--quiet", "--short", "HEAD")
+                except GitFailed:
+                    base = None  # a detached HEAD: the commit says it all
     except GitFailed:
         given = spec.base_commit or base or "HEAD"
         if given == "HEAD":
@@ -180,4 +199,6 @@ def pin(spec: TaskSpec) -> TaskSpec:
                 "worktree starts from"
             ) from None
         raise InvalidInput(f"base: {given!r} names no commit in {top}") from None
+    if not pinned and spec.base_commit is None:
+        commit = None
     return spec.model_copy(update={"repo": top, "base": base, "base_commit": commit})

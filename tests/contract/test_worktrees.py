@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gitrepos import make_repo, run
-from slotline.errors import NotFound, StaleAttempt
+from slotline.errors import InvalidInput, NotFound, StaleAttempt
 from slotline.isolation import DiffStat, KeepPolicy, WorktreeState
 from slotline.store import Store
 
@@ -101,3 +101,39 @@ def test_a_repo_limit_caps_running_tasks_per_repository(
     assert store.settings().to_dict()["limits"] == [{"key": "repo", "value": str(one), "max": 1}]
     queued = store.status(now=clock.now).queued
     assert titles(queued) == ["one-b"]
+
+
+def test_a_scheduled_worktree_task_counts_against_its_repository_limit(
+    store: Store, submit: SubmitFn, claim: ClaimFn, clock: Clock, repo: Path
+) -> None:
+    # Given a schedule whose worktree task names a subfolder of the repository
+    (repo / "pkg").mkdir()
+    store.set_setting("max_concurrent", 10)
+    store.set_limit("repo", str(repo), 1)
+    spec = {"command": ["true"], "title": "nightly", "isolation": "worktree"}
+    store.add_schedule("nightly", "* * * * *", {**spec, "workspace": str(repo / "pkg")})
+    submit("by-hand", isolation="worktree", repo=str(repo))
+    # When it fires
+    (fired,) = store.fire_schedules(now=clock.now + 120).fired
+    # Then its task works on the repository's top folder, its base not pinned yet,
+    # and only one of the two runs at a time
+    assert fired.task is not None
+    assert fired.task.repo == str(repo)
+    assert fired.task.isolation is not None
+    assert fired.task.isolation.base_commit is None
+    assert len(claim()) == 1
+    assert len(store.status(now=clock.now).queued) == 1
+
+
+def test_a_schedule_of_a_worktree_task_in_no_repository_is_refused(
+    store: Store, tmp_path: Path, repo: Path
+) -> None:
+    task = {"command": ["true"], "isolation": "worktree"}
+    with pytest.raises(InvalidInput, match="does not exist"):
+        store.add_schedule("gone", "* * * * *", {**task, "repo": str(tmp_path / "gone")})
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(InvalidInput, match="not a git repository"):
+        store.add_schedule("plain", "* * * * *", {**task, "repo": str(tmp_path / "plain")})
+    with pytest.raises(InvalidInput, match="names no commit"):
+        store.add_schedule("bad", "* * * * *", {**task, "repo": str(repo), "base": "nope"})
+    assert store.schedules() == []

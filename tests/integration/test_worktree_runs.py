@@ -5,11 +5,13 @@ user's checkout untouched; and the worktrees a crash leaves behind, cleaned up."
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -140,6 +142,35 @@ def test_a_failed_run_keeps_its_worktree_and_a_bad_base_fails_the_attempt_clearl
     assert failed.worktree is None
 
 
+def test_a_scheduled_task_starts_from_its_base_at_its_first_run_and_its_retry_too(
+    store: Store, repo: Path, tmp_path: Path
+) -> None:
+    # Given a schedule whose worktree task moves the user's branch on, then fails,
+    moved = f"git -C {repo} commit -q --allow-empty -m moved; exit 1"
+    spec = {"command": ["sh", "-c", moved], "isolation": "worktree", "repo": str(repo),
+            "keep": "never", "max_attempts": 2, "backoff": 0}  # fmt: skip
+    store.add_schedule("nightly", "* * * * *", spec)
+    (fired,) = store.fire_schedules(now=time.time() + 60).fired
+    store.remove_schedule("nightly")  # its task stays; no node fires another
+    assert fired.task is not None
+    head = run(repo, "rev-parse", "HEAD")
+
+    # When a node runs it, twice,
+    async def scenario() -> None:
+        async with running_node(store, tmp_path):
+            await until_async(lambda: store.get(fired.task.id).status is Status.FAILED)
+
+    asyncio.run(scenario())
+    # Then its first run started from the branch as it was then, and its retry from
+    # the same commit, not from where the first run moved the branch.
+    first, second = store.get(fired.task.id).attempts
+    assert first.worktree is not None
+    assert second.worktree is not None
+    assert first.worktree.base_commit == head
+    assert second.worktree.base_commit == head
+    assert run(repo, "rev-list", "--count", "HEAD") == "3"
+
+
 def test_the_sweep_closes_what_a_crash_left_and_spares_live_runs(
     store: Store, repo: Path, tmp_path: Path
 ) -> None:
@@ -193,6 +224,28 @@ def test_the_sweep_closes_what_a_crash_left_and_spares_live_runs(
     assert isolator.sweep(set()) == 0
     # Another store's worktrees are out of its reach.
     assert store_root(tmp_path / "data" / "worktrees", "postgresql://other/db") != root
+
+
+def test_the_sweep_keeps_an_orphan_holding_work_and_warns_once_with_its_path(
+    store: Store, repo: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given worktrees of tasks this store does not know: one with uncommitted work,
+    # one clean,
+    isolator = Isolator(store, tmp_path / "data" / "worktrees", asyncio.to_thread)
+    dirty = worktree.create(isolator.root, str(repo), "HEAD", "d" * 32, 1)
+    (Path(dirty.path) / "notes.txt").write_text("base\nunsaved\n")
+    clean = worktree.create(isolator.root, str(repo), "HEAD", "c" * 32, 1)
+    # When the sweep runs, twice,
+    with caplog.at_level(logging.INFO, logger="slotline.node"):
+        assert isolator.sweep(set()) == 1
+        assert isolator.sweep(set()) == 0
+    # Then the clean one is gone, the dirty one kept as it was, with one warning naming it.
+    assert not Path(clean.path).exists()
+    assert (Path(dirty.path) / "notes.txt").read_text() == "base\nunsaved\n"
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert dirty.path in warnings[0].getMessage()
+    assert "uncommitted" in warnings[0].getMessage()
 
 
 def start_node(store_path: Path, tmp_path: Path) -> subprocess.Popen[bytes]:

@@ -9,7 +9,7 @@ import pytest
 
 from gitrepos import branches, commit_file, make_repo, run, show, worktree_paths
 from slotline.errors import InvalidInput
-from slotline.isolation import DiffStat, KeepPolicy, WorktreeState, pin
+from slotline.isolation import DiffStat, GitFailed, KeepPolicy, WorktreeState, pin
 from slotline.runner import worktree
 from slotline.runner.worktree import Checkout, WorktreeError
 from slotline.spec import parse_spec
@@ -104,6 +104,36 @@ def test_the_diff_stat_counts_committed_staged_unstaged_and_new_files(
     assert run(path, "status", "--porcelain") == index_before
 
 
+# The one object intent-to-add writes: the empty file's, whatever the files hold.
+EMPTY_BLOB = "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"
+
+
+def stored_objects(repo: Path) -> set[str]:
+    """The ids of the loose objects of `repo`, and its pack files by name."""
+    found = (f for f in (repo / ".git" / "objects").rglob("*") if f.is_file())
+    return {f.parent.name + f.name if len(f.parent.name) == 2 else f.name for f in found}
+
+
+def test_measuring_counts_a_new_file_without_storing_it_in_the_repository(
+    repo: Path, root: Path
+) -> None:
+    # Given a run that left a large new file (a build output, a secret) and a staged
+    # deletion in its worktree,
+    checkout = worktree.create(root, str(repo), "HEAD", TASK, 1)
+    path = Path(checkout.path)
+    (path / "build.log").write_text("".join(f"secret line {n}\n" for n in range(20000)))
+    run(path, "rm", "-q", "lib/util.py")
+    blob = run(path, "hash-object", "build.log")  # its id, not written
+    before = stored_objects(repo)
+    # When it is measured, at the run's end and again by a sweep,
+    assert worktree.measure(checkout) == DiffStat(2, 20000, 1)
+    assert worktree.measure(checkout) == DiffStat(2, 20000, 1)
+    # Then nothing of it was written to the repository's objects.
+    assert stored_objects(repo) - before <= {EMPTY_BLOB}
+    with pytest.raises(GitFailed):
+        run(repo, "cat-file", "-e", blob)
+
+
 @pytest.mark.parametrize(
     ("keep", "ended", "dirty", "state"),
     [
@@ -147,12 +177,37 @@ def test_an_orphan_is_removed_and_its_branch_kept_while_it_holds_work(
     worked = worktree.create(root, str(repo), "HEAD", TASK, 1)
     idle = worktree.create(root, str(repo), "HEAD", TASK, 2)
     commit_file(Path(worked.path), "app.py", "print('agent')\n")
-    worktree.remove_orphan(root, Path(worked.path))
-    worktree.remove_orphan(root, Path(idle.path))
+    assert worktree.remove_orphan(root, Path(worked.path)) is None
+    assert worktree.remove_orphan(root, Path(idle.path)) is None
     assert not Path(worked.path).exists()
     assert not Path(idle.path).exists()
     assert branches(repo) == ["main", worked.branch]
     assert worktree_paths(repo) == [str(repo)]
+
+
+def test_an_orphan_holding_work_is_kept_and_says_why(repo: Path, root: Path) -> None:
+    # Given orphans with uncommitted edits, with a new file, and with a commit made on a
+    # detached HEAD (on no branch),
+    edited = worktree.create(root, str(repo), "HEAD", TASK, 1)
+    (Path(edited.path) / "app.py").write_text("half done\n")
+    added = worktree.create(root, str(repo), "HEAD", TASK, 2)
+    (Path(added.path) / "notes.txt").write_text("findings\n")
+    detached = worktree.create(root, str(repo), "HEAD", TASK, 3)
+    run(Path(detached.path), "checkout", "-q", "--detach")
+    commit_file(Path(detached.path), "app.py", "print('lost?')\n", "on no branch")
+    stray = run(Path(detached.path), "rev-parse", "HEAD")
+    # When the sweep removes orphans, then each is kept with the reason, work intact.
+    assert "uncommitted" in (worktree.remove_orphan(root, Path(edited.path)) or "")
+    assert "uncommitted" in (worktree.remove_orphan(root, Path(added.path)) or "")
+    assert "no branch" in (worktree.remove_orphan(root, Path(detached.path)) or "")
+    assert (Path(edited.path) / "app.py").read_text() == "half done\n"
+    assert (Path(added.path) / "notes.txt").read_text() == "findings\n"
+    assert run(Path(detached.path), "rev-parse", "HEAD") == stray
+    assert len(worktree_paths(repo)) == 4
+    # A detached HEAD whose commits a branch holds loses nothing: it is removed.
+    run(repo, "branch", "saved", stray)
+    assert worktree.remove_orphan(root, Path(detached.path)) is None
+    assert not Path(detached.path).exists()
 
 
 def test_a_missing_repository_leaves_only_the_folder_to_remove(

@@ -45,6 +45,8 @@ class Isolator:
         self.root = store_root(base, store.url)
         # Calls a store verb, retrying while the store is unreachable (the outbox's).
         self.retry = retry
+        # Worktrees nothing owns that hold work, kept (each warned about once).
+        self.kept: set[Path] = set()
 
     async def open(self, task: Task, attempt: Attempt, env: dict[str, str]) -> tuple[Checkout, str]:
         """Create the worktree of a claimed attempt and record it on the attempt; returns
@@ -57,7 +59,7 @@ class Isolator:
         """
         assert task.repo is not None
         assert task.isolation is not None
-        base = task.isolation.base_commit or task.isolation.base or "HEAD"
+        base = await self._base(task)
         checkout = await asyncio.to_thread(
             worktree.create, self.root, task.repo, base, task.id, attempt.number
         )
@@ -75,6 +77,24 @@ class Isolator:
         )
         env.update(SLOTLINE_WORKTREE=checkout.path, SLOTLINE_BRANCH=checkout.branch)
         return checkout, worktree.workdir(checkout, task.workspace)
+
+    async def _base(self, task: Task) -> str:
+        """What an attempt's worktree starts from: the commit pinned at submit; for a
+        task a schedule submitted (not pinned), the commit an earlier attempt of it
+        started from, else its base (or HEAD) as it is now."""
+        isolation = task.isolation
+        assert isolation is not None
+        if isolation.base_commit is not None:
+            return isolation.base_commit
+        with contextlib.suppress(SlotlineError):
+            # The claimed task carries no attempts; unreadable: start from the base.
+            task = await asyncio.to_thread(self.store.get, task.id, estimate=False)
+        earlier = [a for a in task.attempts if a.worktree is not None]
+        if earlier:
+            first = min(earlier, key=lambda a: a.number).worktree
+            assert first is not None
+            return first.base_commit
+        return isolation.base or "HEAD"
 
     def find(self, task: Task, attempt: Attempt) -> Checkout | None:
         """The worktree of an attempt: as recorded, else where its node would have made
@@ -133,9 +153,11 @@ class Isolator:
     def sweep(self, running: Collection[str]) -> int:
         """Close what a crash left open and remove what nothing owns, under `root`:
         worktrees of ended attempts still `active`, folders of attempts that never
-        recorded theirs, of removed ones, and of tasks that are gone. Attempts in
-        `running` (this node's) and every live attempt are left alone. Returns how many
-        worktrees it closed or removed (blocking: call it in a worker thread)."""
+        recorded theirs, of removed ones, and of tasks that are gone (such a folder that
+        holds uncommitted work, or commits on no branch, is kept and warned about).
+        Attempts in `running` (this node's) and every live attempt are left alone.
+        Returns how many worktrees it closed or removed (blocking: call it in a worker
+        thread)."""
         if not self.root.is_dir():
             return 0
         done = 0
@@ -186,9 +208,7 @@ class Isolator:
         if task is not None:
             attempt = next((a for a in task.attempts if a.number == number), None)
         if task is None or attempt is None:
-            log.info("removing the worktree of a task that is gone", extra={"path": str(folder)})
-            worktree.remove_orphan(self.root, folder)
-            return 1
+            return self._remove_orphan(folder)
         if attempt.finished_at is None or attempt.id in running:
             return 0
         recorded = attempt.worktree
@@ -197,9 +217,24 @@ class Isolator:
         # Never recorded (its command never started), or a removal cut short.
         checkout = self.find(task, attempt)
         if checkout is None:
-            worktree.remove_orphan(self.root, folder)
-        else:
-            worktree.remove(self.root, checkout)
+            return self._remove_orphan(folder)
+        worktree.remove(self.root, checkout)
+        return 1
+
+    def _remove_orphan(self, folder: Path) -> int:
+        """Remove a worktree folder nothing owns, unless it holds work: then it is kept,
+        with a warning naming it (once per node) for a person to look at and remove."""
+        kept = worktree.remove_orphan(self.root, folder)
+        if kept is not None:
+            if folder in self.kept:
+                return 0
+            self.kept.add(folder)
+            log.warning(
+                "keeping the worktree %s, which nothing owns: %s", folder, kept,
+                extra={"path": str(folder), "reason": kept},
+            )  # fmt: skip
+            return 0
+        log.info("removed a worktree that nothing owns", extra={"path": str(folder)})
         return 1
 
 

@@ -149,8 +149,9 @@ def create(root: Path, repo: str, base: str, task_id: str, number: int) -> Check
 def measure(checkout: Checkout) -> DiffStat | None:
     """The changes of a run against its base commit: committed, staged, unstaged and new
     (untracked, not ignored) files, read through a copy of the worktree's index so the
-    worktree itself is left as it is. Without the worktree, what its branch holds; None
-    when neither is left."""
+    worktree itself is left as it is, and nothing is written to the repository (new
+    files are compared from disk, never stored as objects). Without the worktree, what
+    its branch holds; None when neither is left."""
     path = checkout.path
     try:
         if os.path.isdir(path):
@@ -160,8 +161,10 @@ def measure(checkout: Checkout) -> DiffStat | None:
                 if os.path.exists(own):
                     shutil.copyfile(own, index)
                 env = {**git_env(), "GIT_INDEX_FILE": index}
-                git(path, "add", "--all", env=env)
-                text = git(path, "diff", "--cached", "--shortstat", checkout.base_commit, env=env)
+                # Intent-to-add records new files' paths in the copy without hashing
+                # them into the repository's objects (a build output, a `.env`).
+                git(path, "add", "--all", "--intent-to-add", env=env)
+                text = git(path, "diff", "--shortstat", checkout.base_commit, env=env)
         elif _branch_tip(checkout.repo, checkout.branch) is not None:
             text = git(checkout.repo, "diff", "--shortstat", checkout.base_commit, checkout.branch)
         else:
@@ -225,32 +228,54 @@ def remove(root: Path, checkout: Checkout) -> None:
                 _retried(lambda: git(repo, "update-ref", "-d", ref, checkout.base_commit))
 
 
-def remove_orphan(root: Path, folder: Path) -> None:
-    """Remove a worktree folder nothing in the store owns (its task is gone): through its
-    repository when that is still there. Its branch is deleted only if another branch or
-    tag holds every commit of it."""
+def remove_orphan(root: Path, folder: Path) -> str | None:
+    """Remove a worktree folder nothing in the store owns (its task is gone), through its
+    repository, unless it holds work: uncommitted changes (new files included), commits
+    of a detached HEAD that no branch or tag holds, or anything git cannot read. Its
+    branch is deleted only if another branch or tag holds every commit of it.
+
+    Returns:
+        None when it was removed, else why it was kept (for the log).
+    """
+    path = str(folder)
     try:
-        common = os.path.join(folder, git(str(folder), "rev-parse", "--git-common-dir"))
-        branch = git(str(folder), "symbolic-ref", "--quiet", "--short", "HEAD")
-    except GitFailed:
-        shutil.rmtree(folder, ignore_errors=True)
-        return
+        common = os.path.join(folder, git(path, "rev-parse", "--git-common-dir"))
+    except GitFailed as exc:
+        return f"git cannot read it ({exc})"
+    branch = _branch_of(folder)  # None: a detached HEAD
     common = os.path.realpath(common)
     repo = str(Path(common).parent) if Path(common).name == ".git" else common
-    tip = _branch_tip(repo, branch)
     with repo_lock(root, repo):
+        kept = _work_in(path)
+        if kept is not None:
+            return kept
+        tip = None if branch is None else _branch_tip(repo, branch)
         with contextlib.suppress(GitFailed):
-            _retried(lambda: git(repo, "worktree", "remove", "--force", "--force", str(folder)))
+            _retried(lambda: git(repo, "worktree", "remove", "--force", path))
         shutil.rmtree(folder, ignore_errors=True)
         with contextlib.suppress(GitFailed):
             _retried(lambda: git(repo, "worktree", "prune"))
-            if tip is not None and branch.startswith(BRANCH_PREFIX):
+            if branch is not None and tip is not None and branch.startswith(BRANCH_PREFIX):
                 holders = git(
                     repo, "for-each-ref", "--contains", tip, "--format=%(refname)",
                     "refs/heads", "refs/tags",
                 ).split()  # fmt: skip
                 if any(ref != f"refs/heads/{branch}" for ref in holders):
                     _retried(lambda: git(repo, "update-ref", "-d", f"refs/heads/{branch}", tip))
+    return None
+
+
+def _work_in(path: str) -> str | None:
+    """What of a worktree's work removing it would lose, or None."""
+    if has_uncommitted(path):
+        return "it holds uncommitted changes"
+    try:
+        stray = git(path, "rev-list", "--max-count=1", "HEAD", "--not", "--branches", "--tags")
+    except GitFailed as exc:
+        return f"git cannot read its commits ({exc})"
+    if stray:
+        return "its HEAD holds commits on no branch or tag"
+    return None
 
 
 def _branch_of(path: Path) -> str | None:

@@ -49,10 +49,15 @@ class FireResult:
 
 def check_schedule_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
     """A schedule's task, checked as a submit would check it, as the JSON the store keeps.
+    A worktree task's repository is checked here (git runs: call it outside a
+    transaction) and kept as its top-level folder; its base is not pinned, each task
+    starts from its base as it is when its first attempt starts.
 
     Raises:
-        InvalidInput: a field is wrong, or one that a recurring task cannot have.
+        InvalidInput: a field is wrong, or one that a recurring task cannot have, or a
+            worktree task's repository or base is (the message says which).
     """
+    from slotline.isolation import locate
     from slotline.spec import parse_spec
 
     for name in _NOT_FOR_SCHEDULES:
@@ -60,7 +65,7 @@ def check_schedule_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
             raise InvalidInput(
                 f"{name}: a schedule's task cannot have one (each tick submits a new task)"
             )
-    parsed = parse_spec(dict(spec))
+    parsed = locate(parse_spec(dict(spec)))
     data: dict[str, Any] = parsed.model_dump(mode="json", exclude_defaults=True)
     data["priority"] = parsed.priority.label
     return data
