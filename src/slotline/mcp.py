@@ -250,9 +250,10 @@ def build_server(calls_for: Callable[[Context[Any, Any, Any]], Calls], **setting
         key: Annotated[
             str | None,
             Field(
-                description="Idempotency key: while a task with it has not finished, you get "
-                "that task back (deduplicated: true) instead of a second one. Use one per "
-                "piece of work, so that retrying a call that timed out is safe."
+                description="Idempotency key (your user's): while a task of yours with it "
+                "has not finished, you get that task back (deduplicated: true) instead of a "
+                "second one. Use one per piece of work, so that retrying a call that timed "
+                "out is safe."
             ),
         ] = None,
         delay: Annotated[

@@ -56,8 +56,9 @@ class TaskSpec(BaseModel):
     memory_mb: int | None = Field(default=None, gt=0, le=16 * 1024 * 1024)
     expected_duration: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
     hold: bool = False
-    # Idempotency: while a task with this key has not finished, submitting returns it;
-    # with `dedup_window` (seconds), so does one that finished within that window.
+    # Idempotency, per `user` (no user: one shared scope): while a task of the same user
+    # with this key has not finished, submitting returns it; with `dedup_window`
+    # (seconds), so does one that finished within that window.
     key: str | None = Field(default=None, min_length=1, max_length=MAX_KEY)
     dedup_window: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
     # A delayed task: start no earlier than `run_at` (epoch seconds, or ISO 8601; without

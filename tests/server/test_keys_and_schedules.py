@@ -64,15 +64,30 @@ def test_start_times_by_delay_or_iso_time(http: httpx.Client) -> None:
     assert "in the past" in past["detail"]
 
 
-def test_a_key_held_by_another_users_task_is_not_shown(make_server: Any) -> None:
+def test_keys_are_per_user_so_one_user_cannot_squat_anothers(make_server: Any) -> None:
     server: Running = make_server(options=ServerOptions(raw_commands_admin_only=False))
     admin, ann = server.token("root", "admin"), server.token("ann", "user")
     with server.client(admin) as as_admin, server.client(ann) as as_ann:
-        post(as_admin, "/api/tasks", {"command": ECHO, "key": "shared", "user": "bob"}, 201)
+        bobs = post(as_admin, "/api/tasks", {"command": ECHO, "key": "shared", "user": "bob"}, 201)
 
-        refused = post(as_ann, "/api/tasks", {"command": ECHO, "key": "shared"}, 409)
+        anns = post(as_ann, "/api/tasks", {"command": ECHO, "key": "shared"}, 201)
+        retry = post(as_ann, "/api/tasks", {"command": ECHO, "key": "shared"}, 200)
+        batch = post(
+            as_ann,
+            "/api/tasks/batch",
+            {"tasks": [{"command": ECHO, "key": "shared"}, {"command": ECHO, "key": "other"}]},
+            201,
+        )
+        bobs_retry = post(
+            as_admin, "/api/tasks", {"command": ECHO, "key": "shared", "user": "bob"}, 200
+        )
 
-    assert "in use by a task you cannot see" in refused["detail"]
+    assert anns["id"] != bobs["id"]
+    assert (anns["user"], anns["deduplicated"]) == ("ann", False)
+    assert (retry["id"], retry["deduplicated"]) == (anns["id"], True)
+    assert batch[0]["id"] == anns["id"]
+    assert [t["deduplicated"] for t in batch] == [True, False]
+    assert (bobs_retry["id"], bobs_retry["user"]) == (bobs["id"], "bob")
 
 
 # -- schedules ------------------------------------------------------------------------------

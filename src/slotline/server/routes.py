@@ -165,8 +165,9 @@ async def submit_one(state: ServerState, who: Principal, body: SubmitBody) -> di
 
 
 async def _submitted(state: ServerState, who: Principal, task: Task) -> dict[str, Any]:
-    """A submitted task as the answer shows it; a key held by a task the caller may not
-    see is refused rather than shown."""
+    """A submitted task as the answer shows it. Keys are scoped per owner, so a user token
+    only ever gets its own task back; a task token submits as its task's user, whose key
+    may name a task outside the token's subtree: that is refused rather than shown."""
     if task.deduplicated and not who.sees(task):
         raise HTTPException(409, f"key {task.key!r} is in use by a task you cannot see")
     return {**await _fresh(state, task.id), "deduplicated": task.deduplicated}
