@@ -93,9 +93,10 @@ class Queue:
                 max_attempts, backoff, timeout, queue_ttl, hold, args, expected_duration
                 (seconds, for ETAs); key (idempotency, per user: while a task of the same
                 user with that key has not finished, it is returned, with `deduplicated`
-                set, instead of a new one)
-                and dedup_window (seconds); run_at (epoch seconds or ISO 8601) or delay
-                (seconds): start no earlier; isolation ("worktree"), repo, base, keep
+                set, instead of a new one) and dedup_window (seconds); run_at (epoch
+                seconds, a datetime (a naive one is local time), or ISO 8601 with an
+                offset) or delay (seconds): start no earlier; isolation ("worktree"), repo,
+                base, keep
                 (a git worktree per run: docs/config.md).
 
         Returns:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
@@ -55,12 +56,15 @@ def test_start_times_by_delay_or_iso_time(http: httpx.Client) -> None:
     later = post(http, "/api/tasks", {"command": ECHO, "delay": 600}, 201)
     at = post(http, "/api/tasks", {"command": ECHO, "run_at": "2999-01-01T00:00:00Z"}, 201)
     bad = post(http, "/api/tasks", {"command": ECHO, "run_at": "soon"}, 422)
+    naive = post(http, "/api/tasks", {"command": ECHO, "run_at": "2999-01-01T00:00:00"}, 422)
     past = post(http, "/api/tasks", {"command": ECHO, "run_at": 1_000_000_000}, 422)
 
     assert later["run_at"] is not None
     assert later["eta_start"] >= later["run_at"]
     assert at["run_at"] == "2999-01-01T00:00:00Z"
     assert "ISO 8601" in bad["detail"]
+    assert "has no UTC offset" in naive["detail"]
+    assert http.get("/api/tasks").json()["total"] == 2
     assert "in the past" in past["detail"]
 
 
@@ -160,3 +164,13 @@ def test_the_client_has_the_schedule_verbs_and_the_dedup_flag(server: Running) -
     assert (added.overlap, paused.paused, resumed.paused) == ("queue", True, False)
     assert [s.name for s in listed] == ["s"]
     assert removed.name == "s"
+
+
+def test_the_client_sends_a_datetime_start_time_as_epoch_seconds(server: Running) -> None:
+    # A naive datetime is this machine's local time; the server could not know that zone
+    at = datetime.now().replace(microsecond=0) + timedelta(hours=1)
+
+    with SlotlineClient(server.url) as client:
+        task = client.submit({"command": ECHO, "run_at": at})
+
+    assert task.run_at == at.timestamp()
