@@ -10,6 +10,7 @@ import pytest
 
 from slotline.client import SlotlineClient
 from slotline.errors import InvalidInput, NotFound
+from slotline.runner.env import build_env
 from slotline.server import ServerOptions
 
 from .conftest import Running
@@ -92,6 +93,36 @@ def test_keys_are_per_user_so_one_user_cannot_squat_anothers(make_server: Any) -
     assert batch[0]["id"] == anns["id"]
     assert [t["deduplicated"] for t in batch] == [True, False]
     assert (bobs_retry["id"], bobs_retry["user"]) == (bobs["id"], "bob")
+
+
+def test_a_task_tokens_key_held_outside_its_subtree_refuses_the_whole_batch(
+    make_server: Any,
+) -> None:
+    # Given ann's task holding key "k", and a running task of ann with its own token
+    server: Running = make_server()
+    store = server.store
+    with server.client(server.token("root", "admin")) as as_admin:
+        parent = post(as_admin, "/api/tasks", {"command": ["true"], "user": "ann"}, 201)
+        (claim,) = store.claim("external:test", limit=1).claims
+        assert claim.task.id == parent["id"]
+        held = post(as_admin, "/api/tasks", {"command": ECHO, "user": "ann", "key": "k"}, 201)
+    token = build_env(claim.task, claim.attempt, "", api_url=server.url)["SLOTLINE_TOKEN"]
+    seq = store.last_seq()
+
+    # When the task submits a batch with that key and another task
+    with server.client(token) as as_task:
+        tasks = [{"command": ["true"], "title": "new"}, {"command": ["true"], "key": "k"}]
+        refused = post(as_task, "/api/tasks/batch", {"tasks": tasks}, 409)
+        own = post(as_task, "/api/tasks", {"command": ["true"], "key": "mine"}, 201)
+        again = post(as_task, "/api/tasks", {"command": ["true"], "key": "mine"}, 200)
+
+    # Then nothing of the batch was created or logged, and the held task is not shown
+    assert "outside the subtree" in refused["detail"]
+    assert held["id"] not in refused["detail"]
+    assert again["id"] == own["id"]
+    assert {t.id for t in store.list_tasks()} == {parent["id"], held["id"], own["id"]}
+    kinds = [(e.kind, e.task_id) for e in store.events(since=seq) if e.task_id == held["id"]]
+    assert kinds == []
 
 
 # -- schedules ------------------------------------------------------------------------------

@@ -30,8 +30,16 @@ if TYPE_CHECKING:
 Found = Task | int | None
 
 
-def existing(tx: Tx, specs: Sequence[TaskSpec], now: float) -> list[Found]:
-    """What each spec's key names, in order; an existing task is logged as deduplicated."""
+def existing(
+    tx: Tx, specs: Sequence[TaskSpec], now: float, within: str | None = None
+) -> list[Found]:
+    """What each spec's key names, in order; an existing task is logged as deduplicated.
+
+    Raises:
+        InvalidTransition: `within` is given and a key names a task outside its subtree
+            (a task token's submit: the owner's key, held by a task the token cannot see).
+    """
+    visible = None if within is None else {r["id"] for r in tx.rows("tasks_subtree", id=within)}
     found: list[Found] = []
     by_key: dict[tuple[str, str], Found] = {}
     fresh = 0
@@ -51,6 +59,12 @@ def existing(tx: Tx, specs: Sequence[TaskSpec], now: float) -> list[Found]:
             found.append(None)
             fresh += 1
         else:
+            if visible is not None and task.id not in visible:
+                raise InvalidTransition(
+                    f"key {key!r} is in use by a task outside the subtree of task "
+                    f"{within[:8] if within else ''}; use another key",
+                    key=key,
+                )
             task = replace(task, deduplicated=True)
             by_key[scoped] = task
             found.append(task)
