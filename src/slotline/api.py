@@ -91,10 +91,12 @@ class Queue:
             **fields: any TaskSpec field: priority ("urgent"|"high"|"normal"|"low", P0..P3),
                 title, agent, workspace, user, labels, env, depends_on, parent_id,
                 max_attempts, backoff, timeout, queue_ttl, hold, args, expected_duration
-                (seconds, for ETAs); key (idempotency: while a task with that key has not
-                finished, it is returned, with `deduplicated` set, instead of a new one)
-                and dedup_window (seconds); run_at (epoch seconds or ISO 8601) or delay
-                (seconds): start no earlier; isolation ("worktree"), repo, base, keep
+                (seconds, for ETAs); key (idempotency, per user: while a task of the same
+                user with that key has not finished, it is returned, with `deduplicated`
+                set, instead of a new one) and dedup_window (seconds); run_at (epoch
+                seconds, a datetime (a naive one is local time), or ISO 8601 with an
+                offset) or delay (seconds): start no earlier; isolation ("worktree"), repo,
+                base, keep
                 (a git worktree per run: docs/config.md).
 
         Returns:

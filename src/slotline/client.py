@@ -24,7 +24,7 @@ from slotline import errors
 from slotline.errors import AccessDenied, ServerUnavailable
 from slotline.models import Event, Priority, Status, Task, TaskPage
 from slotline.scheduler.cron import Schedule
-from slotline.spec import TaskSpec
+from slotline.spec import TaskSpec, instant
 from slotline.store import BulkResult, QueueStatus, Settings, Watcher
 from slotline.taskfilter import TaskFilter
 from slotline.wire import event_from_json, settings_from_json, task_from_json
@@ -133,8 +133,13 @@ class SlotlineClient:
             if spec.kind is not None:
                 data["kind"] = spec.resolved_kind.value
             return data
-        # Enum values (a Priority) go as their names, which the API takes.
-        return {k: v.label if isinstance(v, Priority) else v for k, v in spec.items()}
+        # Enum values (a Priority) go as their names, which the API takes; a start time
+        # as epoch seconds, converted here by `instant`'s rule (a naive datetime is this
+        # machine's local time, which the server cannot know).
+        return {
+            k: v.label if isinstance(v, Priority) else instant(v) if k == "run_at" else v
+            for k, v in spec.items()
+        }
 
     # -- reads --------------------------------------------------------------------------
 

@@ -250,9 +250,10 @@ def build_server(calls_for: Callable[[Context[Any, Any, Any]], Calls], **setting
         key: Annotated[
             str | None,
             Field(
-                description="Idempotency key: while a task with it has not finished, you get "
-                "that task back (deduplicated: true) instead of a second one. Use one per "
-                "piece of work, so that retrying a call that timed out is safe."
+                description="Idempotency key (your user's): while a task of yours with it "
+                "has not finished, you get that task back (deduplicated: true) instead of a "
+                "second one. Use one per piece of work, so that retrying a call that timed "
+                "out is safe."
             ),
         ] = None,
         delay: Annotated[
@@ -260,7 +261,11 @@ def build_server(calls_for: Callable[[Context[Any, Any, Any]], Calls], **setting
             Field(description="Start no earlier than this many seconds from now", gt=0),
         ] = None,
         run_at: Annotated[
-            str | None, Field(description="Start no earlier than this time (ISO 8601, UTC)")
+            str | None,
+            Field(
+                description="Start no earlier than this time: ISO 8601 with an offset, "
+                "e.g. 2026-11-24T15:00:00Z (UTC) or 2026-11-24T15:00:00+01:00"
+            ),
         ] = None,
     ) -> dict[str, Any]:
         """Queue a task: an agent type with a prompt (preferred), or a raw command.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal
 
 import pydantic
@@ -56,12 +56,13 @@ class TaskSpec(BaseModel):
     memory_mb: int | None = Field(default=None, gt=0, le=16 * 1024 * 1024)
     expected_duration: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
     hold: bool = False
-    # Idempotency: while a task with this key has not finished, submitting returns it;
-    # with `dedup_window` (seconds), so does one that finished within that window.
+    # Idempotency, per `user` (no user: one shared scope): while a task of the same user
+    # with this key has not finished, submitting returns it; with `dedup_window`
+    # (seconds), so does one that finished within that window.
     key: str | None = Field(default=None, min_length=1, max_length=MAX_KEY)
     dedup_window: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
-    # A delayed task: start no earlier than `run_at` (epoch seconds, or ISO 8601; without
-    # an offset, UTC), or `delay` seconds after the submit (on the store's clock).
+    # A delayed task: start no earlier than `run_at` (`instant`: epoch seconds, a datetime,
+    # or ISO 8601 with an offset), or `delay` seconds after the submit (the store's clock).
     run_at: float | None = None
     delay: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
     # Worktree isolation (docs/config.md): the run's cwd is a fresh git worktree of
@@ -106,11 +107,7 @@ class TaskSpec(BaseModel):
     @field_validator("run_at", mode="before")
     @classmethod
     def _run_at(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return parse_instant(value)
-        if isinstance(value, datetime):
-            return (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
-        return value
+        return instant(value)
 
     @field_validator("run_at")
     @classmethod
@@ -241,14 +238,36 @@ class TaskSpec(BaseModel):
         return text if len(text) <= 80 else text[:77] + "..."
 
 
-def parse_instant(text: str) -> float:
-    """An ISO 8601 time (`2026-11-24T03:00:00Z`, `2026-11-24 03:00+01:00`) as epoch
-    seconds; one without an offset is UTC."""
+def instant(value: Any) -> Any:
+    """A start time as epoch seconds, by the one rule of every API (the CLI's `--at`,
+    which knows the user's zone, converts its local forms itself, in `cli/when.py`):
+
+    - a number is epoch seconds;
+    - a `datetime` is Python's own: an aware one is its instant, a naive one is this
+      machine's local time (as `datetime.timestamp()` takes it);
+    - a string is ISO 8601 with an offset (`2026-11-24T03:00:00Z`,
+      `2026-11-24 03:00+01:00`); one without is refused, since a server cannot know the
+      zone its caller meant.
+
+    Anything else is returned as it is, for the field's own validation.
+
+    Raises:
+        ValueError: a string that is not ISO 8601, or has no offset.
+    """
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if not isinstance(value, str):
+        return value
     try:
-        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+        when = datetime.fromisoformat(value.strip().replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
-        raise ValueError(f"{text!r} is not an ISO 8601 time (e.g. 2026-11-24T03:00:00Z)") from None
-    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+        raise ValueError(f"{value!r} is not an ISO 8601 time (e.g. 2026-11-24T03:00:00Z)") from None
+    if when.tzinfo is None:
+        raise ValueError(
+            f"{value!r} has no UTC offset: add one, Z for UTC (2026-11-24T03:00:00Z) or "
+            "the zone's (2026-11-24T03:00:00+01:00), or give epoch seconds"
+        )
+    return when.timestamp()
 
 
 def parse_spec(data: dict[str, Any] | TaskSpec) -> TaskSpec:

@@ -1,5 +1,6 @@
-"""Idempotency keys: while a task with key K has not finished, submitting K again returns
-it, on every backend, in batches, and under concurrent submits."""
+"""Idempotency keys: while a task of an owner with key K has not finished, that owner's
+submit of K again returns it, on every backend, in batches, and under concurrent submits;
+another owner's K is another task."""
 
 from __future__ import annotations
 
@@ -89,6 +90,59 @@ def test_keys_are_respected_within_and_across_a_batch(store: Store, submit: Subm
     assert batch[1].id == old.id
     assert batch[0].id == batch[2].id
     assert len(store.list_tasks()) == 3
+
+
+def test_two_users_with_one_key_get_two_tasks_and_each_retry_its_own(
+    store: Store, submit: SubmitFn
+) -> None:
+    ann = submit("ann's", key="fix-7", user="ann")
+    seq = store.last_seq()
+
+    bob = submit("bob's", key="fix-7", user="bob")
+    nobody = submit("local", key="fix-7")
+    ann_again = submit("ann's retry", key="fix-7", user="ann")
+    bob_again = submit("bob's retry", key="fix-7", user="bob")
+    nobody_again = submit("local retry", key="fix-7")
+
+    assert len({ann.id, bob.id, nobody.id}) == 3
+    assert (bob.deduplicated, nobody.deduplicated) == (False, False)
+    assert (ann_again.id, ann_again.deduplicated) == (ann.id, True)
+    assert (bob_again.id, bob_again.user) == (bob.id, "bob")
+    assert nobody_again.id == nobody.id
+    # Only the owner's own retries are logged on their tasks
+    logged = [(e.task_id, e.kind) for e in store.events(since=seq) if e.kind == "deduplicated"]
+    assert logged == [
+        (ann.id, "deduplicated"),
+        (bob.id, "deduplicated"),
+        (nobody.id, "deduplicated"),
+    ]
+
+
+def test_a_batch_scopes_keys_per_owner(store: Store, submit: SubmitFn) -> None:
+    bob = submit("bob's", key="a", user="bob")
+
+    batch = store.submit_many(
+        [
+            {"command": ["echo"], "title": "ann a", "key": "a", "user": "ann"},
+            {"command": ["echo"], "title": "bob a", "key": "a", "user": "bob"},
+            {"command": ["echo"], "title": "ann a again", "key": "a", "user": "ann"},
+        ]
+    )
+
+    assert [t.title for t in batch] == ["ann a", "bob's", "ann a"]
+    assert [t.deduplicated for t in batch] == [False, True, True]
+    assert batch[1].id == bob.id
+    assert len(store.list_tasks()) == 2
+
+
+def test_restarting_is_refused_only_by_a_live_task_of_the_same_owner(
+    store: Store, submit: SubmitFn, claim: ClaimFn, finish: FinishFn
+) -> None:
+    first = submit("ann's", key="k", user="ann")
+    finish(claim()[0], 1)
+    submit("bob's", key="k", user="bob")
+
+    assert store.restart(first.id).status is Status.QUEUED
 
 
 def test_a_duplicate_is_returned_even_when_the_queue_is_full(

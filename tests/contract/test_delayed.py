@@ -3,6 +3,10 @@ start no earlier, and the claim says when to look again."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta, timezone
+
 import pytest
 
 from slotline.errors import InvalidInput
@@ -42,6 +46,40 @@ def test_run_at_takes_an_epoch_time_or_iso_8601(
     shown = store.get(by_text.id).to_dict()
     assert shown["run_at"] == iso(at)
     assert shown["status"] == "queued"
+
+
+@pytest.fixture
+def in_kolkata(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """This process's local time is UTC+05:30, so that local and UTC differ."""
+    monkeypatch.setenv("TZ", "Asia/Kolkata")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+@pytest.mark.usefixtures("in_kolkata")
+def test_a_naive_datetime_is_local_time_like_pythons_timestamp(
+    submit: SubmitFn, clock: Clock
+) -> None:
+    utc = datetime.fromtimestamp(clock.now, UTC).replace(microsecond=0) + timedelta(hours=1)
+    local = utc.astimezone().replace(tzinfo=None)  # the same instant, on the wall clock here
+
+    naive = submit("naive", run_at=local)
+    aware = submit("aware", run_at=utc.astimezone(timezone(timedelta(hours=-3))))
+
+    assert naive.run_at == aware.run_at == utc.timestamp() == local.timestamp()
+
+
+def test_an_iso_time_without_an_offset_is_refused(
+    store: Store, submit: SubmitFn, clock: Clock
+) -> None:
+    naive_text = iso(clock.now + 3600).removesuffix("Z")
+
+    with pytest.raises(InvalidInput, match=r"run_at: .* has no UTC offset: add one, Z for UTC"):
+        submit("x", run_at=naive_text)
+
+    assert store.list_tasks() == []
 
 
 def test_a_delayed_task_shows_its_start_time_as_its_eta(

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from pathlib import Path
 
+from slotline.models import iso
 from slotline.store import Store
 from waiting import until
 
@@ -67,6 +69,13 @@ def test_at_takes_a_utc_time_and_refuses_a_past_one(cli: Run) -> None:
     assert garbled.code == 2
     assert "HH:MM" in garbled.error_line()
     assert len(ok(cli("ls", "--json"))) == 1
+
+
+def test_at_takes_a_time_without_offset_as_local_and_submits_epoch_seconds(cli: Run) -> None:
+    # The API refuses an ISO time without an offset; the CLI knows this machine's zone
+    task = submit(cli, "--at", "2999-01-01T00:00")
+
+    assert task["run_at"] == iso(datetime(2999, 1, 1).timestamp())
 
 
 # -- schedules ----------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
@@ -9,6 +10,7 @@ import pytest
 
 from slotline.client import SlotlineClient
 from slotline.errors import InvalidInput, NotFound
+from slotline.runner.env import build_env
 from slotline.server import ServerOptions
 
 from .conftest import Running
@@ -55,24 +57,72 @@ def test_start_times_by_delay_or_iso_time(http: httpx.Client) -> None:
     later = post(http, "/api/tasks", {"command": ECHO, "delay": 600}, 201)
     at = post(http, "/api/tasks", {"command": ECHO, "run_at": "2999-01-01T00:00:00Z"}, 201)
     bad = post(http, "/api/tasks", {"command": ECHO, "run_at": "soon"}, 422)
+    naive = post(http, "/api/tasks", {"command": ECHO, "run_at": "2999-01-01T00:00:00"}, 422)
     past = post(http, "/api/tasks", {"command": ECHO, "run_at": 1_000_000_000}, 422)
 
     assert later["run_at"] is not None
     assert later["eta_start"] >= later["run_at"]
     assert at["run_at"] == "2999-01-01T00:00:00Z"
     assert "ISO 8601" in bad["detail"]
+    assert "has no UTC offset" in naive["detail"]
+    assert http.get("/api/tasks").json()["total"] == 2
     assert "in the past" in past["detail"]
 
 
-def test_a_key_held_by_another_users_task_is_not_shown(make_server: Any) -> None:
+def test_keys_are_per_user_so_one_user_cannot_squat_anothers(make_server: Any) -> None:
     server: Running = make_server(options=ServerOptions(raw_commands_admin_only=False))
     admin, ann = server.token("root", "admin"), server.token("ann", "user")
     with server.client(admin) as as_admin, server.client(ann) as as_ann:
-        post(as_admin, "/api/tasks", {"command": ECHO, "key": "shared", "user": "bob"}, 201)
+        bobs = post(as_admin, "/api/tasks", {"command": ECHO, "key": "shared", "user": "bob"}, 201)
 
-        refused = post(as_ann, "/api/tasks", {"command": ECHO, "key": "shared"}, 409)
+        anns = post(as_ann, "/api/tasks", {"command": ECHO, "key": "shared"}, 201)
+        retry = post(as_ann, "/api/tasks", {"command": ECHO, "key": "shared"}, 200)
+        batch = post(
+            as_ann,
+            "/api/tasks/batch",
+            {"tasks": [{"command": ECHO, "key": "shared"}, {"command": ECHO, "key": "other"}]},
+            201,
+        )
+        bobs_retry = post(
+            as_admin, "/api/tasks", {"command": ECHO, "key": "shared", "user": "bob"}, 200
+        )
 
-    assert "in use by a task you cannot see" in refused["detail"]
+    assert anns["id"] != bobs["id"]
+    assert (anns["user"], anns["deduplicated"]) == ("ann", False)
+    assert (retry["id"], retry["deduplicated"]) == (anns["id"], True)
+    assert batch[0]["id"] == anns["id"]
+    assert [t["deduplicated"] for t in batch] == [True, False]
+    assert (bobs_retry["id"], bobs_retry["user"]) == (bobs["id"], "bob")
+
+
+def test_a_task_tokens_key_held_outside_its_subtree_refuses_the_whole_batch(
+    make_server: Any,
+) -> None:
+    # Given ann's task holding key "k", and a running task of ann with its own token
+    server: Running = make_server()
+    store = server.store
+    with server.client(server.token("root", "admin")) as as_admin:
+        parent = post(as_admin, "/api/tasks", {"command": ["true"], "user": "ann"}, 201)
+        (claim,) = store.claim("external:test", limit=1).claims
+        assert claim.task.id == parent["id"]
+        held = post(as_admin, "/api/tasks", {"command": ECHO, "user": "ann", "key": "k"}, 201)
+    token = build_env(claim.task, claim.attempt, "", api_url=server.url)["SLOTLINE_TOKEN"]
+    seq = store.last_seq()
+
+    # When the task submits a batch with that key and another task
+    with server.client(token) as as_task:
+        tasks = [{"command": ["true"], "title": "new"}, {"command": ["true"], "key": "k"}]
+        refused = post(as_task, "/api/tasks/batch", {"tasks": tasks}, 409)
+        own = post(as_task, "/api/tasks", {"command": ["true"], "key": "mine"}, 201)
+        again = post(as_task, "/api/tasks", {"command": ["true"], "key": "mine"}, 200)
+
+    # Then nothing of the batch was created or logged, and the held task is not shown
+    assert "outside the subtree" in refused["detail"]
+    assert held["id"] not in refused["detail"]
+    assert again["id"] == own["id"]
+    assert {t.id for t in store.list_tasks()} == {parent["id"], held["id"], own["id"]}
+    kinds = [(e.kind, e.task_id) for e in store.events(since=seq) if e.task_id == held["id"]]
+    assert kinds == []
 
 
 # -- schedules ------------------------------------------------------------------------------
@@ -145,3 +195,13 @@ def test_the_client_has_the_schedule_verbs_and_the_dedup_flag(server: Running) -
     assert (added.overlap, paused.paused, resumed.paused) == ("queue", True, False)
     assert [s.name for s in listed] == ["s"]
     assert removed.name == "s"
+
+
+def test_the_client_sends_a_datetime_start_time_as_epoch_seconds(server: Running) -> None:
+    # A naive datetime is this machine's local time; the server could not know that zone
+    at = datetime.now().replace(microsecond=0) + timedelta(hours=1)
+
+    with SlotlineClient(server.url) as client:
+        task = client.submit({"command": ECHO, "run_at": at})
+
+    assert task.run_at == at.timestamp()

@@ -183,8 +183,8 @@ def parse_priority(
 @click.option(
     "--key",
     metavar="K",
-    help="Idempotency key: while a task with this key has not finished, return that task "
-    "instead of creating another.",
+    help="Idempotency key: while a task of the same user with this key has not finished, "
+    "return that task instead of creating another.",
 )
 @click.option(
     "--dedup-window",

@@ -160,15 +160,14 @@ async def _fresh(state: ServerState, task_id: str) -> dict[str, Any]:
 async def submit_one(state: ServerState, who: Principal, body: SubmitBody) -> dict[str, Any]:
     """Submit one task (the route and the MCP tool): the task, and `deduplicated`."""
     (spec,) = await _specs(state, who, [body])
-    task = await state.call(state.store.submit, spec)
-    return await _submitted(state, who, task)
+    task = await state.call(state.store.submit, spec, within=who.task_id)
+    return await _submitted(state, task)
 
 
-async def _submitted(state: ServerState, who: Principal, task: Task) -> dict[str, Any]:
-    """A submitted task as the answer shows it; a key held by a task the caller may not
-    see is refused rather than shown."""
-    if task.deduplicated and not who.sees(task):
-        raise HTTPException(409, f"key {task.key!r} is in use by a task you cannot see")
+async def _submitted(state: ServerState, task: Task) -> dict[str, Any]:
+    """A submitted task as the answer shows it. Keys are scoped per owner, so a user token
+    only ever gets its own task back; a task token submits as its task's user, and the
+    store refuses (409, the whole batch) a key of that user held outside its subtree."""
     return {**await _fresh(state, task.id), "deduplicated": task.deduplicated}
 
 
@@ -194,8 +193,8 @@ async def submit_batch(state: State, who: Writer, body: BatchBody) -> list[dict[
     """Submit several tasks in one transaction: all are created, or none. A task whose
     key names an existing task is that task, with `deduplicated: true`."""
     specs = await _specs(state, who, body.tasks)
-    created = await state.call(state.store.submit_many, specs)
-    return [await _submitted(state, who, t) for t in created]
+    created = await state.call(state.store.submit_many, specs, within=who.task_id)
+    return [await _submitted(state, t) for t in created]
 
 
 @router.get("", response_model=TaskList)

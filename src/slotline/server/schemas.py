@@ -180,7 +180,9 @@ class SubmitBody(BaseModel):
         "many seconds ago or less",
     )
     run_at: str | float | None = Field(
-        default=None, description="Start no earlier than this (ISO 8601, or epoch seconds)"
+        default=None,
+        description="Start no earlier than this: epoch seconds, or ISO 8601 with an offset "
+        "(Z or +01:00; a time without one is refused)",
     )
     delay: float | None = Field(
         default=None, description="Start no earlier than this many seconds from now"

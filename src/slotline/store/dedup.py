@@ -1,9 +1,11 @@
 """Idempotency keys, inside the caller's transaction: which specs of a submit name a task
 that already exists, and the check that a restart does not make a key's second live task.
 
-While a task with key K has not finished (waiting, queued, held, running or blocked), a
-submit with key K returns it instead of creating one; with `dedup_window`, so does the
-last task of K that finished within the window. Writes are serialized on both backends,
+A key belongs to the task's owner (`user`); tasks without one share the no-owner scope,
+so one user's key never names another user's task. While a task of owner O with key K
+has not finished (waiting, queued, held, running or blocked), a submit of O with key K
+returns it instead of creating one; with `dedup_window`, so does the last task of O's K
+that finished within the window. Writes are serialized on both backends,
 so the look-up and the insert cannot interleave; the partial unique index `tasks_key_live`
 (migration 0014) makes a second live task of a key impossible all the same.
 """
@@ -28,10 +30,18 @@ if TYPE_CHECKING:
 Found = Task | int | None
 
 
-def existing(tx: Tx, specs: Sequence[TaskSpec], now: float) -> list[Found]:
-    """What each spec's key names, in order; an existing task is logged as deduplicated."""
+def existing(
+    tx: Tx, specs: Sequence[TaskSpec], now: float, within: str | None = None
+) -> list[Found]:
+    """What each spec's key names, in order; an existing task is logged as deduplicated.
+
+    Raises:
+        InvalidTransition: `within` is given and a key names a task outside its subtree
+            (a task token's submit: the owner's key, held by a task the token cannot see).
+    """
+    visible = None if within is None else {r["id"] for r in tx.rows("tasks_subtree", id=within)}
     found: list[Found] = []
-    by_key: dict[str, Found] = {}
+    by_key: dict[tuple[str, str], Found] = {}
     fresh = 0
     for spec in specs:
         key = spec.key
@@ -39,26 +49,39 @@ def existing(tx: Tx, specs: Sequence[TaskSpec], now: float) -> list[Found]:
             found.append(None)
             fresh += 1
             continue
-        if key in by_key:
-            found.append(by_key[key])
+        scoped = (_owner(spec.user), key)
+        if scoped in by_key:
+            found.append(by_key[scoped])
             continue
-        task = _named(tx, key, spec.dedup_window, now)
+        task = _named(tx, scoped, spec.dedup_window, now)
         if task is None:
-            by_key[key] = fresh
+            by_key[scoped] = fresh
             found.append(None)
             fresh += 1
         else:
+            if visible is not None and task.id not in visible:
+                raise InvalidTransition(
+                    f"key {key!r} is in use by a task outside the subtree of task "
+                    f"{within[:8] if within else ''}; use another key",
+                    key=key,
+                )
             task = replace(task, deduplicated=True)
-            by_key[key] = task
+            by_key[scoped] = task
             found.append(task)
             emit(tx, "deduplicated", task.id, now, key=key, status=task.status.value)
     return found
 
 
-def _named(tx: Tx, key: str, window: float | None, now: float) -> Task | None:
-    row = tx.one("task_by_live_key", key=key)
+def _owner(user: str | None) -> str:
+    """A key's scope, as the index `tasks_key_live` has it: '' for tasks without owner."""
+    return user or ""
+
+
+def _named(tx: Tx, scoped: tuple[str, str], window: float | None, now: float) -> Task | None:
+    owner, key = scoped
+    row = tx.one("task_by_live_key", owner=owner, key=key)
     if row is None and window is not None:
-        row = tx.one("task_by_key_finished_since", key=key, since=now - window)
+        row = tx.one("task_by_key_finished_since", owner=owner, key=key, since=now - window)
     return None if row is None else task_from_row(row)
 
 
@@ -82,11 +105,11 @@ def check_restart(tx: Tx, task: Task) -> None:
     """Refuse to bring `task` back to the line while another task holds its key.
 
     Raises:
-        InvalidTransition: another unfinished task has the same key.
+        InvalidTransition: another unfinished task of the same owner has the same key.
     """
     if task.key is None:
         return
-    other = tx.one("task_key_taken", key=task.key, id=task.id)
+    other = tx.one("task_key_taken", owner=_owner(task.user), key=task.key, id=task.id)
     if other is not None:
         raise InvalidTransition(
             f"cannot restart task {task.id[:8]}: task {other['id'][:8]} has its key "

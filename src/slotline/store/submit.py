@@ -28,20 +28,36 @@ RUN_AT_GRACE = 60.0
 class SubmitVerbs(StoreCore):
     """submit and submit_many."""
 
-    def submit(self, spec: TaskSpec | dict[str, Any], now: float | None = None) -> Task:
+    def submit(
+        self,
+        spec: TaskSpec | dict[str, Any],
+        now: float | None = None,
+        *,
+        within: str | None = None,
+    ) -> Task:
         """Create a task: queued, waiting on dependencies, held, or blocked by a bad one.
+        `within` is as for `submit_many`.
 
         Raises:
             InvalidInput: the spec is malformed.
             UnknownDependency: a `depends_on` id does not exist.
             BoundExceeded: queue size, depth or children bound reached; nothing created.
+            InvalidTransition: its key names a task outside `within`'s subtree.
         """
-        return self.submit_many([spec], now)[0]
+        return self.submit_many([spec], now, within=within)[0]
 
     def submit_many(
-        self, specs: Iterable[TaskSpec | dict[str, Any]], now: float | None = None
+        self,
+        specs: Iterable[TaskSpec | dict[str, Any]],
+        now: float | None = None,
+        *,
+        within: str | None = None,
     ) -> list[Task]:
         """Submit several tasks in one transaction: all are created or none.
+
+        `within` is the task whose subtree the submitter sees (a task token's): a key
+        that names a task outside it refuses the whole batch, which then neither
+        creates nor logs anything, rather than show that task.
 
         The rows, dependency edges and events of the batch are written with one
         statement each (`executemany`), and the tasks returned are built from what was
@@ -56,7 +72,7 @@ class SubmitVerbs(StoreCore):
         try:
             with self._write() as tx:
                 now = tx.now() if now is None else now
-                return create_tasks(tx, parsed, now)
+                return create_tasks(tx, parsed, now, within=within)
         except BoundExceeded as refused:
             self._add_retry_hint(refused)
             raise
@@ -77,18 +93,23 @@ class SubmitVerbs(StoreCore):
 
 
 def create_tasks(
-    tx: Tx, parsed: list[TaskSpec], now: float, schedule: str | None = None
+    tx: Tx,
+    parsed: list[TaskSpec],
+    now: float,
+    schedule: str | None = None,
+    within: str | None = None,
 ) -> list[Task]:
     """Create the tasks of `parsed` in the caller's transaction, in order; a spec whose
     idempotency key names a task gets that task (marked `deduplicated`) and creates
     nothing, nor counts against the bounds. `schedule` names the recurring schedule that
-    submits them.
+    submits them; `within` limits what a key may name to that task's subtree.
 
     Raises:
         BoundExceeded: a bound would be exceeded; nothing is created.
+        InvalidTransition: a key names a task outside `within`'s subtree.
     """
     settings = read_settings(tx)
-    found = dedup.existing(tx, parsed, now)
+    found = dedup.existing(tx, parsed, now, within)
     fresh = [spec for spec, item in zip(parsed, found, strict=True) if item is None]
     pending = count_of(tx, "count_pending")
     bound = settings["max_queue_size"]

@@ -1,20 +1,23 @@
 -- Idempotency keys and recurring schedules (store/dedup.py, store/schedules.py).
 
 -- name: task_by_live_key
--- The task of a key that has not finished (at most one: index tasks_key_live).
+-- The task of an owner's key that has not finished (at most one: index tasks_key_live).
+-- :owner is '' for tasks without an owner, as in the index.
 SELECT * FROM tasks
-WHERE dedup_key = :key AND status IN ('waiting', 'queued', 'held', 'running', 'blocked');
+WHERE COALESCE(owner, '') = :owner AND dedup_key = :key
+  AND status IN ('waiting', 'queued', 'held', 'running', 'blocked');
 
 -- name: task_by_key_finished_since
--- The last task of a key that finished at :since or later.
+-- The last task of an owner's key that finished at :since or later.
 SELECT * FROM tasks
-WHERE dedup_key = :key AND finished_at >= :since
+WHERE COALESCE(owner, '') = :owner AND dedup_key = :key AND finished_at >= :since
 ORDER BY finished_at DESC, id LIMIT 1;
 
 -- name: task_key_taken
--- Another task holds the key and has not finished (a restart would make two).
+-- Another task of the same owner holds the key and has not finished (a restart would
+-- make two).
 SELECT id FROM tasks
-WHERE dedup_key = :key AND id <> :id
+WHERE COALESCE(owner, '') = :owner AND dedup_key = :key AND id <> :id
   AND status IN ('waiting', 'queued', 'held', 'running', 'blocked')
 LIMIT 1;
 

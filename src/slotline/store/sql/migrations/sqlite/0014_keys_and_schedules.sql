@@ -1,12 +1,14 @@
 -- Issue 13: idempotency keys, delayed tasks and recurring schedules.
--- An idempotency key: while a task with it has not finished (blocked counts as not
--- finished: a restart of its dependency brings it back), a submit with the same key
+-- An idempotency key, per owner (tasks without one share the no-owner scope): while a
+-- task of that owner with the key has not finished (blocked counts as not finished: a
+-- restart of its dependency brings it back), a submit of the owner with the same key
 -- returns that task. The partial unique index makes a second one impossible, whatever
 -- the race; the other index finds the tasks of a key that finished (--dedup-window).
 ALTER TABLE tasks ADD COLUMN dedup_key TEXT;
-CREATE UNIQUE INDEX tasks_key_live ON tasks (dedup_key)
+CREATE UNIQUE INDEX tasks_key_live ON tasks (COALESCE(owner, ''), dedup_key)
 WHERE dedup_key IS NOT NULL AND status IN ('waiting', 'queued', 'held', 'running', 'blocked');
-CREATE INDEX tasks_key ON tasks (dedup_key, finished_at) WHERE dedup_key IS NOT NULL;
+CREATE INDEX tasks_key ON tasks (COALESCE(owner, ''), dedup_key, finished_at)
+WHERE dedup_key IS NOT NULL;
 -- The start time a delayed task asked for (submit --at / --in); not_before holds it while
 -- the task waits, this keeps it for display and for a task queued after its dependencies.
 ALTER TABLE tasks ADD COLUMN run_at REAL;
