@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import threading
 from pathlib import Path
 
@@ -169,6 +170,30 @@ def test_removing_keeps_a_branch_with_commits_and_deletes_an_empty_one(
     assert worktree_paths(repo) == [str(repo)]
     # Measured again from the branch alone, as after a crash.
     assert worktree.measure(worked) == DiffStat(1, 1, 1)
+
+
+def test_the_users_own_missing_worktree_stays_registered(
+    tmp_path: Path, repo: Path, root: Path
+) -> None:
+    # The user's own worktree on a drive that is not mounted now: its folder is missing.
+    theirs = tmp_path / "usb" / "feature"
+    run(repo, "worktree", "add", "--quiet", "-b", "feature", str(theirs))
+    shutil.rmtree(theirs)
+    # slotline creates, removes, and sweeps its own worktrees beside it,
+    ours = worktree.create(root, str(repo), "HEAD", TASK, 1)
+    worktree.settle(root, ours, KeepPolicy.ON_FAILURE, "succeeded")
+    orphan = worktree.create(root, str(repo), "HEAD", TASK, 2)
+    assert worktree.remove_orphan(root, Path(orphan.path)) is None
+    # and never forgets the user's.
+    assert str(theirs) in worktree_paths(repo)
+
+
+def test_a_worktree_folder_a_crash_left_registered_is_made_again(repo: Path, root: Path) -> None:
+    first = worktree.create(root, str(repo), "HEAD", TASK, 1)
+    shutil.rmtree(first.path)  # deleted without git: still registered
+    again = worktree.create(root, str(repo), "HEAD", TASK, 1)
+    assert Path(again.path).is_dir()
+    assert run(Path(again.path), "rev-parse", "HEAD") == first.base_commit
 
 
 def test_an_orphan_is_removed_and_its_branch_kept_while_it_holds_work(

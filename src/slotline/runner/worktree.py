@@ -135,12 +135,17 @@ def create(root: Path, repo: str, base: str, task_id: str, number: int) -> Check
                 return checkout
             raise WorktreeError(f"{path} is in the way and is not this run's worktree")
         try:
-            _retried(lambda: git(repo, "worktree", "prune"))
             if _branch_tip(repo, branch) is None:
                 add = ["worktree", "add", "--quiet", "-b", branch, str(path), commit]
             else:  # the branch outlived a worktree removed by hand: carry on with it
                 add = ["worktree", "add", "--quiet", str(path), branch]
-            _retried(lambda: git(repo, *add))
+            try:
+                _retried(lambda: git(repo, *add))
+            except GitFailed:
+                if not _stale_registration(repo, path):
+                    raise
+                _prune(repo)  # a crash left this path registered: clear it, once
+                _retried(lambda: git(repo, *add))
         except GitFailed as exc:
             raise WorktreeError(f"git worktree add failed: {exc}") from None
     return checkout
@@ -221,7 +226,8 @@ def remove(root: Path, checkout: Checkout) -> None:
                 _retried(lambda: git(repo, "worktree", "remove", "--force", "--force", path))
             shutil.rmtree(path, ignore_errors=True)
         with contextlib.suppress(GitFailed):
-            _retried(lambda: git(repo, "worktree", "prune"))
+            if _stale_registration(repo, path):  # git could not remove it: rmtree did
+                _prune(repo)
             if _branch_tip(repo, checkout.branch) == checkout.base_commit:
                 # Deleted only if it still points there (git checks, atomically).
                 ref = f"refs/heads/{checkout.branch}"
@@ -254,7 +260,8 @@ def remove_orphan(root: Path, folder: Path) -> str | None:
             _retried(lambda: git(repo, "worktree", "remove", "--force", path))
         shutil.rmtree(folder, ignore_errors=True)
         with contextlib.suppress(GitFailed):
-            _retried(lambda: git(repo, "worktree", "prune"))
+            if _stale_registration(repo, path):
+                _prune(repo)
             if branch is not None and tip is not None and branch.startswith(BRANCH_PREFIX):
                 holders = git(
                     repo, "for-each-ref", "--contains", tip, "--format=%(refname)",
@@ -276,6 +283,19 @@ def _work_in(path: str) -> str | None:
     if stray:
         return "its HEAD holds commits on no branch or tag"
     return None
+
+
+def _stale_registration(repo: str, path: str | Path) -> bool:
+    """Whether `repo` still lists a worktree at `path` whose folder is gone."""
+    listed = git(repo, "worktree", "list", "--porcelain").splitlines()
+    return f"worktree {os.path.realpath(path)}" in listed and not os.path.isdir(path)
+
+
+def _prune(repo: str) -> None:
+    # `git worktree prune` forgets every worktree of the repository whose folder is
+    # missing, the user's too (one on an unmounted drive): run only when a folder of
+    # slotline's own was removed without git, so its registration must go.
+    _retried(lambda: git(repo, "worktree", "prune"))
 
 
 def _branch_of(path: Path) -> str | None:
