@@ -9,13 +9,10 @@ so several queues can share one database.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import re
-import secrets
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
@@ -30,6 +27,7 @@ from slotline.errors import InvalidInput, StoreError
 from slotline.store.base import Store
 from slotline.store.core import Watcher
 from slotline.store.migrate import migrate
+from slotline.store.pg_listen import ListenWatcher, channel_name, first_line
 from slotline.store.queries import Cursor, Tx, load_queries
 
 DEFAULT_SCHEMA = "public"
@@ -40,8 +38,6 @@ LOCK_TIMEOUT = "60s"
 # freeze every node: the server ends such a session after this long idle in it (the node,
 # if it resumes, reconnects). Store transactions never wait on anything but the database.
 IDLE_IN_TRANSACTION_TIMEOUT = "10s"
-# How often a watcher whose connection dropped tries to open a new one.
-RECONNECT_DELAY_S = 1.0
 
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
@@ -107,19 +103,6 @@ def lock_key(schema: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
-def channel_name(schema: str) -> str:
-    """The LISTEN/NOTIFY channel of a schema's queue (at most 63 characters)."""
-    name = f"slotline_{schema}"
-    if len(name) <= 63:
-        return name
-    return "slotline_" + hashlib.sha256(schema.encode()).hexdigest()[:16]
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
 class PostgresStore(Store):
     """A store in one schema of a PostgreSQL database.
 
@@ -141,7 +124,7 @@ class PostgresStore(Store):
             given = conninfo_to_dict(self._conninfo)
         except psycopg.Error as exc:
             raise InvalidInput(
-                f"{redact(url)} is not a valid PostgreSQL URL: {_first_line(exc)}"
+                f"{redact(url)} is not a valid PostgreSQL URL: {first_line(exc)}"
             ) from exc
         self._connect_args: dict[str, Any] = {}
         if "connect_timeout" not in given:
@@ -170,7 +153,7 @@ class PostgresStore(Store):
             )
         except psycopg.Error as exc:
             raise StoreError(
-                f"cannot connect to the PostgreSQL store at {self._where}: {_first_line(exc)}. "
+                f"cannot connect to the PostgreSQL store at {self._where}: {first_line(exc)}. "
                 "Check that the server is running and accepts this URL (host, port, user, "
                 "database, password)."
             ) from exc
@@ -185,7 +168,7 @@ class PostgresStore(Store):
         except psycopg.Error as exc:
             conn.close()
             raise StoreError(
-                f"cannot set up the connection to {self._where}: {_first_line(exc)}"
+                f"cannot set up the connection to {self._where}: {first_line(exc)}"
             ) from exc
         return conn
 
@@ -212,9 +195,9 @@ class PostgresStore(Store):
             self._drop_connection()
             return StoreError(
                 f"lost the connection to the PostgreSQL store at {self._where} ({doing}): "
-                f"{_first_line(exc)}. It reconnects on the next call; check the server."
+                f"{first_line(exc)}. It reconnects on the next call; check the server."
             )
-        return StoreError(f"{doing} failed on {self._where}: {_first_line(exc)}")
+        return StoreError(f"{doing} failed on {self._where}: {first_line(exc)}")
 
     def _begin(
         self, write: bool
@@ -311,7 +294,7 @@ class PostgresStore(Store):
             migrate(tx, self.dialect, self._where)
 
     def watcher(self) -> Watcher:
-        return _ListenWatcher(self._conninfo, self._connect_args, self._listen, self._where)
+        return ListenWatcher(self._conninfo, self._connect_args, self._listen, self._where)
 
     def close(self) -> None:
         with self._lock:
@@ -341,106 +324,3 @@ class _PipelinedCursor:
 
     def close(self) -> None:
         self._cursor.close()
-
-
-class _ListenWatcher(Watcher):
-    """LISTENs on a connection of its own, opened when the watcher is made, so a change
-    committed between `watcher()` and the first `wait()` is not missed."""
-
-    def __init__(
-        self,
-        conninfo: str,
-        connect_args: dict[str, Any],
-        listen: sql.Composed,
-        where: str,
-    ) -> None:
-        self._conninfo = conninfo
-        self._connect_args = connect_args
-        self._listen = listen
-        self._where = where
-        self._closed = False
-        self.id = secrets.token_hex(8)
-        self._conn: psycopg.Connection[Any] | None = self._open()
-
-    def _open(self) -> psycopg.Connection[Any]:
-        try:
-            conn = psycopg.connect(self._conninfo, autocommit=True, **self._connect_args)
-        except psycopg.Error as exc:
-            raise StoreError(
-                f"cannot connect to the PostgreSQL store at {self._where} to watch it: "
-                f"{_first_line(exc)}"
-            ) from exc
-        try:
-            conn.execute(self._listen)
-        except psycopg.Error as exc:
-            conn.close()
-            raise StoreError(f"cannot LISTEN on {self._where}: {_first_line(exc)}") from exc
-        return conn
-
-    async def _reopen(self) -> bool:
-        try:
-            self._conn = await asyncio.to_thread(self._open)
-        except StoreError:
-            return False
-        return True
-
-    def _drop(self) -> None:
-        if self._conn is not None:
-            with contextlib.suppress(psycopg.Error):
-                self._conn.close()
-            self._conn = None
-
-    def _drain(self, conn: psycopg.Connection[Any]) -> bool:
-        """Whether notifications for this watcher arrived; reads all that did without
-        blocking."""
-        got = False
-        for notification in conn.notifies(timeout=0):
-            got = got or notification.payload != self.id
-        return got
-
-    async def wait(self, timeout: float | None) -> bool:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        loop = asyncio.get_running_loop()
-        while True:
-            if self._closed:
-                raise StoreError(f"this watcher of {self._where} is closed")
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            conn = self._conn
-            if conn is None:
-                if await self._reopen():
-                    return True  # changes may have gone unnoticed while disconnected
-                if remaining is not None and remaining <= RECONNECT_DELAY_S:
-                    await asyncio.sleep(remaining)
-                    return False
-                await asyncio.sleep(RECONNECT_DELAY_S)
-                continue
-            try:
-                if self._drain(conn):
-                    return True
-            except psycopg.Error:
-                self._drop()
-                continue
-            if remaining == 0.0:
-                return False
-            readable = loop.create_future()
-            fd = conn.fileno()
-            loop.add_reader(fd, _resolve, readable)
-            try:
-                # asyncio.timeout, not wait_for: on Python 3.11, wait_for swallows a
-                # cancellation that comes as the notification arrives, and this loop would
-                # then wait out the whole timeout for the caller that gave up on it.
-                async with asyncio.timeout(remaining):
-                    await readable
-            except TimeoutError:
-                return False
-            finally:
-                loop.remove_reader(fd)
-
-    def close(self) -> None:
-        self._closed = True
-        self._drop()
-
-
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
