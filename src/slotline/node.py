@@ -28,7 +28,8 @@ from slotline.runner.callable import Entry, Registry, TaskFunction
 from slotline.runner.env import BASE_ALLOW
 from slotline.runner.isolate import SWEEP_INTERVAL
 from slotline.runner.process import DEFAULT_LOG_MAX, process_start_time
-from slotline.runner.supervisor import RunSettings, Supervisor
+from slotline.runner.run import RunSettings
+from slotline.runner.supervisor import Supervisor
 from slotline.store import LEASE_SECONDS, Store
 
 log = logging.getLogger("slotline.node")

@@ -17,7 +17,8 @@ from slotline.runner.process import (
     process_start_time,
     read_exit_file,
 )
-from slotline.runner.supervisor import Run, Supervisor
+from slotline.runner.run import Run
+from slotline.runner.supervisor import Supervisor
 
 # The node's logger: records keep the name they had before this code moved here.
 log = logging.getLogger("slotline.node")

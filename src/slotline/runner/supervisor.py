@@ -7,7 +7,6 @@ import functools
 import inspect
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,6 @@ from slotline.errors import InvalidInput, SlotlineError, StaleAttempt
 from slotline.models import Attempt, KillRequest, Kind, Task, log_file
 from slotline.runner.callable import (
     Entry,
-    Registry,
     TaskFunction,
     run_callable,
     start_in_thread,
@@ -28,51 +26,12 @@ from slotline.runner.isolate import Isolator, default_root
 from slotline.runner.outbox import Batch, Outbox
 from slotline.runner.process import Outcome, ProcessHandle, SpawnError, spawn
 from slotline.runner.proctree import TreeSampler
-from slotline.runner.worktree import Checkout, WorktreeError
+from slotline.runner.run import Run, RunSettings
+from slotline.runner.worktree import WorktreeError
 from slotline.store import Claim, ClaimResult, Report, StartReport, Store
 
 # The node's logger: records keep the name they had before supervision moved here.
 log = logging.getLogger("slotline.node")
-
-
-@dataclass
-class Run:
-    """One attempt this node supervises."""
-
-    task: Task
-    attempt: Attempt
-    handle: ProcessHandle | None = None
-    inner: asyncio.Task[Outcome] | None = None
-    # A function's worker process (stopped through `inner`; sampled like a command).
-    worker: ProcessHandle | None = None
-    # A sync callable's thread (no task watches it: its end reports the outcome).
-    thread: asyncio.Future[Any] | None = field(default=None, repr=False)
-    # Why that thread's run ends badly once the thread returns (a timeout, a stop).
-    thread_stopped: str | None = None
-    timer: asyncio.TimerHandle | None = field(default=None, repr=False)
-    stopping: bool = False
-    # A stop asked for before the process (or callable) existed, applied once it does.
-    stop_reason: str | None = None
-    finishing: bool = False
-    watcher: asyncio.Task[None] | None = field(default=None, repr=False)
-    # The run's git worktree (a task with `isolation: worktree`), once created.
-    worktree: Checkout | None = None
-
-
-@dataclass(slots=True)
-class RunSettings:
-    """How a node runs its attempts (`api_url` is set once the node's server is bound)."""
-
-    log_dir: Path
-    registry: Registry
-    kill_grace: float
-    lease: float
-    env_allow: tuple[str, ...]
-    # The HTTP API runs reach slotline through (with a task token); None: the store.
-    api_url: str | None
-    log_max_bytes: int
-    # Where runs' git worktrees go (None: `worktrees` beside the log folder).
-    worktree_dir: Path | None = None
 
 
 class Supervisor:

@@ -1,0 +1,54 @@
+"""What a node knows of each attempt it supervises (`Run`) and how it runs them
+(`RunSettings`): the records `supervisor.py` and `adopt.py` work on."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from slotline.models import Attempt, Task
+from slotline.runner.callable import Registry
+from slotline.runner.process import Outcome, ProcessHandle
+from slotline.runner.worktree import Checkout
+
+
+@dataclass
+class Run:
+    """One attempt this node supervises."""
+
+    task: Task
+    attempt: Attempt
+    handle: ProcessHandle | None = None
+    inner: asyncio.Task[Outcome] | None = None
+    # A function's worker process (stopped through `inner`; sampled like a command).
+    worker: ProcessHandle | None = None
+    # A sync callable's thread (no task watches it: its end reports the outcome).
+    thread: asyncio.Future[Any] | None = field(default=None, repr=False)
+    # Why that thread's run ends badly once the thread returns (a timeout, a stop).
+    thread_stopped: str | None = None
+    timer: asyncio.TimerHandle | None = field(default=None, repr=False)
+    stopping: bool = False
+    # A stop asked for before the process (or callable) existed, applied once it does.
+    stop_reason: str | None = None
+    finishing: bool = False
+    watcher: asyncio.Task[None] | None = field(default=None, repr=False)
+    # The run's git worktree (a task with `isolation: worktree`), once created.
+    worktree: Checkout | None = None
+
+
+@dataclass(slots=True)
+class RunSettings:
+    """How a node runs its attempts (`api_url` is set once the node's server is bound)."""
+
+    log_dir: Path
+    registry: Registry
+    kill_grace: float
+    lease: float
+    env_allow: tuple[str, ...]
+    # The HTTP API runs reach slotline through (with a task token); None: the store.
+    api_url: str | None
+    log_max_bytes: int
+    # Where runs' git worktrees go (None: `worktrees` beside the log folder).
+    worktree_dir: Path | None = None
