@@ -99,7 +99,7 @@ def test_not_yaml_is_a_clear_error(tmp_path: Path) -> None:
 def test_a_prompt_that_would_be_an_option_is_refused_unless_the_type_opts_in(
     tmp_path: Path,
 ) -> None:
-    from slotline.config import expand_agent_type
+    from slotline.templates import expand_agent_type
 
     config = load_config(
         write(
@@ -122,7 +122,7 @@ def test_a_prompt_that_would_be_an_option_is_refused_unless_the_type_opts_in(
 def test_a_title_or_user_or_a_prompt_inside_an_argument_is_no_option_either(
     tmp_path: Path,
 ) -> None:
-    from slotline.config import expand_agent_type
+    from slotline.templates import expand_agent_type
 
     config = load_config(
         write(

@@ -290,7 +290,8 @@ def test_submit_refuses_what_cannot_become_a_worktree(tmp_path: Path, repo: Path
 
 
 def test_an_agent_type_gives_its_worktree_settings_as_defaults(tmp_path: Path) -> None:
-    from slotline.config import expand_agent_type, load_config
+    from slotline.config import load_config
+    from slotline.templates import expand_agent_type
 
     path = tmp_path / "slotline.yaml"
     path.write_text(

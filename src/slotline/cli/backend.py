@@ -122,8 +122,8 @@ def agent_type_fields(
     Raises:
         InvalidInput: on a store, as `expand_agent_type` does.
     """
-    from slotline.config import expand_agent_type
     from slotline.store import Store
+    from slotline.templates import expand_agent_type
 
     if isinstance(backend, Store):
         return expand_agent_type(config, fields, prompt)

@@ -300,7 +300,7 @@ def apply_config(store: Store, config: Config) -> str | None:
         store.set_exempt_agents(exempt)
     apply_rates_and_backoff(store, config)
     if "schedules" in given:  # a file without the key leaves the declared ones alone
-        from slotline.config import declared_schedules
+        from slotline.templates import declared_schedules
 
         store.sync_schedules(declared_schedules(config))
     return config.source

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Response
 
-from slotline.config import Config, expand_agent_type
+from slotline.config import Config
 from slotline.errors import NotFound, UnknownDependency
 from slotline.models import Priority, Task
 from slotline.server.auth import Principal
@@ -32,6 +32,7 @@ from slotline.server.schemas import (
 from slotline.spec import TaskSpec, parse_spec
 from slotline.store import Store
 from slotline.taskfilter import MAX_PAGE, TaskFilter
+from slotline.templates import expand_agent_type
 
 router = APIRouter(prefix="/api/tasks", tags=["tasks"], responses=ERROR_RESPONSES)
 
