@@ -95,7 +95,7 @@ def _fairness_and_backoff(client: Client) -> None:
 def test_the_mcp_queue_status_says_which_rates_hold_starts_back(
     http: httpx.Client, server: Running
 ) -> None:
-    from slotline.mcp import status_summary
+    from slotline.mcp_calls import status_summary
 
     http.post(
         "/api/limits",

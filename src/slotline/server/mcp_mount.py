@@ -21,7 +21,7 @@ from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
-from slotline import mcp
+from slotline import mcp, mcp_calls
 from slotline.models import Priority, Status
 from slotline.server import queue, routes
 from slotline.server.auth import Principal
@@ -50,7 +50,7 @@ class RouteCalls:
 
     async def status(self) -> dict[str, Any]:
         data = await queue.queue_status(self.state, self.who, mine=True, root=None)
-        return mcp.status_summary(data, data.get("mine") or [])
+        return mcp_calls.status_summary(data, data.get("mine") or [])
 
     async def submit(self, fields: dict[str, Any]) -> dict[str, Any]:
         who = self._writer()
@@ -82,7 +82,7 @@ class RouteCalls:
 
     async def log(self, ref: str, max_bytes: int) -> str:
         task = await self.state.visible_task(self.who, ref)
-        return mcp.tail(task.attempts[-1].log_path if task.attempts else None, max_bytes)
+        return mcp_calls.tail(task.attempts[-1].log_path if task.attempts else None, max_bytes)
 
     def watcher(self) -> Watcher:
         return self.state.store.watcher()
@@ -104,7 +104,7 @@ class RouteCalls:
 
 
 def _calls_for(state: ServerState) -> Any:
-    def calls(ctx: Context[Any, Any, Any]) -> mcp.Calls:
+    def calls(ctx: Context[Any, Any, Any]) -> mcp_calls.Calls:
         request = ctx.request_context.request
         who = None if request is None else request.scope.get(PRINCIPAL)
         if not isinstance(who, Principal):
