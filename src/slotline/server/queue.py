@@ -19,12 +19,11 @@ from slotline.server.auth import Principal
 from slotline.server.context import Admin, Reader, ServerState, State
 from slotline.server.errors import ERROR_RESPONSES
 from slotline.server.events import Visibility
+from slotline.server.limit_schemas import LimitsBody, LimitsOut
 from slotline.server.schemas import (
     MAX_SEQ,
     ClearedOut,
     EventList,
-    LimitsBody,
-    LimitsOut,
     OkOut,
     QueueStatusOut,
     StatsOut,

@@ -6,8 +6,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from slotline.bounds import MAX_COUNT, MAX_INT
+from slotline.bounds import MAX_INT
 from slotline.models import Kind, Status, Task
+from slotline.server.limit_schemas import BackoffOut, RateStateOut
 
 PriorityName = Literal["urgent", "high", "normal", "low"]
 # The largest integer any API number may hold: SQLite stores 64-bit integers.
@@ -243,110 +244,6 @@ class RestartBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     force: bool = False
-
-
-class LimitSet(BaseModel):
-    """At most `max` running tasks per value of `key` (or for one `value`); null removes."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    key: str
-    value: str | None = None
-    max: int | None = Field(ge=0, le=MAX_COUNT)
-
-
-class RateSet(BaseModel):
-    """At most `max` starts per `period` (seconds, or `30s`, `1m`, `2h`, `1d`) of the tasks
-    whose `key` (global, agent, workspace, user, label:NAME) is `value` (each value apart
-    if null); `max` null removes the rate."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    key: str
-    value: str | None = None
-    max: int | None = Field(ge=1, le=MAX_COUNT)
-    period: float | str | None = None
-
-
-class FairnessSet(BaseModel):
-    """Take turns between the values of `key` (user, workspace, agent, parent,
-    label:NAME) within each priority level; a value's weight is its share (1 if absent)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    key: str
-    weights: dict[str, float] = Field(default_factory=dict, max_length=1000)
-
-
-class BackoffSet(BaseModel):
-    """An agent type's provider back-off rule (fields as in slotline.yaml: exit_codes,
-    pattern, delay, max_delay, min_concurrent, recover_after, max_requeues); null removes
-    it and ends a back-off in force."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    agent: str = Field(min_length=1, max_length=200)
-    rule: dict[str, Any] | None
-
-
-class LimitsBody(BaseModel):
-    """Settings (max_concurrent, bounds, aging_interval…), per-key limits, rates,
-    fairness (null turns it off; absent leaves it) and back-off rules to change."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    settings: dict[str, float | int | None] = Field(default_factory=dict)
-    limits: list[LimitSet] = Field(default_factory=list, max_length=100)
-    exempt_agents: list[str] | None = None
-    rates: list[RateSet] = Field(default_factory=list, max_length=100)
-    fairness: FairnessSet | None = None
-    backoff: list[BackoffSet] = Field(default_factory=list, max_length=100)
-
-
-class LimitOut(BaseModel):
-    key: str
-    value: str | None
-    max: int
-
-
-class RateOut(BaseModel):
-    key: str
-    value: str | None
-    max: int
-    period: float
-    rate: str = Field(description="As `slotline limits` spells it: 20/1m")
-
-
-class LimitsOut(BaseModel):
-    """The settings as stored, with the per-key limits, the rates, the fairness and the
-    back-off rules per agent type."""
-
-    model_config = ConfigDict(extra="allow")
-
-    max_concurrent: int
-    paused: bool
-    exempt_agents: list[str]
-    limits: list[LimitOut]
-    rates: list[RateOut] = Field(default_factory=list)
-    fairness: dict[str, Any] | None = None
-    backoff: dict[str, dict[str, Any]] = Field(default_factory=dict)
-
-
-class RateStateOut(RateOut):
-    used: int = Field(description="Starts in the window now")
-    per_value: bool = Field(False, description="A rate counted per value, shown for this one")
-    next_start_at: float | None = Field(description="When the next start is allowed; null: now")
-
-
-class BackoffOut(BaseModel):
-    agent: str
-    level: int = Field(description="Steps down from normal")
-    cap: int = Field(description="The lowered concurrency of the agent type")
-    not_before: float = Field(description="No start of the type before this (epoch seconds)")
-    holding: bool
-    successes: int
-    since: float
-    reason: str | None
 
 
 class QueueStatusOut(BaseModel):
