@@ -20,9 +20,9 @@ from typing import Any
 
 import httpx
 
-from slotline import errors
-from slotline.errors import AccessDenied, ServerUnavailable
+from slotline.errors import ServerUnavailable
 from slotline.models import Event, Priority, Status, Task, TaskPage
+from slotline.refusals import response_error
 from slotline.scheduler.cron import Schedule
 from slotline.spec import TaskSpec, instant
 from slotline.store import BulkResult, QueueStatus, Settings, Watcher
@@ -41,42 +41,6 @@ def _task_path(ref: str, verb: str | None = None) -> str:
 def _schedule_path(name: str, verb: str | None = None) -> str:
     path = f"/api/schedules/{urllib.parse.quote(name, safe='')}"
     return path if verb is None else f"{path}/{verb}"
-
-
-_ERRORS: dict[str, type[errors.SlotlineError]] = {
-    cls.__name__: cls
-    for cls in (
-        errors.InvalidInput,
-        errors.UnknownDependency,
-        errors.DependencyCycle,
-        errors.NotFound,
-        errors.AmbiguousId,
-        errors.InvalidTransition,
-        errors.StaleAttempt,
-        errors.BoundExceeded,
-        errors.StoreError,
-        errors.SchemaTooNew,
-    )
-}
-
-
-def response_error(response: httpx.Response) -> errors.SlotlineError:
-    """The exception a failed response stands for: the store's own (by the body's `type`),
-    AccessDenied for 401/403, InvalidInput for other 4xx refusals, else ServerUnavailable."""
-    try:
-        body = response.json()
-        detail, kind = str(body["detail"]), str(body.get("type", ""))
-    except (ValueError, KeyError, TypeError):
-        detail, kind, body = response.text or response.reason_phrase, "", {}
-    if response.status_code in (401, 403):
-        return AccessDenied(f"token refused: {detail}", status_code=response.status_code)
-    cls = _ERRORS.get(kind)
-    if cls is not None:
-        extra = {k: v for k, v in body.items() if k in ("status", "limit", "max", "retry_after")}
-        return cls(detail, **extra)
-    if response.status_code in (400, 413, 422):
-        return errors.InvalidInput(detail)
-    return ServerUnavailable(f"the server answered {response.status_code}: {detail}")
 
 
 class SlotlineClient:

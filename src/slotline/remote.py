@@ -8,8 +8,9 @@ from collections.abc import AsyncIterator
 
 import httpx
 
-from slotline.client import SlotlineClient, response_error
+from slotline.client import SlotlineClient
 from slotline.errors import ServerUnavailable
+from slotline.refusals import response_error
 from slotline.store import Watcher
 
 # The server sends a heartbeat on an idle event stream (every 15 s by default): a longer

@@ -8,8 +8,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from slotline.client import AccessDenied, ServerUnavailable, SlotlineClient
-from slotline.errors import BoundExceeded, InvalidInput, InvalidTransition, NotFound
+from slotline.client import SlotlineClient
+from slotline.errors import (
+    AccessDenied,
+    BoundExceeded,
+    InvalidInput,
+    InvalidTransition,
+    NotFound,
+    ServerUnavailable,
+)
 from slotline.models import Priority, Status
 from slotline.spec import TaskSpec
 
