@@ -26,12 +26,13 @@ from slotline.errors import (
 from slotline.models import Attempt, Event, Priority, Status, Task
 
 if typing.TYPE_CHECKING:
-    from slotline.api import Queue, UnservedWarning, open_queue
+    from slotline.api import Queue, open_queue
     from slotline.app import App, TaskHandle
     from slotline.node import Node
     from slotline.scheduler.cron import Schedule
     from slotline.spec import TaskSpec
     from slotline.sync_api import SyncQueue, open
+    from slotline.unserved import UnservedWarning
 
 __version__ = "0.1.0"
 
@@ -44,7 +45,7 @@ _LAZY = {
     "SyncQueue": "slotline.sync_api",
     "TaskHandle": "slotline.app",
     "TaskSpec": "slotline.spec",
-    "UnservedWarning": "slotline.api",
+    "UnservedWarning": "slotline.unserved",
     "open": "slotline.sync_api",
     "open_queue": "slotline.api",
 }

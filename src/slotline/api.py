@@ -1,19 +1,6 @@
 """The public async Python API: open a queue on a store URL, submit, steer, watch. The
-sync API (`slotline.open`, `SyncQueue`) runs these same coroutines: `sync_api.py`.
-
-Example:
-    import asyncio
-    import slotline
-
-    async def main() -> None:
-        async with slotline.open_queue("slotline.db") as queue:
-            task = await queue.submit(["pytest", "-x"], priority="high", title="tests")
-            print(task.id, task.status, task.position)
-            async with queue.node(max_concurrent=2) as node:
-                done = await queue.wait(task.id)
-            print(done.status, done.exit_code)
-
-    asyncio.run(main())
+sync API (`slotline.open`, `SyncQueue`) runs these same coroutines: `sync_api.py`. The
+README and docs/python.md show it in use.
 """
 
 from __future__ import annotations
@@ -21,8 +8,6 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
-import contextvars
-import warnings
 from collections.abc import (
     AsyncGenerator,
     AsyncIterator,
@@ -41,14 +26,11 @@ from slotline.scheduler.cron import Schedule
 from slotline.spec import TaskSpec
 from slotline.store import QueueStatus, Settings, Store, open_store, unserved_reason
 from slotline.taskfilter import TaskFilter
+from slotline.unserved import UnservedWarning, warn
 
 P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
-
-
-class UnservedWarning(UserWarning):
-    """A function task was submitted that no live node serves: it waits until one does."""
 
 
 class Queue:
@@ -96,8 +78,7 @@ class Queue:
                 set, instead of a new one) and dedup_window (seconds); run_at (epoch
                 seconds, a datetime (a naive one is local time), or ISO 8601 with an
                 offset) or delay (seconds): start no earlier; isolation ("worktree"), repo,
-                base, keep
-                (a git worktree per run: docs/config.md).
+                base, keep (a git worktree per run: docs/config.md).
 
         Returns:
             The task as stored, with its status (queued, waiting, held or blocked).
@@ -108,16 +89,9 @@ class Queue:
             UnknownDependency: a depends_on id does not exist; nothing is created.
             BoundExceeded: the queue, depth or children bound is reached; nothing is created.
         """
-        if isinstance(command, str):
-            raise InvalidInput("command must be an argv list, not a string")
-        spec: dict[str, Any] = {
-            **fields,
-            "command": builtins.list(command or []),
-            "callable": callable,
-        }
-        task = await self._call(self.store.submit, spec)
+        task = await self._call(self.store.submit, _spec(command, callable=callable, **fields))
         if callable is not None and callable not in await self._call(self.store.served_functions):
-            _warn(UnservedWarning(unserved_reason(callable)))
+            warn(UnservedWarning(unserved_reason(callable)))
         return task
 
     async def submit_many(self, specs: Sequence[TaskSpec | dict[str, Any]]) -> builtins.list[Task]:
@@ -342,14 +316,11 @@ class Queue:
         Raises:
             InvalidInput: a bad name, expression, zone, overlap or task; a name in use.
         """
-        if isinstance(command, str):
-            raise InvalidInput("command must be an argv list, not a string")
-        spec = {**fields, "command": builtins.list(command or [])}
         return await self._call(
             self.store.add_schedule,
             name,
             cron,
-            spec,
+            _spec(command, **fields),
             tz=tz,
             overlap=overlap,
             paused=paused,
@@ -410,16 +381,8 @@ def open_queue(url: str | Path | None = None) -> Queue:
     return Queue(open_store(url))
 
 
-# Warnings of a coroutine run for a `SyncQueue` caller, which it gives in its own thread
-# (set by `sync_api`); None: give them at once.
-DEFERRED_WARNINGS: contextvars.ContextVar[builtins.list[Warning] | None] = contextvars.ContextVar(
-    "slotline_deferred_warnings", default=None
-)
-
-
-def _warn(warning: Warning) -> None:
-    deferred = DEFERRED_WARNINGS.get()
-    if deferred is None:
-        warnings.warn(warning, stacklevel=3)  # at the line that awaited the verb
-    else:
-        deferred.append(warning)
+def _spec(command: Sequence[str] | None, **fields: Any) -> dict[str, Any]:
+    """A task's spec from an argv list and TaskSpec fields."""
+    if isinstance(command, str):
+        raise InvalidInput("command must be an argv list, not a string")
+    return {**fields, "command": builtins.list(command or [])}

@@ -15,8 +15,9 @@ from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
-from slotline.api import DEFERRED_WARNINGS, Queue, open_queue
+from slotline.api import Queue, open_queue
 from slotline.models import Event
+from slotline.unserved import DEFERRED_WARNINGS
 
 if TYPE_CHECKING:
     from slotline.node import Node
