@@ -101,7 +101,10 @@ async def supervise(
     awaited = await call(session, "submit_task", agent="sleeper", prompt=f"go:{go}", title="long")
     victim = await call(session, "submit_task", agent="sleeper", prompt="1", after=[awaited["id"]])
     assert victim["status"] == "waiting"
-    assert victim["eta_start"] >= awaited["eta_finish"]
+    # Its estimate starts after the one it waits for ends, read in one snapshot (each
+    # submit's answer is estimated at its own moment, and the first may have started).
+    seen = {t["id"]: t for t in (await call(session, "queue_status"))["mine"]}
+    assert seen[victim["id"]]["eta_start"] >= seen[awaited["id"]]["eta_finish"]
     assert (await call(session, "cancel_task", task_id=victim["id"]))["status"] == "cancelled"
     # The queue is full: refused, nothing created, with when to retry.
     await operator("max_queue_size=0")

@@ -210,8 +210,11 @@ def race(
         attempts = store.attempts()
         events = store.events(limit=100_000)
     audit(tasks, attempts, events, total)
-    claimed_by = Counter(a.node_id for a in attempts)
-    assert len(claimed_by) > 1, f"one node did all the work: {claimed_by}"
+    if not submitters:
+        # Nodes that also submit each claim their own share; nodes that only claim may
+        # not, on a loaded machine (one may take every task as it arrives).
+        claimed_by = Counter(a.node_id for a in attempts)
+        assert len(claimed_by) > 1, f"one node did all the work: {claimed_by}"
     if submitters:
         # The follower, reading while every process wrote, missed no event: what it saw
         # is the start of the final log, in the same order.
