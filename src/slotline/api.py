@@ -18,7 +18,10 @@ from collections.abc import (
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
+from slotline import api_pacing
+from slotline.config import Config
 from slotline.errors import InvalidInput, TaskFailed
+from slotline.landing.api import Landing
 from slotline.models import Event, Priority, Status, Task, TaskPage
 from slotline.node import Node
 from slotline.runner.callable import Entry
@@ -39,6 +42,8 @@ class Queue:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        # Review and land worktree runs: diff, merge, worktrees, prune.
+        self.landing = Landing(store)
 
     async def _call(self, function: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         return await asyncio.to_thread(function, *args, **kwargs)
@@ -193,9 +198,20 @@ class Queue:
         """Cancel a task (a running one is stopped: TERM, then KILL after a grace period)."""
         return await self._call(self.store.cancel, ref, cascade)
 
-    async def terminate(self, ref: str, reason: str = "by request") -> Task:
-        """Stop a running task; it fails with "terminated: REASON"."""
-        return await self._call(self.store.terminate, ref, reason)
+    async def terminate(
+        self, ref: str, reason: str = "by request", resumable: bool = False
+    ) -> Task:
+        """Stop a running task (fails "terminated: REASON"); `resumable`: a restart resumes it."""
+        return await self._call(self.store.terminate, ref, reason, resumable)
+
+    async def followup(self, ref: str, prompt: str, *, config: Config | None = None) -> Task:
+        """A follow-up of `ref` in its session, by `config`'s agent types (coding-agents.md)."""
+        from slotline.config import load_config
+        from slotline.templates import followup_fields
+
+        followed = await self._call(self.store.get, ref)
+        fields = followup_fields(config or load_config(), followed, prompt)
+        return await self._call(self.store.submit_followup, followed.id, prompt, fields)
 
     async def boost(self, ref: str) -> Task:
         """Start next: position 1, limits still apply."""
@@ -243,47 +259,13 @@ class Queue:
         """Cancel every task that has not started; returns how many."""
         return await self._call(self.store.clear)
 
-    async def set_max_concurrent(self, value: int) -> None:
-        """Change the global limit at runtime."""
-        await self._call(self.store.set_setting, "max_concurrent", value)
-
-    async def set_limit(self, key: str, value: str | None, max_running: int | None) -> None:
-        """Cap running tasks per agent/workspace/user/label:NAME (None removes the cap)."""
-        await self._call(self.store.set_limit, key, value, max_running)
-
-    async def set_rate(
-        self, key: str, value: str | None, max_starts: int | None, period: float | str | None = None
-    ) -> None:
-        """At most `max_starts` starts per `period` (seconds, or "30s", "1m", "2h", "1d")
-        of the tasks whose `key` (global, agent, workspace, user, label:NAME) is `value`
-        (each value apart if None); `max_starts` None removes the rate.
-
-        Raises:
-            InvalidInput: an unknown key, a count below 1, a period not more than 0.
-        """
-        await self._call(self.store.set_rate, key, value, max_starts, period)
-
-    async def set_fairness(
-        self, key: str | None, weights: Mapping[str, float] | None = None
-    ) -> None:
-        """Take turns between the values of `key` (user, workspace, agent, parent,
-        label:NAME) within each priority level, a value's share its weight (1 if not
-        named); None turns fairness off.
-
-        Raises:
-            InvalidInput: an unknown key or a weight not in (0, 1000].
-        """
-        await self._call(self.store.set_fairness, key, weights)
-
-    async def set_backoff(self, agent: str, rule: Mapping[str, Any] | None) -> None:
-        """Back agent type `agent` off its provider when its runs fail with one of
-        `rule["exit_codes"]` or output matching `rule["pattern"]` (see docs/config.md);
-        None removes the rule and ends a back-off in force.
-
-        Raises:
-            InvalidInput: an unknown field, a bad regex, a number out of range.
-        """
-        await self._call(self.store.set_backoff, agent, rule)
+    # -- pacing (api_pacing.py): limits, rates, budgets, fairness, back-off -----------
+    set_max_concurrent = api_pacing.set_max_concurrent
+    set_limit = api_pacing.set_limit
+    set_rate = api_pacing.set_rate
+    set_budget = api_pacing.set_budget
+    set_fairness = api_pacing.set_fairness
+    set_backoff = api_pacing.set_backoff
 
     # -- recurring schedules ------------------------------------------------------------
 

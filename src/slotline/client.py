@@ -14,7 +14,6 @@ a server that cannot be reached raises ServerUnavailable, a refused token Access
 from __future__ import annotations
 
 import json
-import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -24,23 +23,21 @@ from slotline.errors import ServerUnavailable
 from slotline.models import Event, Priority, Status, Task, TaskPage
 from slotline.refusals import response_error
 from slotline.scheduler.cron import Schedule
-from slotline.spec import TaskSpec, instant
-from slotline.store import BulkResult, QueueStatus, Settings, Watcher
+from slotline.spec import TaskSpec
+from slotline.store import BulkResult, Delivery, QueueStatus, Settings, Watcher
 from slotline.taskfilter import TaskFilter
-from slotline.wire import event_from_json, settings_from_json, task_from_json
+from slotline.wire import (
+    delivery_from_json,
+    event_from_json,
+    schedule_path,
+    settings_from_json,
+    spec_to_json,
+    status_from_json,
+    task_from_json,
+    task_path,
+)
 
 PAGE = 1000
-
-
-def _task_path(ref: str, verb: str | None = None) -> str:
-    """A task's URL path; the ref is escaped, so no ref (`../../pause`) reaches another route."""
-    path = f"/api/tasks/{urllib.parse.quote(ref, safe='')}"
-    return path if verb is None else f"{path}/{verb}"
-
-
-def _schedule_path(name: str, verb: str | None = None) -> str:
-    path = f"/api/schedules/{urllib.parse.quote(name, safe='')}"
-    return path if verb is None else f"{path}/{verb}"
 
 
 class SlotlineClient:
@@ -79,6 +76,14 @@ class SlotlineClient:
             return response.json()
         raise response_error(response)
 
+    def call(self, method: str, path: str, **kwargs: Any) -> Any:
+        """One request to the API (`path` under the server), its JSON answer.
+
+        Raises:
+            SlotlineError: the store's own error the server answered with.
+        """
+        return self._request(method, path, **kwargs)
+
     def async_http(self, timeout: httpx.Timeout) -> httpx.AsyncClient:
         """A new async client on the same server and token, for the live streams."""
         return httpx.AsyncClient(base_url=self.url, headers=self._headers, timeout=timeout)
@@ -89,27 +94,11 @@ class SlotlineClient:
     def _task(self, method: str, path: str, body: dict[str, Any] | None = None) -> Task:
         return task_from_json(self._request(method, path, json=body))
 
-    @staticmethod
-    def _spec(spec: TaskSpec | dict[str, Any]) -> dict[str, Any]:
-        if isinstance(spec, TaskSpec):
-            data = spec.model_dump(mode="json", exclude_defaults=True)
-            data["priority"] = spec.priority.label
-            if spec.kind is not None:
-                data["kind"] = spec.resolved_kind.value
-            return data
-        # Enum values (a Priority) go as their names, which the API takes; a start time
-        # as epoch seconds, converted here by `instant`'s rule (a naive datetime is this
-        # machine's local time, which the server cannot know).
-        return {
-            k: v.label if isinstance(v, Priority) else instant(v) if k == "run_at" else v
-            for k, v in spec.items()
-        }
-
     # -- reads --------------------------------------------------------------------------
 
     def get(self, ref: str) -> Task:
         """One task by id or unique prefix, with attempts and position."""
-        return self._task("GET", _task_path(ref))
+        return self._task("GET", task_path(ref))
 
     def list_tasks(
         self, status: Status | str | None = None, limit: int = 10_000, **filters: Any
@@ -167,21 +156,7 @@ class SlotlineClient:
             params["root"] = root
         if limit is not None:
             params["limit"] = limit
-        data = self._request("GET", "/api/status", params=params)
-        return QueueStatus(
-            active=data["active"],
-            max_concurrent=data["max_concurrent"],
-            paused=data["paused"],
-            over_limit=data["over_limit"],
-            queued=[task_from_json(t) for t in data["queued"]],
-            running=[task_from_json(t) for t in data["running"]],
-            admission=data.get("admission_hold"),
-            mine=None if data.get("mine") is None else [task_from_json(t) for t in data["mine"]],
-            queued_total=data.get("queued_total"),
-            next_up_hidden=data.get("next_up") is None and bool(data["queued"]),
-            rates=list(data.get("rates") or []),
-            backoff=list(data.get("backoff") or []),
-        )
+        return status_from_json(self._request("GET", "/api/status", params=params))
 
     def events(self, since: int = 0, limit: int = 1000) -> list[Event]:
         data = self._request("GET", "/api/events", params={"since": since, "limit": limit})
@@ -229,11 +204,15 @@ class SlotlineClient:
     def config(self) -> dict[str, Any]:
         return dict(self._request("GET", "/api/config"))
 
+    def notify_log(self, limit: int = 100) -> list[Delivery]:
+        answer = self._request("GET", "/api/notify/log", params={"limit": limit})
+        return [delivery_from_json(d) for d in answer["deliveries"]]
+
     def log(self, ref: str, attempt: int | None = None) -> bytes:
         """The whole output of an attempt (the last one by default)."""
         params = {} if attempt is None else {"attempt": attempt}
         try:
-            response = self._http.get(_task_path(ref, "log"), params=params)
+            response = self._http.get(task_path(ref, "log"), params=params)
         except httpx.HTTPError as exc:
             raise self._unreachable(exc) from exc
         if not response.is_success:
@@ -245,7 +224,7 @@ class SlotlineClient:
         params: dict[str, Any] = {"follow": "true"}
         if attempt is not None:
             params["attempt"] = attempt
-        with self._http.stream("GET", _task_path(ref, "log"), params=params, timeout=None) as r:
+        with self._http.stream("GET", task_path(ref, "log"), params=params, timeout=None) as r:
             if not r.is_success:
                 r.read()
                 raise response_error(r)
@@ -254,10 +233,10 @@ class SlotlineClient:
     # -- submit and steer ---------------------------------------------------------------
 
     def submit(self, spec: TaskSpec | dict[str, Any]) -> Task:
-        return self._task("POST", "/api/tasks", self._spec(spec))
+        return self._task("POST", "/api/tasks", spec_to_json(spec))
 
     def submit_many(self, specs: Iterable[TaskSpec | dict[str, Any]]) -> list[Task]:
-        body = {"tasks": [self._spec(s) for s in specs]}
+        body = {"tasks": [spec_to_json(s) for s in specs]}
         return [task_from_json(t) for t in self._request("POST", "/api/tasks/batch", json=body)]
 
     # -- recurring schedules (the store's verbs of the same names) ---------------------
@@ -267,7 +246,7 @@ class SlotlineClient:
         return [Schedule.from_dict(s) for s in data["schedules"]]
 
     def schedule(self, name: str) -> Schedule:
-        return Schedule.from_dict(self._request("GET", _schedule_path(name)))
+        return Schedule.from_dict(self._request("GET", schedule_path(name)))
 
     def add_schedule(
         self,
@@ -287,30 +266,36 @@ class SlotlineClient:
             "overlap": overlap,
             "paused": paused,
             "replace": replace_existing,
-            "task": self._spec(spec),
+            "task": spec_to_json(spec),
         }
         return Schedule.from_dict(self._request("POST", "/api/schedules", json=body))
 
     def pause_schedule(self, name: str) -> Schedule:
-        return Schedule.from_dict(self._request("POST", _schedule_path(name, "pause")))
+        return Schedule.from_dict(self._request("POST", schedule_path(name, "pause")))
 
     def resume_schedule(self, name: str) -> Schedule:
-        return Schedule.from_dict(self._request("POST", _schedule_path(name, "resume")))
+        return Schedule.from_dict(self._request("POST", schedule_path(name, "resume")))
 
     def remove_schedule(self, name: str) -> Schedule:
-        return Schedule.from_dict(self._request("DELETE", _schedule_path(name)))
+        return Schedule.from_dict(self._request("DELETE", schedule_path(name)))
 
     def cancel(self, ref: str, cascade: bool = False) -> Task:
-        return self._task("POST", _task_path(ref, "cancel"), {"cascade": cascade})
+        return self._task("POST", task_path(ref, "cancel"), {"cascade": cascade})
 
-    def terminate(self, ref: str, reason: str = "by request") -> Task:
-        return self._task("POST", _task_path(ref, "terminate"), {"reason": reason})
+    def terminate(self, ref: str, reason: str = "by request", resumable: bool = False) -> Task:
+        body = {"reason": reason, "resumable": resumable}
+        return self._task("POST", task_path(ref, "terminate"), body)
+
+    def followup(self, ref: str, prompt: str) -> Task:
+        """A follow-up of task `ref` (`slotline followup`), created by the server from
+        its own agent types."""
+        return self._task("POST", task_path(ref, "followup"), {"prompt": prompt})
 
     def boost(self, ref: str) -> Task:
-        return self._task("POST", _task_path(ref, "boost"))
+        return self._task("POST", task_path(ref, "boost"))
 
     def bump(self, ref: str) -> Task:
-        return self._task("POST", _task_path(ref, "bump"))
+        return self._task("POST", task_path(ref, "bump"))
 
     def move(
         self,
@@ -322,13 +307,13 @@ class SlotlineClient:
     ) -> Task:
         pairs = (("to", to), ("before", before), ("after", after))
         body = {k: v for k, v in pairs if v is not None}
-        return self._task("POST", _task_path(ref, "move"), body)
+        return self._task("POST", task_path(ref, "move"), body)
 
     def set_priority(
         self, ref: str, level: str | int | Priority, reason: str | None = None
     ) -> Task:
         body = {"priority": Priority.parse(level).label, "reason": reason}
-        return self._task("POST", _task_path(ref, "priority"), body)
+        return self._task("POST", task_path(ref, "priority"), body)
 
     def bulk(
         self,
@@ -349,13 +334,13 @@ class SlotlineClient:
         return list(data["stopped"])
 
     def restart(self, ref: str, force: bool = False) -> Task:
-        return self._task("POST", _task_path(ref, "restart"), {"force": force})
+        return self._task("POST", task_path(ref, "restart"), {"force": force})
 
     def hold(self, ref: str) -> Task:
-        return self._task("POST", _task_path(ref, "hold"))
+        return self._task("POST", task_path(ref, "hold"))
 
     def release(self, ref: str) -> Task:
-        return self._task("POST", _task_path(ref, "release"))
+        return self._task("POST", task_path(ref, "release"))
 
     def pause(self) -> None:
         self._request("POST", "/api/pause")
@@ -381,6 +366,17 @@ class SlotlineClient:
     ) -> None:
         rate = {"key": key, "value": value, "max": max_starts, "period": period}
         self._request("POST", "/api/limits", json={"rates": [rate]})
+
+    def set_budget(
+        self,
+        key: str,
+        value: str | None,
+        amount: float | None,
+        period: float | str | None = None,
+        unit: str | None = "usd",
+    ) -> None:
+        budget = {"key": key, "value": value, "amount": amount, "period": period, "unit": unit}
+        self._request("POST", "/api/limits", json={"budgets": [budget]})
 
     def set_fairness(self, key: str | None, weights: Mapping[str, float] | None = None) -> None:
         fairness = None if key is None else {"key": key, "weights": dict(weights or {})}

@@ -16,15 +16,14 @@ import pydantic
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
+from slotline.agent_types import AgentType, retain_period
 from slotline.bounds import MAX_COUNT, MAX_SECONDS
-from slotline.config_pacing import BackoffConfig, FairnessConfig, RateConfig
+from slotline.config_notify import OnEvent, Webhooks, public_url
+from slotline.config_pacing import BudgetConfig, FairnessConfig, RateConfig
 from slotline.errors import InvalidInput
 from slotline.isolation import KeepPolicy
-from slotline.models import check_limit_key
-from slotline.scheduler import rates
-
-_PLACEHOLDER = re.compile(r"\{(\w+)\}")
-PLACEHOLDERS = frozenset({"prompt", "workspace", "title", "user", "agent"})
+from slotline.landing.prune import WorktreePolicy, parse_size
+from slotline.limits import check_limit_key
 
 
 class LimitConfig(BaseModel):
@@ -45,100 +44,31 @@ class LimitConfig(BaseModel):
             raise ValueError(str(exc)) from None
 
 
-class AgentType(BaseModel):
-    """An agent others may submit by name: the config owns the command, they give a prompt."""
+class WorktreesConfig(BaseModel):
+    """The worktree policy (`worktrees:`): the default `keep` of worktree tasks, how long
+    finished runs' worktrees stay (`retain: 3d`), and how much disk they may take
+    together (`max_disk: 20GB`); `slotline.landing.prune` applies it."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid")
 
-    command: list[str] = Field(min_length=1)
-    max_concurrent: int | None = Field(default=None, ge=0, le=MAX_COUNT)
-    global_pool: bool = True
-    timeout: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
-    max_attempts: int = Field(default=1, ge=1, le=100)
-    memory_mb: int | None = Field(default=None, gt=0, le=16 * 1024 * 1024)
-    expected_duration: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
-    # At most N starts per period of this type (`20/1m`), and its provider back-off.
-    rate: str | None = None
-    backoff: BackoffConfig | None = None
-    # A prompt that is a whole argv element may start with `-` only if the type says so
-    # (see `check_options`); a command that takes options from its users opts in here.
-    prompt_may_start_with_dash: bool = False
-    # Run each task of this type in a git worktree of `repo` (default: the task's
-    # workspace) at `base` (default: HEAD at submit); `keep` says what happens to it.
-    isolation: Literal["worktree"] | None = None
-    repo: str | None = None
-    base: str | None = None
-    keep: KeepPolicy | None = Field(default=None, strict=False)
+    keep: KeepPolicy | None = None
+    retain: float | None = None
+    max_disk: int | None = None
 
-    @field_validator("repo")
+    @field_validator("retain", mode="before")
     @classmethod
-    def _repo(cls, repo: str | None) -> str | None:
-        if repo is None:
+    def _retain(cls, value: Any) -> Any:
+        return None if value is None else retain_period(value)
+
+    @field_validator("max_disk", mode="before")
+    @classmethod
+    def _max_disk(cls, value: Any) -> Any:
+        if value is None:
             return None
-        path = os.path.expanduser(repo)
-        if not os.path.isabs(path):
-            raise ValueError("must be an absolute path (or start with ~)")
-        return path
-
-    @field_validator("rate")
-    @classmethod
-    def _rate(cls, rate: str | None) -> str | None:
-        if rate is not None:
-            try:
-                rates.parse_rate(rate)
-            except InvalidInput as exc:
-                raise ValueError(str(exc)) from None
-        return rate
-
-    @field_validator("command")
-    @classmethod
-    def _placeholders(cls, command: list[str]) -> list[str]:
-        if not command[0] or "{" in command[0]:
-            raise ValueError("the program (first element) must be a fixed, non-empty name")
-        for element in command:
-            if "\x00" in element:
-                raise ValueError("command elements must not contain NUL bytes")
-            for name in _PLACEHOLDER.findall(element):
-                if name not in PLACEHOLDERS:
-                    known = ", ".join(sorted(PLACEHOLDERS))
-                    raise ValueError(f"unknown placeholder {{{name}}}; known: {known}")
-        return command
-
-    def check_options(self, name: str, values: Mapping[str, str]) -> None:
-        """The one rule against option injection: a value (prompt, title, user) must not
-        start an argv element with `-` unless a `--` element comes before it: the command
-        would read it as an option (`--output=/some/file`). `--` before the placeholder,
-        or `--flag={prompt}`, is safe; a type whose command takes options from its users
-        sets `prompt_may_start_with_dash` (for the prompt only).
-
-        Raises:
-            InvalidInput: a value would be read as an option; the message names it.
-        """
-        for element in self.command:
-            if element == "--":
-                return  # every later element is an operand
-            first = _PLACEHOLDER.match(element)
-            if first is None or not self._fill(element, values).startswith("-"):
-                continue
-            # The placeholder whose value put the dash there (earlier ones may be empty).
-            field = next(f for f in _PLACEHOLDER.findall(element) if values.get(f, ""))
-            if field == "prompt" and self.prompt_may_start_with_dash:
-                continue
-            opt_in = ", or set prompt_may_start_with_dash: true" if field == "prompt" else ""
-            raise InvalidInput(
-                f"{field}: must not start with '-' for agent type {name!r}: its command "
-                f"would read it as an option (the agent type can put '--' before "
-                f"{{{field}}}, or write it as --flag={{{field}}}{opt_in})"
-            )
-
-    def argv(self, values: Mapping[str, str]) -> list[str]:
-        """The command with each placeholder replaced inside its own argv element: a
-        prompt with spaces or quotes stays one element and is never shell-parsed."""
-        return [self._fill(element, values) for element in self.command]
-
-    @staticmethod
-    def _fill(element: str, values: Mapping[str, str]) -> str:
-        return _PLACEHOLDER.sub(lambda match: values.get(match.group(1), ""), element)
+        try:
+            return parse_size(value)
+        except InvalidInput as exc:
+            raise ValueError(str(exc)) from None
 
 
 class Admission(BaseModel):
@@ -174,6 +104,7 @@ class Config(BaseModel):
     max_concurrent: int = Field(default=3, ge=0, le=MAX_COUNT)
     limits: list[LimitConfig] = Field(default_factory=list)
     rates: list[RateConfig] = Field(default_factory=list)
+    budgets: list[BudgetConfig] = Field(default_factory=list)
     fairness: FairnessConfig | None = None
     agents: dict[str, AgentType] = Field(default_factory=dict)
     admission: Admission = Field(default_factory=Admission)
@@ -201,6 +132,10 @@ class Config(BaseModel):
     auth: Literal["tokens", "none"] = "tokens"
     # Recurring schedules owned by this file (`slotline serve` makes the store match).
     schedules: dict[str, ScheduleConfig] = Field(default_factory=dict)
+    worktrees: WorktreesConfig = Field(default_factory=WorktreesConfig)
+    # Webhooks and command hooks (config_notify.py); admins only: no user token reads them.
+    notify: Webhooks = Field(default_factory=list)
+    on_event: OnEvent = Field(default_factory=dict)
     _source: str | None = PrivateAttr(default=None)
 
     @property
@@ -215,6 +150,11 @@ class Config(BaseModel):
         if isinstance(value, str):
             return [name for name in re.split(r"[\s,]+", value) if name]
         return value
+
+    def worktree_policy(self) -> WorktreePolicy:
+        """The retention policy of `worktrees:` and the agent types' `retain`."""
+        retains = {name: a.retain for name, a in self.agents.items() if a.retain is not None}
+        return WorktreePolicy(self.worktrees.retain, self.worktrees.max_disk, retains)
 
     def agent(self, name: str) -> AgentType:
         try:
@@ -343,9 +283,17 @@ def holds_secret(url: str) -> bool:
     return redact_url(url) != url or bool(re.search(r"(?i)[?&]password=", url))
 
 
-def redacted(config: Config) -> dict[str, Any]:
-    """The effective configuration as JSON, with any password in the store URL hidden."""
+def redacted(config: Config, admin: bool = True) -> dict[str, Any]:
+    """The effective configuration as JSON, with any password in the store URL hidden,
+    webhook secrets and URL credentials left out, and the hooks (`notify`, `on_event`)
+    shown to admins only."""
     data = config.model_dump(mode="json")
     if data.get("store"):
         data["store"] = redact_url(data["store"])
+    if not admin:
+        data.pop("notify", None)
+        data.pop("on_event", None)
+    for hook in data.get("notify", []):
+        hook["url"] = public_url(hook["url"])
+        hook["secret"] = None if hook["secret"] is None else "***"
     return data

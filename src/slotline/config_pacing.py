@@ -1,5 +1,5 @@
-"""The sections of slotline.yaml that pace starts: `rates`, `fairness`, and an agent
-type's `backoff` (validated once, with the same checks as every other surface)."""
+"""The sections of slotline.yaml that pace starts: `rates`, `budgets`, `fairness`, and
+an agent type's `backoff` (validated once, with the same checks as every other surface)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from slotline.bounds import MAX_COUNT, MAX_SECONDS
 from slotline.errors import InvalidInput
 from slotline.scheduler import rates
 from slotline.scheduler.backoff import check_pattern
+from slotline.scheduler.budgets import parse_budget
 from slotline.scheduler.fairness import check_fairness
 
 
@@ -25,10 +26,7 @@ class RateConfig(BaseModel):
     @field_validator("key")
     @classmethod
     def _key(cls, key: str) -> str:
-        try:
-            return rates.check_rate_key(key)
-        except InvalidInput as exc:
-            raise ValueError(str(exc)) from None
+        return _limit_key(key, "rate key")
 
     @field_validator("rate")
     @classmethod
@@ -38,6 +36,44 @@ class RateConfig(BaseModel):
         except InvalidInput as exc:
             raise ValueError(str(exc)) from None
         return rate
+
+
+def _limit_key(key: str, kind: str) -> str:
+    """A rate's or budget's key (the keys rate limits take), for a validator."""
+    try:
+        return rates.check_rate_key(key)
+    except InvalidInput as exc:
+        raise ValueError(str(exc).replace("rate key", kind)) from None
+
+
+class BudgetConfig(BaseModel):
+    """At most so much spend of finished runs per period (`budget: 50usd/1d`, or tokens
+    in and out: `2Mtok/1h`) per value of `key` (or of `value`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str
+    value: str | None = None
+    budget: str
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, key: str) -> str:
+        return _limit_key(key, "budget key")
+
+    @field_validator("budget")
+    @classmethod
+    def _budget(cls, budget: str) -> str:
+        return check_budget_text(budget)
+
+
+def check_budget_text(budget: str) -> str:
+    """A budget as slotline.yaml spells it (`50usd/1d`), checked for a validator."""
+    try:
+        parse_budget(budget)
+    except InvalidInput as exc:
+        raise ValueError(str(exc)) from None
+    return budget
 
 
 class BackoffConfig(BaseModel):
@@ -57,12 +93,7 @@ class BackoffConfig(BaseModel):
     @field_validator("pattern")
     @classmethod
     def _pattern(cls, pattern: str | None) -> str | None:
-        if pattern is not None:
-            try:
-                check_pattern(pattern)
-            except InvalidInput as exc:
-                raise ValueError(str(exc).removeprefix("backoff: ")) from None
-        return pattern
+        return checked_pattern(pattern)
 
     @pydantic.model_validator(mode="after")
     def _something_to_match(self) -> BackoffConfig:
@@ -97,3 +128,14 @@ class FairnessConfig(BaseModel):
             if not 0 < weight <= 1000:
                 raise ValueError(f"the weight of {value!r} must be more than 0, at most 1000")
         return weights
+
+
+def checked_pattern(pattern: str | None) -> str | None:
+    """A pattern matched against a run's output (back-off, stall): RE2 syntax, as a
+    configuration check (ValueError, which the loader turns into file, line and key)."""
+    if pattern is not None:
+        try:
+            check_pattern(pattern)
+        except InvalidInput as exc:
+            raise ValueError(str(exc).removeprefix("backoff: ")) from None
+    return pattern

@@ -7,6 +7,7 @@ SlotlineError
 ├── NotFound                no task (or attempt) with that id or prefix (HTTP 404)
 ├── AmbiguousId             a prefix that matches several tasks (HTTP 422)
 ├── InvalidTransition       the verb does not apply to the task's state (HTTP 409)
+│   └── MergeConflict       a run's branch does not merge cleanly (names the files)
 ├── StaleAttempt            a report from an attempt that is no longer current (HTTP 409)
 ├── TaskFailed              a task whose result was asked for did not succeed
 ├── BoundExceeded           queue size, depth or children bound reached (HTTP 429)
@@ -55,6 +56,11 @@ class AmbiguousId(SlotlineError):
 
 class InvalidTransition(SlotlineError):
     """The requested change is not legal from the task's current state."""
+
+
+class MergeConflict(InvalidTransition):
+    """A run's branch conflicts with the merge target; `details["files"]` names the
+    conflicting files. Nothing was changed."""
 
 
 class StaleAttempt(SlotlineError):

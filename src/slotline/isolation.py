@@ -13,6 +13,7 @@ import enum
 import os
 import subprocess
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from slotline.errors import InvalidInput
@@ -40,7 +41,11 @@ class KeepPolicy(enum.StrEnum):
     # without uncommitted changes, or a cancel.
     ON_FAILURE = "on_failure"
     ALWAYS = "always"
-    # Removed whatever the outcome, uncommitted changes with it (branches stay).
+    # Kept after the run (removed after a cancel) until its branch is merged
+    # (`slotline merge`); then the next prune removes it.
+    UNTIL_MERGED = "until_merged"
+    # Removed whatever the outcome, uncommitted changes with it (branches stay; a
+    # prune may delete them too).
     NEVER = "never"
 
 
@@ -78,15 +83,31 @@ class DiffStat:
 
 
 @dataclass(frozen=True, slots=True)
+class Merged:
+    """A run's branch merged into `into` (`slotline merge`): the commit the target was
+    moved to, when, and whether the run's commits were squashed into one."""
+
+    into: str
+    commit: str
+    at: float
+    squash: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        at = datetime.fromtimestamp(self.at, UTC).isoformat().replace("+00:00", "Z")
+        return {"into": self.into, "commit": self.commit, "at": at, "squash": self.squash}
+
+
+@dataclass(frozen=True, slots=True)
 class Worktree:
     """An attempt's worktree: its folder, its branch, the commit it started from, its
-    state and, once the run ended, its diff stat."""
+    state, once the run ended its diff stat, and once landed its merge."""
 
     path: str
     branch: str
     base_commit: str
     state: WorktreeState
     diff: DiffStat | None = None
+    merged: Merged | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -95,6 +116,7 @@ class Worktree:
             "base_commit": self.base_commit,
             "state": self.state.value,
             "diff": None if self.diff is None else self.diff.to_dict(),
+            "merged": None if self.merged is None else self.merged.to_dict(),
         }
 
 

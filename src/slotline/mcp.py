@@ -244,6 +244,30 @@ def build_server(calls_for: Callable[[Context[Any, Any, Any]], Calls], **setting
         return await call(ctx, lambda c: c.steer("restart", task_id, force=force))
 
     @server.tool()
+    async def terminate_task(
+        ctx: Context[Any, Any, Any],
+        task_id: TaskId,
+        reason: Annotated[str, Field(description="Why (in its failure reason)")] = "by request",
+        resumable: Annotated[
+            bool, Field(description="A restart then resumes the agent's session")
+        ] = False,
+    ) -> dict[str, Any]:
+        """Stop a running task; it fails with "terminated: REASON"."""
+        return await call(
+            ctx, lambda c: c.steer("terminate", task_id, reason=reason, resumable=resumable)
+        )
+
+    @server.tool()
+    async def followup_task(
+        ctx: Context[Any, Any, Any],
+        task_id: TaskId,
+        prompt: Annotated[str, Field(description="What the agent does next", min_length=1)],
+    ) -> dict[str, Any]:
+        """Queue a follow-up of an agent task: it runs once that task succeeded, in its
+        worktree and agent session (its agent type's `resume` template) with `prompt`."""
+        return await call(ctx, lambda c: c.followup(task_id, prompt))
+
+    @server.tool()
     async def wait_for_task(
         ctx: Context[Any, Any, Any],
         task_id: TaskId,

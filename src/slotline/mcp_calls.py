@@ -37,6 +37,8 @@ class Calls(Protocol):
 
     async def steer(self, verb: str, ref: str, **options: Any) -> dict[str, Any]: ...
 
+    async def followup(self, ref: str, prompt: str) -> dict[str, Any]: ...
+
     def watcher(self) -> Watcher: ...
 
 
@@ -143,6 +145,12 @@ class BackendCalls:
     def watcher(self) -> Watcher:
         return self.backend.watcher()
 
+    async def followup(self, ref: str, prompt: str) -> dict[str, Any]:
+        from slotline.cli.followup import submit_followup
+
+        task = await self._run(submit_followup, self.backend, self.config, ref, prompt)
+        return (await self._run(self.backend.get, task.id)).to_dict()
+
     async def steer(self, verb: str, ref: str, **options: Any) -> dict[str, Any]:
         verbs: dict[str, Callable[..., Task]] = {
             "cancel": self.backend.cancel,
@@ -151,6 +159,7 @@ class BackendCalls:
             "move": self.backend.move,
             "priority": self.backend.set_priority,
             "restart": self.backend.restart,
+            "terminate": self.backend.terminate,
         }
         task = await self._run(verbs[verb], ref, **options)
         return (await self._run(self.backend.get, task.id)).to_dict()

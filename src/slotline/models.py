@@ -7,13 +7,13 @@ import enum
 import functools
 import math
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from slotline.errors import InvalidInput
+from slotline.limits import limit_key_value
 
 if TYPE_CHECKING:
     from slotline.isolation import Isolation, Worktree
@@ -116,6 +116,35 @@ def iso(ts: float | None) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
+class Usage:
+    """What a run spent, as its agent type's `usage` rules read it from its output; a
+    value nothing matched is None."""
+
+    cost_usd: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cost_usd": self.cost_usd,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ResumedFrom:
+    """The attempt whose agent session a run continued (its task's own, or, for a
+    follow-up, the followed task's) through its agent type's `resume` template."""
+
+    task_id: str
+    attempt: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"task_id": self.task_id, "attempt": self.attempt}
+
+
+@dataclass(frozen=True, slots=True)
 class Attempt:
     """One execution of a task."""
 
@@ -140,6 +169,13 @@ class Attempt:
     peak_rss_bytes: int | None = None
     # The run's git worktree (tasks with `isolation: worktree`), see `Worktree`.
     worktree: Worktree | None = None
+    # What the run spent and the agent's session id, read from its output at its end.
+    usage: Usage | None = None
+    session_id: str | None = None
+    # Ended interrupted (node gone, timeout, terminate --resumable): the next attempt
+    # continues its session; and the session this run continued, if it did.
+    resumable: bool = False
+    resumed_from: ResumedFrom | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON shape; never includes the secret token."""
@@ -160,38 +196,11 @@ class Attempt:
             "peak_cpu_percent": self.peak_cpu_percent,
             "peak_rss_bytes": self.peak_rss_bytes,
             "worktree": None if self.worktree is None else self.worktree.to_dict(),
+            "usage": None if self.usage is None else self.usage.to_dict(),
+            "session_id": self.session_id,
+            "resumable": self.resumable,
+            "resumed_from": None if self.resumed_from is None else self.resumed_from.to_dict(),
         }
-
-
-class Keyed(Protocol):
-    """What a limit key is read from: a `Task`, or the ETA simulation's lighter entry."""
-
-    @property
-    def agent(self) -> str | None: ...
-    @property
-    def workspace(self) -> str | None: ...
-    @property
-    def user(self) -> str | None: ...
-    @property
-    def labels(self) -> Mapping[str, str]: ...
-    @property
-    def repo(self) -> str | None: ...
-
-
-def limit_key_value(task: Keyed, key: str) -> str | None:
-    """The value of a limit key (`agent`, `workspace`, `user`, `repo`, `label:NAME`) for
-    `task`."""
-    if key == "repo":
-        return task.repo
-    if key == "agent":
-        return task.agent
-    if key == "workspace":
-        return task.workspace
-    if key == "user":
-        return task.user
-    if key.startswith("label:"):
-        return task.labels.get(key[len("label:") :])
-    raise InvalidInput(f"unknown limit key {key!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,6 +255,8 @@ class Task:
     # worktree of it (`isolation: worktree`).
     repo: str | None = None
     isolation: Isolation | None = None
+    # Since when its run has printed nothing (or its waiting pattern); None: not stalled.
+    stalled_at: float | None = None
     attempts: tuple[Attempt, ...] = ()
     position: int | None = None
     # What a succeeded function task returned (JSON), filled in by single-task reads.
@@ -302,6 +313,7 @@ class Task:
             "result": self.result,
             "repo": self.repo,
             "isolation": None if self.isolation is None else self.isolation.to_dict(),
+            "stalled_at": iso(self.stalled_at),
             "attempts": [a.to_dict() for a in self.attempts],
         }
 
@@ -339,29 +351,6 @@ class Event:
             "task_id": self.task_id,
             "data": self.data,
         }
-
-
-@dataclass(frozen=True, slots=True)
-class Limit:
-    """At most `max` running tasks whose `key` equals `value` (any one value if None)."""
-
-    key: str
-    value: str | None
-    max: int
-
-    @property
-    def name(self) -> str:
-        return self.key if self.value is None else f"{self.key}[{self.value}]"
-
-
-LIMIT_KEYS = ("agent", "workspace", "user", "repo")
-
-
-def check_limit_key(key: str) -> str:
-    """Validate a limit key: agent, workspace, user, repo or label:NAME."""
-    if key in LIMIT_KEYS or (key.startswith("label:") and len(key) > len("label:")):
-        return key
-    raise InvalidInput(f"unknown limit key {key!r}; use agent, workspace, user, repo or label:NAME")
 
 
 @dataclass(frozen=True, slots=True)

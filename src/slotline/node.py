@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from slotline.admission import Guard, Verdict
+from slotline.agent_types import AgentType
 from slotline.config import Admission
 from slotline.errors import InvalidInput, SlotlineError
+from slotline.landing.prune import WorktreePolicy
 from slotline.models import Kind, utcnow
 from slotline.runner import adopt
 from slotline.runner.callable import Entry, Registry, TaskFunction
@@ -68,6 +70,8 @@ class Node:
         guard: Guard | None = None,
         api_url: str | None = None,
         sample_interval: float = 10.0,
+        worktree_policy: WorktreePolicy | None = None,
+        agents: Mapping[str, AgentType] | None = None,
     ) -> None:
         self.store = store
         self.node_id = node_id or default_node_id()
@@ -102,8 +106,10 @@ class Node:
             env_allow=tuple(env_allow),
             api_url=api_url,
             log_max_bytes=log_max_bytes,
+            agents=dict(agents or {}),
         )
         self.supervisor = Supervisor(store, self.node_id, settings, self._changed, self._store_now)
+        self.supervisor.isolator.policy = worktree_policy
 
     @property
     def log_dir(self) -> Path:
@@ -320,17 +326,27 @@ class Node:
             await asyncio.sleep(self.sample_interval)
 
     async def _sweep_worktrees(self, stop: asyncio.Event) -> None:
-        """Once the node has reconciled its attempts, then every SWEEP_INTERVAL: close the
-        worktrees a crash left open, remove those of tasks that are gone."""
+        """Once the node has reconciled its attempts, then every SWEEP_INTERVAL and soon
+        after a run's worktree is closed: close the worktrees a crash left open, remove
+        those of tasks that are gone, then apply the retention policy (in a worker
+        thread, beside dispatch, never in its way)."""
         await self.reconciled.wait()
+        isolator = self.supervisor.isolator
         while not stop.is_set():
+            isolator.closed.clear()
             try:
                 running = set(self.supervisor.runs)
-                await asyncio.to_thread(self.supervisor.isolator.sweep, running)
+                await asyncio.to_thread(isolator.sweep, running)
+                await asyncio.to_thread(isolator.prune, self._store_now())
             except Exception:  # the next sweep tries again
                 log.exception("worktree sweep failed", extra={"node": self.node_id})
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), SWEEP_INTERVAL)
+            waits = [
+                asyncio.ensure_future(stop.wait()),
+                asyncio.ensure_future(isolator.closed.wait()),
+            ]
+            await asyncio.wait(waits, timeout=SWEEP_INTERVAL, return_when=asyncio.FIRST_COMPLETED)
+            for waiting in waits:
+                waiting.cancel()
 
     async def _heartbeat(self, stop: asyncio.Event) -> None:
         while not stop.is_set():

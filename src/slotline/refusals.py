@@ -17,6 +17,7 @@ _ERRORS: dict[str, type[errors.SlotlineError]] = {
         errors.NotFound,
         errors.AmbiguousId,
         errors.InvalidTransition,
+        errors.MergeConflict,
         errors.StaleAttempt,
         errors.BoundExceeded,
         errors.StoreError,
@@ -37,7 +38,9 @@ def response_error(response: httpx.Response) -> errors.SlotlineError:
         return AccessDenied(f"token refused: {detail}", status_code=response.status_code)
     cls = _ERRORS.get(kind)
     if cls is not None:
-        extra = {k: v for k, v in body.items() if k in ("status", "limit", "max", "retry_after")}
+        extra = {
+            k: v for k, v in body.items() if k in ("status", "limit", "max", "retry_after", "files")
+        }
         return cls(detail, **extra)
     if response.status_code in (400, 413, 422):
         return errors.InvalidInput(detail)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slotline.models import Status, Task, iso
+from slotline.spend import Spend, Spent, runs_of, sum_spend
 
 NO_AGENT = "-"
 HOUR = 3600.0
@@ -93,6 +94,8 @@ class Stats:
     counts: dict[str, int]
     agents: list[AgentStats] = field(default_factory=list)
     throughput: Throughput = field(default_factory=lambda: Throughput(0, 0, 0.0, None, None))
+    # What the runs spent (cost, tokens), summed per agent type, user, workspace and day.
+    spend: Spend = field(default_factory=lambda: Spend(Spent("total"), {}))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -101,6 +104,7 @@ class Stats:
             "counts": dict(self.counts),
             "agents": [a.to_dict() for a in self.agents],
             "throughput": self.throughput.to_dict(),
+            "spend": self.spend.to_dict(),
         }
 
 
@@ -136,6 +140,7 @@ def compute(tasks: Iterable[Task], now: float) -> Stats:
 
     Throughput overall is finished tasks per minute from the first task's creation to now.
     """
+    tasks = list(tasks)
     counts = dict.fromkeys((s.value for s in Status), 0)
     per_agent: dict[str, list[Task]] = {}
     total = 0
@@ -163,7 +168,10 @@ def compute(tasks: Iterable[Task], now: float) -> Stats:
         per_minute_overall=overall,
         since=first_created,
     )
-    return Stats(now=now, total=total, counts=counts, agents=agents, throughput=throughput)
+    return Stats(
+        now=now, total=total, counts=counts, agents=agents, throughput=throughput,
+        spend=sum_spend(runs_of(tasks)),
+    )  # fmt: skip
 
 
 def _agent_stats(name: str, tasks: list[Task]) -> AgentStats:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from slotline.api import Queue, open_queue
+from slotline.landing.api import SyncLanding
 from slotline.models import Event
 from slotline.unserved import DEFERRED_WARNINGS
 
@@ -79,6 +80,7 @@ class SyncQueue:
 
     def __init__(self, queue: Queue) -> None:
         self.queue = queue
+        self.landing = SyncLanding(self)  # diff, merge, worktrees, prune (blocking)
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -132,6 +134,7 @@ class SyncQueue:
     settings = _Sync(Queue.settings)
     cancel = _Sync(Queue.cancel)
     terminate = _Sync(Queue.terminate)
+    followup = _Sync(Queue.followup)
     boost = _Sync(Queue.boost)
     bump = _Sync(Queue.bump)
     move = _Sync(Queue.move)
@@ -145,6 +148,7 @@ class SyncQueue:
     set_max_concurrent = _Sync(Queue.set_max_concurrent)
     set_limit = _Sync(Queue.set_limit)
     set_rate = _Sync(Queue.set_rate)
+    set_budget = _Sync(Queue.set_budget)
     set_fairness = _Sync(Queue.set_fairness)
     set_backoff = _Sync(Queue.set_backoff)
     add_schedule = _Sync(Queue.add_schedule)

@@ -9,6 +9,7 @@ from typing import Any
 from slotline.bounds import normalize_workspace
 from slotline.config import Config
 from slotline.errors import InvalidInput
+from slotline.models import Task
 
 
 def expand_agent_type(config: Config, data: dict[str, Any], prompt: str | None) -> dict[str, Any]:
@@ -25,11 +26,11 @@ def expand_agent_type(config: Config, data: dict[str, Any], prompt: str | None) 
     if data.get("command") or data.get("callable") or data.get("kind") not in (None, "command"):
         if prompt is not None:
             raise InvalidInput("prompt: give an agent type and a prompt, or a command, not both")
-        return data
+        return _default_keep(config, data)
     if agent is None:
         if prompt is not None:
             raise InvalidInput("prompt: name the agent type it is for (--agent NAME)")
-        return data
+        return _default_keep(config, data)
     template = config.agent(agent)  # an unknown type is refused, naming the known ones
     if prompt is None:
         raise InvalidInput(f"agent type {agent!r} needs a prompt")
@@ -60,7 +61,15 @@ def expand_agent_type(config: Config, data: dict[str, Any], prompt: str | None) 
     for key, value in defaults.items():
         if value is not None:
             filled.setdefault(key, value)
-    return filled
+    return _default_keep(config, filled)
+
+
+def _default_keep(config: Config, data: dict[str, Any]) -> dict[str, Any]:
+    """A worktree task without `keep` gets `worktrees.keep` of slotline.yaml, if set."""
+    keep = config.worktrees.keep
+    if data.get("isolation") == "worktree" and data.get("keep") is None and keep is not None:
+        return {**data, "keep": keep.value}
+    return data
 
 
 def declared_schedules(config: Config) -> list[dict[str, Any]]:
@@ -80,3 +89,68 @@ def declared_schedules(config: Config) -> list[dict[str, Any]]:
             raise InvalidInput(f"schedules.{name}.task: {exc}") from None
         declared.append({**item.model_dump(), "name": name, "task": task})
     return declared
+
+
+def followup_fields(
+    config: Config, followed: Task, prompt: str, user: str | None = None
+) -> dict[str, Any]:
+    """Submit fields of a follow-up of `followed` (`slotline followup`): its agent type,
+    workspace, repository and isolation, the `resume` template filled with `prompt` as
+    its command (`{session_id}` is filled when it starts, from the latest run of
+    `followed` that printed one). Submit them with `Store.submit_followup`.
+
+    Raises:
+        InvalidInput: `followed` has no agent type, its type (in `config`) has no
+            `resume` template, it has ended without any run printing a session id, or
+            the prompt would be read as an option.
+    """
+    agent = followed.agent
+    if agent is None:
+        raise InvalidInput(
+            f"task {followed.id[:8]} has no agent type: only an agent's session can be followed up"
+        )
+    template = config.agent(agent)
+    if template.resume is None:
+        raise InvalidInput(
+            f"agent type {agent!r} has no resume template: a follow-up continues the "
+            "session through it (see docs/coding-agents.md)"
+        )
+    if not prompt.strip():
+        raise InvalidInput("prompt: give the follow-up's prompt")
+    if followed.status.terminal and not any(a.session_id for a in followed.attempts):
+        raise InvalidInput(
+            f"task {followed.id[:8]} has ended and none of its runs printed a session id "
+            f"that agent type {agent!r}'s usage rules read: there is no session to follow up"
+        )
+    values = {
+        "prompt": prompt,
+        "workspace": followed.workspace or "",
+        "title": followed.title or "",
+        "user": user or followed.user or "",
+        "agent": agent,
+    }
+    template.check_options(agent, {**values, "session_id": "id"}, template.resume)
+    # Shown as the task's command; the node fills {session_id} when the follow-up starts.
+    command = template.argv({**values, "session_id": "{session_id}"}, template.resume)
+    fields: dict[str, Any] = {
+        "agent": agent,
+        "command": command,
+        "workspace": followed.workspace,
+        "user": user or followed.user,
+        "title": prompt if len(prompt) <= 80 else prompt[:77] + "...",
+        "priority": followed.priority.label,
+        "timeout": template.timeout,
+        "memory_mb": template.memory_mb,
+        "expected_duration": template.expected_duration,
+        "repo": followed.repo,
+        "depends_on": [followed.id],
+    }
+    isolation = followed.isolation
+    if isolation is not None:
+        fields.update(
+            isolation="worktree",
+            base=isolation.base,
+            base_commit=isolation.base_commit,
+            keep=isolation.keep.value,
+        )
+    return {key: value for key, value in fields.items() if value is not None}

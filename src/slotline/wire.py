@@ -1,15 +1,48 @@
-"""The API's JSON as slotline's models: what `SlotlineClient` reads off the wire."""
+"""The API's paths and JSON: what `SlotlineClient` sends, and reads back as slotline's models."""
 
 from __future__ import annotations
 
+import urllib.parse
 from datetime import datetime
 from typing import Any
 
-from slotline.isolation import DiffStat, Isolation, KeepPolicy, Worktree, WorktreeState
-from slotline.models import Attempt, Event, Kind, Limit, Priority, Status, Task
+from slotline.isolation import DiffStat, Isolation, KeepPolicy, Merged, Worktree, WorktreeState
+from slotline.limits import Limit
+from slotline.models import Attempt, Event, Kind, Priority, ResumedFrom, Status, Task, Usage
+from slotline.scheduler.budgets import Budget
 from slotline.scheduler.rates import RateLimit
-from slotline.store import Settings
+from slotline.spec import TaskSpec, instant
+from slotline.store import Delivery, QueueStatus, Settings
 from slotline.transitions import StopRequest
+
+
+def task_path(ref: str, verb: str | None = None) -> str:
+    """A task's URL path; the ref is escaped, so no ref (`../../pause`) reaches another route."""
+    path = f"/api/tasks/{urllib.parse.quote(ref, safe='')}"
+    return path if verb is None else f"{path}/{verb}"
+
+
+def schedule_path(name: str, verb: str | None = None) -> str:
+    """A schedule's URL path, its name escaped as a task's ref is."""
+    path = f"/api/schedules/{urllib.parse.quote(name, safe='')}"
+    return path if verb is None else f"{path}/{verb}"
+
+
+def spec_to_json(spec: TaskSpec | dict[str, Any]) -> dict[str, Any]:
+    """A task's spec as the body of a submit (or a schedule's task)."""
+    if isinstance(spec, TaskSpec):
+        data = spec.model_dump(mode="json", exclude_defaults=True)
+        data["priority"] = spec.priority.label
+        if spec.kind is not None:
+            data["kind"] = spec.resolved_kind.value
+        return data
+    # Enum values (a Priority) go as their names, which the API takes; a start time
+    # as epoch seconds, converted here by `instant`'s rule (a naive datetime is this
+    # machine's local time, which the server cannot know).
+    return {
+        k: v.label if isinstance(v, Priority) else instant(v) if k == "run_at" else v
+        for k, v in spec.items()
+    }
 
 
 def _epoch(text: str | None) -> float | None:
@@ -40,20 +73,39 @@ def attempt_from_json(data: dict[str, Any], task_id: str) -> Attempt:
         peak_cpu_percent=data.get("peak_cpu_percent"),
         peak_rss_bytes=data.get("peak_rss_bytes"),
         worktree=_worktree(data.get("worktree")),
+        usage=_usage(data.get("usage")),
+        session_id=data.get("session_id"),
+        resumable=bool(data.get("resumable")),
+        resumed_from=_resumed(data.get("resumed_from")),
     )
+
+
+def _usage(data: dict[str, Any] | None) -> Usage | None:
+    if data is None:
+        return None
+    return Usage(data.get("cost_usd"), data.get("input_tokens"), data.get("output_tokens"))
+
+
+def _resumed(data: dict[str, Any] | None) -> ResumedFrom | None:
+    return None if data is None else ResumedFrom(data["task_id"], data["attempt"])
 
 
 def _worktree(data: dict[str, Any] | None) -> Worktree | None:
     if data is None:
         return None
-    diff = data.get("diff")
+    diff, merged = data.get("diff"), data.get("merged")
     return Worktree(
         data["path"],
         data["branch"],
         data["base_commit"],
         WorktreeState(data["state"]),
         None if diff is None else DiffStat(diff["files"], diff["insertions"], diff["deletions"]),
+        None if merged is None else _merged(merged),
     )
+
+
+def _merged(data: dict[str, Any]) -> Merged:
+    return Merged(data["into"], data["commit"], _epoch(data["at"]) or 0.0, data["squash"])
 
 
 def _isolation(data: dict[str, Any] | None) -> Isolation | None:
@@ -111,6 +163,7 @@ def task_from_json(data: dict[str, Any]) -> Task:
         deduplicated=bool(data.get("deduplicated")),
         repo=data.get("repo"),
         isolation=_isolation(data.get("isolation")),
+        stalled_at=_epoch(data.get("stalled_at")),
         attempts=attempts,
         position=data.get("position"),
         eta_start=_epoch(data.get("eta_start")),
@@ -130,10 +183,49 @@ def event_from_json(data: dict[str, Any]) -> Event:
 
 
 def settings_from_json(data: dict[str, Any]) -> Settings:
-    values = {k: v for k, v in data.items() if k not in ("limits", "rates")}
+    values = {k: v for k, v in data.items() if k not in ("limits", "rates", "budgets")}
     per_key = tuple(Limit(x["key"], x.get("value"), int(x["max"])) for x in data["limits"])
     rates = tuple(
         RateLimit(x["key"], x.get("value"), int(x["max"]), float(x["period"]))
         for x in data.get("rates") or ()
     )
-    return Settings(values, per_key, rates)
+    budgets = tuple(
+        Budget(x["key"], x.get("value"), float(x["amount"]), x["unit"], float(x["period"]))
+        for x in data.get("budgets") or ()
+    )
+    return Settings(values, per_key, rates, budgets)
+
+
+def status_from_json(data: dict[str, Any]) -> QueueStatus:
+    return QueueStatus(
+        active=data["active"],
+        max_concurrent=data["max_concurrent"],
+        paused=data["paused"],
+        over_limit=data["over_limit"],
+        queued=[task_from_json(t) for t in data["queued"]],
+        running=[task_from_json(t) for t in data["running"]],
+        admission=data.get("admission_hold"),
+        mine=None if data.get("mine") is None else [task_from_json(t) for t in data["mine"]],
+        queued_total=data.get("queued_total"),
+        next_up_hidden=data.get("next_up") is None and bool(data["queued"]),
+        rates=list(data.get("rates") or []),
+        backoff=list(data.get("backoff") or []),
+        budgets=list(data.get("budgets") or []),
+    )
+
+
+def delivery_from_json(data: dict[str, Any]) -> Delivery:
+    took = data.get("took")
+    return Delivery(
+        at=_epoch(data.get("at")) or 0.0,
+        hook=data["hook"],
+        event=data["event"],
+        seq=int(data["seq"]),
+        task_id=data.get("task_id"),
+        node_id=data["node_id"],
+        attempt=int(data["attempt"]),
+        ok=bool(data["ok"]),
+        status=data.get("status"),
+        error=data.get("error"),
+        took=None if took is None else float(took),
+    )

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from slotline.models import Status
+from slotline.models import Status, Usage
 from slotline.store import Store
 
 from .conftest import Login, Serve, queue_ids, until
@@ -306,3 +306,23 @@ def test_dead_letters_are_found_and_redriven(store: Store, login: Login) -> None
 
     until(lambda: len(store.get(failed).attempts) == 2, what="redriven: a second attempt")
     assert len(store.get(fine).attempts) == 1
+
+
+def test_task_page_shows_each_attempts_cost_and_tokens(store: Store, login: Login) -> None:
+    # Given a run that reported what it spent and its session (an external runner's,
+    # finished with the usage a node reads from an agent's output),
+    task = store.submit({"kind": "external", "title": "spent", "agent": "claude"}).id
+    claims = store.claim("external:runner", kinds=frozenset({"external"})).claims
+    (claim,) = [c for c in claims if c.task.id == task]
+    store.finish(
+        claim.attempt.id, claim.attempt.token, 0, None,
+        usage=Usage(0.1234, 12345, 678), session_id="sess-b",
+    )  # fmt: skip
+    page = login()
+    # When its page is opened,
+    page.click("[data-view=history]")
+    page.locator(f'.history [data-task-id="{task}"] button.link').click()
+    # Then the attempt shows its cost and tokens.
+    cell = page.wait_for_selector("#task-panel .attempts td.spent")
+    assert cell.inner_text() == "$0.12 · 12,345 in · 678 out"
+    assert cell.get_attribute("title") == "session sess-b"

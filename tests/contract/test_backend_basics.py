@@ -7,6 +7,7 @@ import re
 import secrets
 import select
 import sqlite3
+import threading
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from itertools import pairwise
@@ -16,9 +17,9 @@ import psycopg
 import pytest
 
 from slotline.errors import InvalidInput, StoreError, UnknownDependency
-from slotline.models import Status
+from slotline.models import Status, Usage
 from slotline.store import Store, open_store
-from slotline.store.postgres import split_url
+from slotline.store.postgres import FOLD_EVERY, split_url
 from slotline.store.queries import load_queries
 
 COMMAND = {"command": ["true"]}
@@ -69,6 +70,61 @@ def test_claim_fills_free_slots_up_to_max_concurrent_and_finish_frees_one(store:
     assert done.status is Status.SUCCEEDED
     assert [c.task.id for c in store.claim("node-b").claims] == [third.id]
     assert store.status().active == 2
+
+
+def test_a_node_sees_the_limits_another_node_changed_at_its_next_claim(store_url: str) -> None:
+    # Given two nodes' stores, one of which has claimed (and so read the settings) once
+    with opened(store_url) as node, opened(store_url) as admin:
+        admin.set_setting("max_concurrent", 1)
+        for title in "abcd":
+            admin.submit({**COMMAND, "title": title})
+        assert len(node.claim("node-a").claims) == 1
+        # When the other changes the limits, the next claim goes by the new ones
+        admin.set_setting("max_concurrent", 3)
+        assert len(node.claim("node-a").claims) == 2
+        admin.set_limit("agent", None, 0)
+        admin.submit({**COMMAND, "agent": "x"})
+        admin.set_setting("max_concurrent", 10)
+        assert len(node.claim("node-a").claims) == 1  # the last untyped task, not x's
+        # and a change made in the claiming transaction's own store object is seen too
+        node.set_limit("agent", None, 1)
+        assert [c.task.agent for c in node.claim("node-a").claims] == ["x"]
+
+
+def test_the_counts_per_status_follow_submits_claims_and_finishes(store: Store) -> None:
+    # Enough submits one by one that a PostgreSQL store folds its count deltas while
+    # no claim runs (every FOLD_EVERY-th submit), then claims and finishes, which fold
+    # them too.
+    store.set_setting("max_concurrent", 3)
+    for _ in range(2 * FOLD_EVERY + 1):
+        store.submit(COMMAND)
+    assert store.counts() == {"queued": 2 * FOLD_EVERY + 1}
+    claims = store.claim("node-a").claims
+    assert store.counts() == {"queued": 2 * FOLD_EVERY - 2, "running": 3}
+    store.finish(claims[0].attempt.id, claims[0].attempt.token, 0)
+    store.finish(claims[1].attempt.id, claims[1].attempt.token, 1)
+    assert store.counts() == {
+        "queued": 2 * FOLD_EVERY - 2,
+        "running": 1,
+        "succeeded": 1,
+        "failed": 1,
+    }
+    assert store.status().active == 1
+
+
+def test_what_a_run_spent_is_recorded_on_its_attempt(store: Store) -> None:
+    task = store.submit(COMMAND)
+    claim = store.claim("node-a").claims[0]
+    spent = Usage(cost_usd=0.25, input_tokens=1200, output_tokens=None)
+
+    store.finish(claim.attempt.id, claim.attempt.token, 0, usage=spent, session_id="s-1")
+
+    attempt = store.get(task.id).attempts[0]
+    assert attempt.usage == spent
+    assert attempt.session_id == "s-1"
+    shown = attempt.to_dict()
+    assert shown["usage"] == {"cost_usd": 0.25, "input_tokens": 1200, "output_tokens": None}
+    assert shown["session_id"] == "s-1"
 
 
 def test_event_seq_strictly_increases_and_readers_resume_after_a_seq(store: Store) -> None:
@@ -250,6 +306,33 @@ def test_queues_in_different_schemas_of_one_database_are_independent(pg_url: str
 
 
 @pytest.mark.postgres
+def test_a_read_under_way_does_not_hold_up_a_write_of_the_same_postgres_store(
+    pg_url: str,
+) -> None:
+    # Given a serve process's store, one thread of which is inside a long read (the
+    # dashboard reading a long line),
+    with opened(pg_url) as store:
+        inside, done = threading.Event(), threading.Event()
+
+        def long_read() -> None:
+            with store._transaction(write=False):
+                inside.set()
+                done.wait(60)
+
+        reader = threading.Thread(target=long_read)
+        reader.start()
+        try:
+            assert inside.wait(30)
+            # when another thread (the node) writes, then it goes through meanwhile, on
+            # another connection of the store's pool.
+            task = store.submit(COMMAND)
+            assert store.get(task.id).status is Status.QUEUED
+        finally:
+            done.set()
+            reader.join(30)
+
+
+@pytest.mark.postgres
 def test_postgres_store_and_watcher_reconnect_after_losing_their_connections(
     pg_url: str,
 ) -> None:
@@ -266,7 +349,7 @@ def test_postgres_store_and_watcher_reconnect_after_losing_their_connections(
                 "WHERE application_name = %s",
                 [app],
             ).fetchall()
-        assert len(killed) == 2
+        assert len(killed) >= 2  # the watcher's, and the pool's one or more
 
         # …then the next call opens a new connection,
         assert store.get(task.id).status is Status.QUEUED

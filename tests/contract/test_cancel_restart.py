@@ -369,3 +369,21 @@ def test_clear_cancels_every_task_not_started(
     assert store.events()[-1].kind == "cleared"
     assert store.events()[-1].data["count"] == 5
     assert store.clear() == 0
+
+
+def test_terminate_of_an_attempt_no_longer_current_changes_nothing(
+    store: Store, submit: SubmitFn, claim: ClaimFn, finish: FinishFn, clock: Clock
+) -> None:
+    # Given a task whose first attempt failed and whose second runs (another node's),
+    task = submit("agent", max_attempts=2)
+    (first,) = claim()
+    finish(first, 1)
+    clock.advance(3600)
+    (second,) = claim()
+    # when a node asks to stop its own (first) attempt, then nothing is stopped,
+    with pytest.raises(InvalidTransition, match="no longer current"):
+        store.terminate(task.id, "stalled", attempt_id=first.attempt.id)
+    assert store.get(task.id).kill_request is None
+    # and the current attempt can be.
+    stopped = store.terminate(task.id, "stalled", attempt_id=second.attempt.id)
+    assert stopped.kill_request is not None

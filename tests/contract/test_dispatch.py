@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from slotline.errors import InvalidInput, StaleAttempt
+from slotline.errors import InvalidInput, NotFound, StaleAttempt
 from slotline.models import Status
 from slotline.store import Report, Store
 
@@ -429,6 +429,49 @@ def test_outcomes_handed_to_a_claim_commit_each_on_its_own_and_free_their_slots(
     assert committed is None
     assert store.get(first.id).status is Status.SUCCEEDED
     assert titles(result.claims) == ["second"]
+
+
+def test_many_outcomes_in_one_claim_each_end_their_own_task_as_a_finish_would(
+    store: Store, submit: SubmitFn, claim: ClaimFn, clock: Clock
+) -> None:
+    # Given three running tasks: one with a task waiting on it, one with retries left,
+    # one reported twice, and a report for an attempt that does not exist,
+    store.set_setting("max_concurrent", 3)
+    parent = submit("parent")
+    flaky = submit("flaky", max_attempts=2)
+    twice = submit("twice")
+    child = submit("child", depends_on=[parent.id])
+    by_title = {c.task.title: c.attempt for c in claim()}
+    assert set(by_title) == {"parent", "flaky", "twice"}
+
+    def report(title: str, code: int) -> Report:
+        return Report(by_title[title].id, by_title[title].token, code)
+
+    # when all are handed to one claim,
+    result = store.claim(
+        NODE,
+        now=clock.now,
+        finished=[
+            report("parent", 0),
+            report("flaky", 1),
+            report("twice", 0),
+            report("twice", 0),
+            Report("0" * 32, "token", 0),
+        ],
+    )
+
+    # then each ends as its own finish would: the child is queued (and started), the
+    # flaky task waits to retry, the second report of `twice` and the unknown one are
+    # refused, and the rest stand.
+    assert result.finished[:3] == [None, None, None]
+    assert isinstance(result.finished[3], StaleAttempt)
+    assert isinstance(result.finished[4], NotFound)
+    assert store.get(parent.id).status is Status.SUCCEEDED
+    assert store.get(twice.id).status is Status.SUCCEEDED
+    assert store.get(flaky.id).status is Status.QUEUED
+    assert store.get(flaky.id).attempts[0].outcome == "failed"
+    assert titles(result.claims) == ["child"]
+    assert store.get(child.id).status is Status.RUNNING
 
 
 def test_status_of_the_head_shows_the_first_tasks_and_counts_the_whole_line(

@@ -84,7 +84,8 @@ def test_every_verb_appends_its_events(
     store.cancel(a.id)
     assert logged() == [("claimed", a.id), ("cancel_requested", a.id)]
     finish(running, -15)
-    assert logged() == [("cancelled", a.id), ("blocked", b.id)]
+    # Nothing runs or can start any more: the queue has drained.
+    assert logged() == [("cancelled", a.id), ("blocked", b.id), ("drained", None)]
     store.restart(a.id)
     assert logged() == [("restarted", a.id), ("unblocked", b.id)]
     (running,) = claim()

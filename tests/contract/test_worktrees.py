@@ -137,3 +137,44 @@ def test_a_schedule_of_a_worktree_task_in_no_repository_is_refused(
     with pytest.raises(InvalidInput, match="names no commit"):
         store.add_schedule("bad", "* * * * *", {**task, "repo": str(repo), "base": "nope"})
     assert store.schedules() == []
+
+
+def test_a_merge_is_recorded_on_the_attempt_with_an_event(
+    store: Store, submit: SubmitFn, claim: ClaimFn, repo: Path
+) -> None:
+    submit("agent", isolation="worktree", repo=str(repo))
+    (claimed,) = claim()
+    attempt = claimed.attempt
+    store.record_worktree(attempt.id, attempt.token, "/w/t-1", "slotline/t-1", "c0ffee" * 6)
+    assert store.get(claimed.task.id).attempts[0].worktree.merged is None  # type: ignore[union-attr]
+    merged = store.record_merge(attempt.id, "main", "beef" * 10, squash=True)
+    assert merged.worktree is not None
+    assert merged.worktree.merged is not None
+    assert (merged.worktree.merged.into, merged.worktree.merged.squash) == ("main", True)
+    shown = store.get(claimed.task.id).to_dict()["attempts"][0]["worktree"]["merged"]
+    assert (shown["into"], shown["commit"], shown["squash"]) == ("main", "beef" * 10, True)
+    (event,) = [e for e in store.events() if e.kind == "merged"]
+    assert event.data["into"] == "main"
+    assert event.data["branch"] == "slotline/t-1"
+    with pytest.raises(NotFound):
+        store.record_merge("nope", "main", "beef" * 10, squash=False)
+
+
+def test_an_attempt_resuming_in_a_kept_worktree_takes_it_over(
+    store: Store, submit: SubmitFn, claim: ClaimFn, finish: FinishFn, clock: Clock, repo: Path
+) -> None:
+    # Given a first attempt whose worktree was kept after it failed,
+    task = submit("agent", isolation="worktree", repo=str(repo), max_attempts=2)
+    (first,) = claim()
+    store.record_worktree(first.attempt.id, first.attempt.token, "/w/t-1", "b/t-1", "c0" * 20)
+    store.end_worktree(first.attempt.id, WorktreeState.KEPT, None)
+    finish(first, 1)
+    # when the next attempt (after its retry's backoff) resumes in the same folder,
+    clock.advance(3600)
+    (second,) = claim()
+    store.record_worktree(second.attempt.id, second.attempt.token, "/w/t-1", "b/t-1", "c0" * 20)
+    # then only it holds the folder: no prune or listing sees it as the first's, kept.
+    assert [a.id for a in store.worktrees(WorktreeState.ACTIVE)] == [second.attempt.id]
+    assert store.worktrees(WorktreeState.KEPT) == []
+    states = [a.worktree.state for a in store.get(task.id).attempts if a.worktree]
+    assert states == [WorktreeState.REMOVED, WorktreeState.ACTIVE]

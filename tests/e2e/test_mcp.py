@@ -25,6 +25,7 @@ from .conftest import Run, Serve, Start, ok
 TOOLS = {
     "queue_status", "submit_task", "get_task", "list_tasks", "task_log", "cancel_task",
     "start_now", "boost_task", "move_task", "set_priority", "restart_task", "wait_for_task",
+    "terminate_task", "followup_task",
 }  # fmt: skip
 # The prompt is how many seconds to sleep, or "go:PATH": wait until PATH exists.
 SLEEP = """import os, sys, time
@@ -148,6 +149,13 @@ async def supervise(
     while (await call(session, "get_task", task_id=victim["id"]))["status"] == "queued":
         assert time.monotonic() < deadline, "start_now did not start it"
         await anyio.sleep(0.1)
+    # Terminated (resumable: a restart would resume its agent session).
+    stopped = await call(session, "terminate_task", task_id=victim["id"], resumable=True)
+    assert stopped["id"] == victim["id"]
+    # A follow-up needs an agent type with a `resume` template: refused, with the reason.
+    refused = await session.call_tool("followup_task", {"task_id": victim["id"], "prompt": "go"})
+    assert refused.isError
+    assert "has no resume template" in str(refused.content)
 
 
 def limits(run: Run, *settings: str, remote: tuple[str, ...] = ()) -> None:

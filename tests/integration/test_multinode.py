@@ -257,18 +257,21 @@ def test_a_node_frozen_inside_a_transaction_holds_the_others_up_only_briefly(
 
             until(
                 lambda: (
-                    states() == ["idle in transaction"]
+                    "idle in transaction" in states()
                     and psutil.Process(frozen.pid).status() == psutil.STATUS_STOPPED
                 ),
                 what="frozen in a transaction",
             )
-            # when another node writes, then its write goes through once the server ends
-            # the frozen session (idle_in_transaction_session_timeout, 10 s), well before
-            # the writer would give up waiting for the lock (lock_timeout, 60 s),
+            # a submit does not wait for it (submits are not serialized with claims),
             task = store.submit({"command": ["true"]})
             assert store.get(task.id).status is Status.QUEUED
-            # and the frozen session is gone.
-            assert states() == []
+            assert "idle in transaction" in states()
+            # and when another node claims, its claim goes through once the server ends
+            # the frozen session (idle_in_transaction_session_timeout, 10 s), well before
+            # the writer would give up waiting for the lock (lock_timeout, 60 s),
+            assert [c.task.id for c in store.claim("node-b").claims] == [task.id]
+            # and the frozen session is gone (its pool's idle connections are not).
+            assert "idle in transaction" not in states()
     finally:
         frozen.send_signal(signal.SIGCONT)
         frozen.kill()

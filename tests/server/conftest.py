@@ -111,7 +111,10 @@ def make_server(tmp_path: Path) -> Iterator[ServerFactory]:
             box["loop"] = asyncio.get_running_loop()
             stop = box["stop"] = asyncio.Event()
             store = open_store(url)
-            worker = Node(store, node_id=NODE_ID, log_dir=tmp_path / "logs", kill_grace=2.0)
+            agents = None if config is None else config.agents
+            worker = Node(
+                store, node_id=NODE_ID, log_dir=tmp_path / "logs", kill_grace=2.0, agents=agents
+            )
 
             def on_ready(host: str, port: int) -> None:
                 box["url"] = worker.api_url = f"http://{host}:{port}"

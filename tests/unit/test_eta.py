@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from slotline.models import Limit, Status
+from slotline.limits import Limit
+from slotline.models import Status
 from slotline.scheduler import durations, eta
 from slotline.scheduler.policy import Limits
 from slotline.scheduler.ranks import seq_rank

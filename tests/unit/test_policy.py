@@ -17,7 +17,8 @@ from collections.abc import Callable, Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slotline.models import Kind, Limit, Priority, Status, Task
+from slotline.limits import Limit
+from slotline.models import Kind, Priority, Status, Task
 from slotline.scheduler import policy
 from slotline.scheduler.policy import Limits, Snapshot
 from slotline.scheduler.ranks import seq_rank

@@ -36,6 +36,7 @@ COMMANDS = {
     "export": "export:export",
     "cancel": "steering:cancel",
     "terminate": "steering:terminate",
+    "followup": "followup:followup",
     "boost": "steering:boost",
     "bump": "steering:bump",
     "move": "steering:move",
@@ -53,6 +54,10 @@ COMMANDS = {
     "config": "config:show_config",
     "token": "tokens:token",
     "schedule": "schedule:schedule",
+    "diff": "landing:diff",
+    "merge": "landing:merge",
+    "worktrees": "landing:worktrees",
+    "notify": "notify:notify",
 }
 
 

@@ -53,7 +53,7 @@ class Backend(Protocol):
 
     def cancel(self, ref: str, cascade: bool = False) -> Task: ...
 
-    def terminate(self, ref: str, reason: str = "by request") -> Task: ...
+    def terminate(self, ref: str, reason: str = "by request", resumable: bool = False) -> Task: ...
 
     def boost(self, ref: str) -> Task: ...
 
@@ -102,6 +102,15 @@ class Backend(Protocol):
 
     def set_rate(
         self, key: str, value: str | None, max_starts: int | None, period: float | str | None = None
+    ) -> None: ...
+
+    def set_budget(
+        self,
+        key: str,
+        value: str | None,
+        amount: float | None,
+        period: float | str | None = None,
+        unit: str | None = "usd",
     ) -> None: ...
 
     def set_fairness(self, key: str | None, weights: Mapping[str, float] | None = None) -> None: ...

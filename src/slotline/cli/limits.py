@@ -13,7 +13,7 @@ from slotline.cli.context import CliState, json_option, pass_state
 from slotline.cli.pacing import Pacing, parse_pacing
 from slotline.cli.plain import print_json
 from slotline.errors import InvalidInput
-from slotline.models import LIMIT_KEYS
+from slotline.limits import LIMIT_KEYS
 from slotline.store import NONE_MEANS_NO_BOUND, SETTING_RULES, check_limit_max
 
 # KEY[VALUE]=N: the value in brackets runs to the last `]=`, so it may hold `=` or `]`.
@@ -97,7 +97,9 @@ def parse_assignment(text: str) -> Assignment | Pacing:
     help="Change a limit (repeatable): max_concurrent=4, agent[claude]=2, "
     "workspace=1, 'label:team[infra]=1'; N=none removes a per-key limit. Rates: "
     "'rate:agent[claude]=20/1m', rate:global=100/1h, rate:user=5/1m (per user). "
-    "Fairness: fairness=user (or workspace, agent, parent, label:NAME), "
+    "Budgets: 'budget:agent[claude]=50usd/1d', 'budget:user=2Mtok/1h' (tokens in+out), "
+    "'budget:agent[claude]=none'. Fairness: fairness=user (or workspace, agent, parent, "
+    "label:NAME), "
     "'fairness[alice]=2', fairness=none. Back-off: "
     '\'backoff[claude]={"exit_codes": [75], "pattern": "429"}\', backoff[claude]=none.',
 )

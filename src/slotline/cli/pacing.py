@@ -1,6 +1,7 @@
 """`slotline limits --set` for the pacing of starts: rates (`rate:agent[claude]=20/1m`),
-fairness (`fairness=user`, `fairness[alice]=2`) and provider back-off
-(`backoff[claude]={"exit_codes": [75]}`), and how `limits` and `status` show them."""
+budgets (`budget:agent[claude]=50usd/1d`), fairness (`fairness=user`,
+`fairness[alice]=2`) and provider back-off (`backoff[claude]={"exit_codes": [75]}`), and
+how `limits` and `status` show them."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import click
 from slotline.errors import InvalidInput
 from slotline.models import utcnow
 from slotline.scheduler.backoff import BackoffRule
+from slotline.scheduler.budgets import format_amount, parse_budget
 from slotline.scheduler.fairness import check_fairness
 from slotline.scheduler.rates import GLOBAL, check_rate_key, parse_rate
 
@@ -35,6 +37,20 @@ class RateAssignment:
             store.set_rate(self.key, self.value, None)
         else:
             store.set_rate(self.key, self.value, *self.rate)
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetAssignment:
+    key: str
+    value: str | None
+    budget: tuple[float, str, float] | None  # amount, unit, period; None: remove
+
+    def apply(self, store: Backend) -> None:
+        if self.budget is None:
+            store.set_budget(self.key, self.value, None, unit=None)
+        else:
+            amount, unit, period = self.budget
+            store.set_budget(self.key, self.value, amount, period, unit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +85,7 @@ class BackoffAssignment:
         store.set_backoff(self.agent, self.rule)
 
 
-Pacing = RateAssignment | FairnessAssignment | BackoffAssignment
+Pacing = RateAssignment | BudgetAssignment | FairnessAssignment | BackoffAssignment
 
 
 def parse_pacing(text: str) -> Pacing | None:
@@ -88,6 +104,8 @@ def parse_pacing(text: str) -> Pacing | None:
         given = given.strip()
         if key.startswith("rate:"):
             return _rate(text, key.removeprefix("rate:"), value, given)
+        if key.startswith("budget:"):
+            return _budget(key.removeprefix("budget:"), value, given)
         if key == "fairness":
             return _fairness(value, given)
     except InvalidInput as exc:
@@ -106,6 +124,19 @@ def _rate(text: str, key: str, value: str | None, given: str) -> RateAssignment:
     if given.lower() == "none":
         return RateAssignment(key, value, None)
     return RateAssignment(key, value, parse_rate(given))
+
+
+def _budget(key: str, value: str | None, given: str) -> BudgetAssignment:
+    check_rate_key(key)
+    if value is not None and not value.strip():
+        raise InvalidInput("empty value in brackets")
+    if key == GLOBAL and value is not None:
+        raise InvalidInput("the global budget takes no [VALUE]")
+    if key in ("workspace", "repo") and value is not None:
+        value = str(Path(value).expanduser().resolve())
+    if given.lower() == "none":
+        return BudgetAssignment(key, value, None)
+    return BudgetAssignment(key, value, parse_budget(given))
 
 
 def _fairness(value: str | None, given: str) -> FairnessAssignment:
@@ -141,7 +172,9 @@ def _when(at: float | None, now: float) -> str:
     if at is None:
         return "now"
     left = max(0.0, at - now)
-    return f"in {left:.0f}s" if left < 120 else f"in {left / 60:.0f}m"
+    if left < 120:
+        return f"in {left:.0f}s"
+    return f"in {left / 60:.0f}m" if left < 7200 else f"in {left / 3600:.1f}h"
 
 
 def limits_lines(settings: Settings) -> list[str]:
@@ -152,6 +185,15 @@ def limits_lines(settings: Settings) -> list[str]:
         if rate.value is not None:
             who = f"{rate.key} {rate.value}"
         lines.append(f"rate:{_name(rate.key, rate.value)} = {rate.rate}  (starts of {who})")
+    for budget in settings.budgets:
+        who = "all runs" if budget.key == GLOBAL else f"the runs of each {budget.key}"
+        if budget.value is not None:
+            who = f"the runs of {budget.key} {budget.value}"
+        unit = "dollars" if budget.unit == "usd" else "tokens in and out"
+        lines.append(
+            f"budget:{_name(budget.key, budget.value)} = {budget.budget}  "
+            f"({unit} spent by {who} finished in the window)"
+        )
     fairness = settings.values.get("fairness")  # a server of an older version has none
     if fairness:
         weights = ", ".join(f"{v}={w:g}" for v, w in sorted(fairness["weights"].items()))
@@ -185,8 +227,25 @@ def status_lines(status: QueueStatus, now: float | None = None) -> list[Renderab
         lines.append(
             Text(f"rate {name} {rate['rate']}: {rate['used']} used · next start {when}", style)
         )
+    for budget in status.budgets:
+        name = _name(budget["key"], budget["value"])
+        spent = format_amount(budget["spent"], budget["unit"])
+        if budget["unit"] == "usd":
+            spent = f"${budget['spent']:.2f}"
+        if budget["until"] is None:
+            lines.append(Text(f"budget {name} {budget['budget']}: {spent} spent", style="dim"))
+        else:
+            lines.append(
+                Text(
+                    f"BUDGET REACHED {name} {budget['budget']}: {spent} spent · "
+                    f"starts again {_when(budget['until'], now)}",
+                    style="bold yellow",
+                )
+            )
     for throttle in status.backoff:
         hold = f"held {_when(throttle['not_before'], now)}" if throttle["holding"] else "not held"
+        if throttle.get("reset_at") is not None:  # the provider said when its limit resets
+            hold = f"its limit resets {_when(throttle['reset_at'], now)}, then one run probes"
         lines.append(
             Text(
                 f"BACKING OFF {throttle['agent']}: at most {throttle['cap']} running, {hold} "

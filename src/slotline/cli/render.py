@@ -27,7 +27,9 @@ from slotline.cli.plain import (
     timestamp,
     until,
 )
-from slotline.models import Kind, Limit, Status, Task
+from slotline.limits import Limit
+from slotline.models import Kind, ResumedFrom, Status, Task
+from slotline.spend import describe
 
 if TYPE_CHECKING:
     from slotline.store import QueueStatus, Settings
@@ -84,6 +86,14 @@ def status_text(status: Status) -> Text:
     return Text(status.value, style=STATUS_STYLES.get(status, ""))
 
 
+def task_state(task: Task) -> Text:
+    """The status, with the STALLED badge of a run that went quiet (or waits for input)."""
+    state = status_text(task.status)
+    if task.stalled_at is not None and task.status is Status.RUNNING:
+        state.append(" STALLED", style="bold yellow")
+    return state
+
+
 def _table(*columns: str, title: str | None = None) -> Table:
     table = Table(
         box=box.SIMPLE_HEAD, title=title, title_justify="left", pad_edge=False, show_edge=False
@@ -109,7 +119,7 @@ def task_table(tasks: Iterable[Task], now: float) -> Table:
     for task in tasks:
         table.add_row(
             ids[task.id],
-            status_text(task.status),
+            task_state(task),
             _priority(task),
             "-" if task.position is None else str(task.position),
             text(task.title),
@@ -148,6 +158,7 @@ def queue_status(
         attempt = task.attempts[-1] if task.attempts else None
         pid = attempt.pid if attempt is not None else None
         marker = " (over limit)" if attempt is not None and attempt.over_limit else ""
+        marker += " STALLED" if task.stalled_at is not None else ""
         running.add_row(
             ids[task.id],
             text(task.title + marker),
@@ -177,7 +188,8 @@ def queue_status(
         )
     parts.append(keep_widths(queued) if status.queued else Text("nothing queued", style="dim"))
     for task in shown:  # a function no live node serves: why it does not start
-        if task.kind is Kind.CALLABLE and task.status_reason:
+        held = (task.status_reason or "").startswith("budget ")  # by a budget reached
+        if (task.kind is Kind.CALLABLE or held) and task.status_reason:
             parts.append(Text(f"{ids[task.id]}: {printable(task.status_reason)}", style="yellow"))
     if len(shown) < total:
         more = total - len(shown)
@@ -205,7 +217,9 @@ def task_detail(task: Task, now: float) -> RenderableType:
     fields = Table.grid(padding=(0, 2))
     fields.add_column(style="bold", no_wrap=True)
     fields.add_column()
-    state = status_text(task.status)
+    state = task_state(task)
+    if task.stalled_at is not None and task.status is Status.RUNNING:
+        state.append(f" since {ago(task.stalled_at, now)}")
     if task.position is not None:
         state.append(f" (position {task.position}{', NEXT UP' if task.position == 1 else ''})")
     if task.status_reason:
@@ -249,6 +263,9 @@ def task_detail(task: Task, now: float) -> RenderableType:
     if not task.attempts:
         return fields
     attempts = _table("#", "PID", "STARTED", "TOOK", "EXIT", title="ATTEMPTS")
+    spent = any(a.usage for a in task.attempts)
+    if spent:
+        attempts.add_column("SPENT", no_wrap=True)
     attempts.add_column("OUTCOME", overflow="fold")
     for attempt in task.attempts:
         took = None if attempt.finished_at is None else attempt.finished_at - attempt.started_at
@@ -257,17 +274,28 @@ def task_detail(task: Task, now: float) -> RenderableType:
             outcome += " (over limit)"
         if attempt.reason and attempt.reason != outcome:
             outcome += f": {attempt.reason}"
+        if attempt.resumed_from is not None:
+            outcome += f" (resumed {_resumed(task, attempt.resumed_from)})"
+        usage = attempt.usage
         attempts.add_row(
             str(attempt.number),
             "-" if attempt.pid is None else str(attempt.pid),
             ago(attempt.started_at, now),
             duration(took),
             "-" if attempt.exit_code is None else str(attempt.exit_code),
+            *([describe(*(usage.cost_usd, usage.input_tokens, usage.output_tokens)
+                        if usage else (None, None, None))] if spent else []),
             text(outcome),
-        )
+        )  # fmt: skip
     if not any(a.worktree for a in task.attempts):
         return Group(fields, Text(), attempts)
     return Group(fields, Text(), attempts, Text(), _worktrees(task))
+
+
+def _resumed(task: Task, source: ResumedFrom) -> str:
+    if source.task_id == task.id:
+        return f"#{source.attempt}'s session"
+    return f"the session of {short_id(source.task_id)} #{source.attempt}"
 
 
 def _isolation(task: Task) -> str:
@@ -293,7 +321,10 @@ def _worktrees(task: Task) -> Table:
             f"+{diff.insertions} -{diff.deletions}"
         )  # fmt: skip
         path = "-" if tree.state.value == "removed" else tree.path
-        table.add_row(str(attempt.number), text(tree.branch), tree.state.value, changes, text(path))
+        state = tree.state.value
+        if tree.merged is not None:
+            state += f", merged into {tree.merged.into}"
+        table.add_row(str(attempt.number), text(tree.branch), text(state), changes, text(path))
     return table
 
 

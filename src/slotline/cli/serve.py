@@ -192,6 +192,8 @@ def serve(
         slots=config.slots,
         sample_interval=sample_interval,
         callables=functions,
+        worktree_policy=config.worktree_policy(),
+        agents=config.agents,
     )
     limit = store.settings()["max_concurrent"]
     if state.json:
@@ -327,6 +329,21 @@ def apply_rates_and_backoff(store: Store, config: Config) -> None:
         store.set_backoff(name, rule)
     if config.fairness is not None:
         store.set_fairness(config.fairness.key, config.fairness.weights)
+    apply_budgets(store, config)
+
+
+def apply_budgets(store: Store, config: Config) -> None:
+    """Write the file's budgets into the store (added to those set with `slotline
+    limits`, as the rates are)."""
+    from slotline.scheduler.budgets import parse_budget
+
+    wanted = [(b.key, b.value, b.budget) for b in config.budgets]
+    for name, agent in config.agents.items():
+        given = [agent.budget] if isinstance(agent.budget, str) else agent.budget or []
+        wanted += [("agent", name, budget) for budget in given]
+    for key, value, budget in wanted:
+        amount, unit, period = parse_budget(budget)
+        store.set_budget(key, value, amount, period, unit)
 
 
 async def _run(
@@ -340,7 +357,7 @@ async def _run(
 
     stop = asyncio.Event()
     install_signal_handlers(stop)
-    jobs = [asyncio.create_task(node.run(stop))]
+    jobs = [asyncio.create_task(node.run(stop)), *_hear(node, config, stop)]
     if http is not None:
         from slotline.server.serve import serve_http
 
@@ -355,3 +372,18 @@ async def _run(
     finally:
         stop.set()
         await asyncio.gather(*jobs, return_exceptions=True)
+
+
+def _hear(node: Node, config: Config, stop: asyncio.Event) -> list[asyncio.Task[None]]:
+    """The node's hooks (`notify`, `on_event`) and its watch for stalled runs, each in a
+    task of its own beside the dispatch loop."""
+    from slotline.runner.notify import deliver_until
+    from slotline.runner.stall import StallWatch
+
+    rules = {name: agent.stall for name, agent in config.agents.items() if agent.stall}
+    hooks = deliver_until(
+        stop, node.store, node.node_id, config.notify, config.on_event, node.log_dir,
+        node.lease, node.supervisor.settings.env_allow,
+    )  # fmt: skip
+    watch = StallWatch(node.supervisor, rules)
+    return [asyncio.create_task(hooks), asyncio.create_task(watch.run(stop))]

@@ -13,6 +13,7 @@ from slotline.cli.context import CliState, json_option, pass_state
 from slotline.cli.plain import ago, print_json
 from slotline.cli.render import STATUS_STYLES, keep_widths, show, text
 from slotline.models import Status, utcnow
+from slotline.spend import BY, Spend, describe
 
 ALL_TASKS = 1_000_000_000
 
@@ -21,10 +22,12 @@ ALL_TASKS = 1_000_000_000
 @json_option
 @pass_state
 def stats(state: CliState) -> None:
-    """Show counts, wait and run times per agent type, and throughput.
+    """Show counts, wait and run times per agent type, throughput, and what runs spent.
 
     Wait is from entering the line to the start of the run; run is each attempt's
-    start to end. Computed from the stored tasks and attempts, so it survives restarts.
+    start to end; spent is cost and tokens (as the agent types' `usage` rules read them)
+    per agent type, user, workspace and day. Computed from the stored tasks and
+    attempts, so it survives restarts.
     """
     now = utcnow()
     computed = queue_stats.compute(state.store.list_tasks(limit=ALL_TASKS), now)
@@ -53,7 +56,26 @@ def render(computed: queue_stats.Stats) -> RenderableType:
     if computed.agents:
         parts.append(_agents_table(computed.agents))
     parts.append(_throughput_line(computed))
+    if computed.spend.total.runs:
+        parts.append(_spend_table(computed.spend))
     return Group(*parts)
+
+
+def _spend_table(spend: Spend) -> Table:
+    """Cost and tokens per agent type, user, workspace and day, and the total."""
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, title="SPENT")
+    table.add_column("BY", no_wrap=True)
+    table.add_column("KEY", overflow="ellipsis", ratio=1)
+    table.add_column("RUNS", justify="right", no_wrap=True)
+    table.add_column("SPENT", justify="right", no_wrap=True)
+    total = spend.total
+    rows = [("total", [total])] + [(by, spend.groups.get(by, [])) for by in BY]
+    for by, group in rows:
+        for row in group:
+            key = "" if by == "total" else row.key
+            spent = describe(row.cost_usd, row.input_tokens, row.output_tokens)
+            table.add_row(by, text(key), str(row.runs), spent)
+    return table
 
 
 def _counts_line(computed: queue_stats.Stats) -> Text:

@@ -61,14 +61,21 @@ def cancel(state: CliState, task_id: str, cascade: bool) -> None:
     show_default=True,
     help="Why; the task fails with `terminated: R`.",
 )
+@click.option(
+    "--resumable",
+    is_flag=True,
+    help="Its next attempt (`restart`) continues the agent's session (`resume`).",
+)
 @json_option
 @pass_state
-def terminate(state: CliState, task_id: str, reason: str) -> None:
+def terminate(state: CliState, task_id: str, reason: str, resumable: bool) -> None:
     """Stop a running task; it fails.
 
-    It ends as failed with `terminated: REASON` and the next task starts.
+    It ends as failed with `terminated: REASON` and the next task starts. With
+    --resumable, restarting it later resumes the agent's session instead of starting
+    over (its agent type needs a `resume` template).
     """
-    task = state.store.terminate(task_id, reason)
+    task = state.store.terminate(task_id, reason, resumable)
     _report(
         state,
         task,

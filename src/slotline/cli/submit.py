@@ -175,9 +175,9 @@ def parse_priority(
 @click.option("--base", metavar="REF", help="With --worktree: the branch or commit to start from.")
 @click.option(
     "--keep",
-    type=click.Choice(["on_failure", "always", "never"]),
-    help="With --worktree: keep the worktree after the run: on_failure (default), always "
-    "or never. A branch with commits is always kept.",
+    type=click.Choice(["on_failure", "always", "until_merged", "never"]),
+    help="With --worktree: keep the worktree after the run: on_failure (default), always, "
+    "until_merged or never. A branch with commits is always kept.",
 )
 @click.option("--hold", is_flag=True, help="Submit held: it does not start until released.")
 @click.option(

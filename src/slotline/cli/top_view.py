@@ -114,6 +114,8 @@ def _running(view: View) -> RenderableType:
         title = text(task.title)
         if attempt is not None and attempt.over_limit:
             title.append(" (over limit)", style="red")
+        if task.stalled_at is not None:
+            title.append(" STALLED", style="bold yellow")
         table.add_row(
             ids[task.id],
             title,

@@ -34,6 +34,19 @@ export function clock(iso) {
   return iso ? new Date(iso).toLocaleString() : "–";
 }
 
+// What runs spent: an unknown value (no run reported it) is "-", never 0, as in `stats`.
+const UNKNOWN = "-";
+
+/** US dollars: `$1,234.56`, or four places under a cent (`$0.0012`). */
+export function dollars(cost) {
+  if (cost === null || cost === undefined) return UNKNOWN;
+  const places = cost > 0 && cost < 0.01 ? 4 : 2;
+  return `$${cost.toLocaleString("en-US", { minimumFractionDigits: places, maximumFractionDigits: places })}`;
+}
+
+/** A count of tokens: `12,345`. */
+export const tokens = (n) => (n === null || n === undefined ? UNKNOWN : n.toLocaleString("en-US"));
+
 export function plural(n, word) {
   return `${n} ${word}${n === 1 ? "" : "s"}`;
 }

@@ -8,8 +8,9 @@ import { Events } from "./events.js";
 import { Header } from "./header.js";
 import { History } from "./history.js";
 import { Line } from "./line.js";
-import { loadCharts, loadHistory, loadLine, refresh } from "./refresh.js";
+import { endsRun, loadCharts, loadHistory, loadLine, loadSpend, refresh } from "./refresh.js";
 import { Running } from "./running.js";
+import { Spend } from "./spend.js";
 import { EVENTS_KEPT, state, subscribe, update } from "./state.js";
 import { Submit } from "./submit.js";
 import { TaskPanel } from "./task.js";
@@ -22,6 +23,7 @@ const VIEWS = [
   ["history", "History"],
   ["events", "Events"],
   ["charts", "Charts"],
+  ["spend", "Spend"],
 ];
 
 let stream = null;
@@ -46,6 +48,7 @@ function Login() {
 function show(view) {
   update({ view });
   if (view === "history") loadHistory().catch(() => {});
+  if (view === "spend") loadSpend();
   if (view === "charts") {
     import("./charts.js").then((module) => {
       Charts = module.Charts;
@@ -86,6 +89,7 @@ function App() {
     history: () => html`<${History} />`,
     events: () => html`<${Events} />`,
     charts: () => (Charts ? html`<${Charts} />` : html`<p class="loading">Loading charts…</p>`),
+    spend: () => html`<${Spend} />`,
   }[state.view]();
   return html`<div class=${`layout ${state.open ? "with-panel" : ""}`} data-role=${state.me.role}>
     <${Nav} />
@@ -99,12 +103,12 @@ function App() {
 
 function onEvent(event) {
   update({ events: [event, ...state.events].slice(0, EVENTS_KEPT) });
-  refresh();
+  refresh({ spend: endsRun(event) });
 }
 
 function onState(conn, why) {
   update({ conn });
-  if (conn === "live") refresh(); // caught up: read what the events changed meanwhile
+  if (conn === "live") refresh({ spend: true }); // caught up: read what the events changed meanwhile
   if (conn === "refused" && why) update({ notice: { text: why, error: true, at: Date.now() } });
 }
 

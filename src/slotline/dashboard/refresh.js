@@ -1,4 +1,5 @@
-// Reading what the views show: the line page, the open task, the history, the charts.
+// Reading what the views show: the line page, the open task, the history, the charts, the
+// spend.
 // Events only schedule these reads (coalesced), so a burst of events costs one request.
 
 import { api, query, token } from "./api.js";
@@ -58,9 +59,32 @@ export async function loadTask() {
     if (state.open !== id) return;
     const found = { task, events: events.events, children: children.tasks, dependents };
     update({ task: { ...(state.task || {}), ...found } });
+    await loadDiff(id, task);
   } catch (error) {
     update({ notice: { text: error.message, error: true, at: Date.now() } });
   }
+}
+
+// The patch shown on a task's page is capped: a page stays small whatever a run wrote.
+const DIFF_PAGE_BYTES = 200_000;
+
+// A worktree run's diff, read again only when its latest worktree changed (git runs on
+// the server for each read).
+async function loadDiff(id, task) {
+  const trees = task.attempts.filter((a) => a.worktree);
+  if (!trees.length) return;
+  const last = trees[trees.length - 1];
+  const key = JSON.stringify([last.id, last.finished_at, last.worktree]);
+  if (state.task && state.task.diffKey === key) return;
+  let diff = null;
+  let diffError = null;
+  try {
+    diff = await api(`/api/tasks/${encodeURIComponent(id)}/diff${query({ max_bytes: DIFF_PAGE_BYTES })}`);
+  } catch (error) {
+    diffError = error.message;
+  }
+  if (state.open !== id) return;
+  update({ task: { ...state.task, diff, diffError, diffKey: key } });
 }
 
 export async function loadHistory() {
@@ -72,22 +96,46 @@ export async function loadHistory() {
   update({ history: { ...state.history, tasks: found.tasks, total: found.total } });
 }
 
+let spendReads = 0;
+
+/** What the runs the caller sees spent; a read answered after a later one is dropped. */
+export async function loadSpend() {
+  const read = ++spendReads;
+  try {
+    const stats = await api("/api/stats");
+    if (read === spendReads) update({ spend: { data: stats.spend, error: null } });
+  } catch (error) {
+    if (read === spendReads) update({ spend: { ...state.spend, error: error.message } });
+  }
+}
+
 export async function loadCharts() {
   const data = await api(`/api/charts${query({ window: state.charts.window })}`);
   update({ charts: { ...state.charts, data } });
 }
 
+// The events that end a run: only these change what runs spent.
+const RUN_ENDS = new Set(["succeeded", "failed", "cancelled", "terminated", "retry", "requeued", "restarted"]);
+let spendChanged = false;
+
+/** Whether `event` ended a run (and so may change the spend shown). */
+export const endsRun = (event) => RUN_ENDS.has(event.kind);
+
 /**
  * Read again what is on screen, soon: calls within 150 ms make one read, and under a
  * steady flow of events on a long line (a read of a second) the page waits twice what the
  * last read took, so one page never keeps the server busy more than a third of the time.
+ * The spend (a sum over every run) is read again only when `spend` says a run ended.
  */
-export function refresh() {
+export function refresh({ spend = false } = {}) {
+  spendChanged = spendChanged || spend;
   if (pending) return;
   pending = setTimeout(() => {
     pending = null;
     loadLine();
     if (state.open) loadTask();
     if (state.view === "history") loadHistory().catch(() => {});
+    if (state.view === "spend" && spendChanged) loadSpend();
+    spendChanged = false;
   }, Math.max(150, 2 * lastRead));
 }

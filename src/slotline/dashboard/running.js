@@ -1,7 +1,7 @@
 // The running list: each run with its ticking runtime, CPU and RSS, and its actions.
 
 import { restart, terminate } from "./actions.js";
-import { bytes, duration, percent, shortId, since } from "./format.js";
+import { bytes, clock, duration, percent, shortId, since } from "./format.js";
 import { open } from "./open.js";
 import { serverNow, state } from "./state.js";
 import { Badge, Button, html } from "./ui.js";
@@ -31,6 +31,7 @@ function Run({ task, now, canWrite }) {
       <${Spark} values=${state.usage.get(task.id)} />
       <span title="memory (RSS)">${bytes(attempt.rss_bytes)}</span>
       ${attempt.over_limit && html`<${Badge} kind="over">OVER LIMIT<//>`}
+      ${task.stalled_at && html`<${Badge} kind="stalled" title=${`quiet or waiting for input since ${clock(task.stalled_at)}`}>STALLED<//>`}
       ${task.stop_requested && html`<${Badge} kind="paused">STOPPING<//>`}
     </span>
     <span class="actions">

@@ -16,12 +16,13 @@ export const state = {
   selectAll: false, // "every task matching the filter"
   anchor: null, // the last row clicked, for shift-click
   usage: new Map(), // task id -> recent CPU% samples (sparklines)
-  view: "line", // line | history | events | charts | submit
+  view: "line", // line | history | events | charts | spend | submit
   open: null, // the id of the task shown in the task panel
   task: null, // {task, events, children, log, following}
   history: { status: "", q: "", agent: "", tasks: [], total: 0 },
   events: [], // newest first, at most EVENTS_KEPT
   charts: { window: "hour", data: null },
+  spend: { data: null, error: null }, // the `spend` of /api/stats, read while shown
   modal: null, // {title, text, reason, choices, ok, run}
   notice: null, // {text, error}
   theme: localStorage.getItem("slotline.theme") || "",

@@ -1,27 +1,45 @@
 // One task: its fields, attempts, dependencies and subtasks, events, and its log (live).
 
 import * as actions from "./actions.js";
-import { bytes, clock, shortId } from "./format.js";
+import { bytes, clock, dollars, shortId, tokens } from "./format.js";
 import { close, open } from "./open.js";
 import { state } from "./state.js";
-import { Button, html } from "./ui.js";
+import { Badge, Button, html } from "./ui.js";
 
 const FIELDS = [
   "id", "status", "status_reason", "priority", "position", "agent", "workspace", "user",
   "created_at", "queued_at", "started_at", "finished_at", "exit_code", "failure_reason",
   "max_attempts", "timeout", "queue_ttl", "parent_id", "eta_start", "eta_finish", "eta_basis",
+  "stalled_at",
 ];
 
 const Link = ({ id }) => html`<button type="button" class="link" onClick=${() => open(id)}>${shortId(id)}</button>`;
 
-function Attempts({ attempts }) {
+// What a run spent (its agent type's `usage` rules): "$0.12 · 1,234 in · 56 out".
+function spent(usage) {
+  if (!usage) return "–";
+  const parts = [];
+  if (usage.cost_usd !== null) parts.push(dollars(usage.cost_usd));
+  if (usage.input_tokens !== null) parts.push(`${tokens(usage.input_tokens)} in`);
+  if (usage.output_tokens !== null) parts.push(`${tokens(usage.output_tokens)} out`);
+  return parts.join(" · ") || "–";
+}
+
+function resumed(a, taskId) {
+  const from = a.resumed_from;
+  if (!from) return "";
+  return from.task_id === taskId ? ` (resumed #${from.attempt}'s session)` : ` (resumed the session of ${shortId(from.task_id)} #${from.attempt})`;
+}
+
+function Attempts({ attempts, taskId }) {
   if (!attempts.length) return html`<p class="muted">No attempt yet.</p>`;
   return html`<table class="attempts"><thead><tr>
-      <th>#</th><th>node</th><th>pid</th><th>started</th><th>outcome</th><th>exit</th><th>peak CPU</th><th>peak RSS</th></tr></thead>
+      <th>#</th><th>node</th><th>pid</th><th>started</th><th>outcome</th><th>exit</th><th>spent</th><th>peak CPU</th><th>peak RSS</th></tr></thead>
     <tbody>${attempts.map((a) => html`<tr key=${a.id}>
       <td>${a.number}</td><td>${a.node_id || "–"}</td><td>${a.pid ?? "–"}</td><td>${clock(a.started_at)}</td>
-      <td>${a.outcome || (a.finished_at ? "ended" : "running")}${a.reason ? `: ${a.reason}` : ""}${a.over_limit ? " (over limit)" : ""}</td>
-      <td>${a.exit_code ?? "–"}</td><td>${a.peak_cpu_percent === null ? "–" : `${Math.round(a.peak_cpu_percent)}%`}</td><td>${bytes(a.peak_rss_bytes)}</td>
+      <td>${a.outcome || (a.finished_at ? "ended" : "running")}${a.reason ? `: ${a.reason}` : ""}${a.over_limit ? " (over limit)" : ""}${resumed(a, taskId)}</td>
+      <td>${a.exit_code ?? "–"}</td><td class="spent" title=${a.session_id ? `session ${a.session_id}` : ""}>${spent(a.usage)}</td>
+      <td>${a.peak_cpu_percent === null ? "–" : `${Math.round(a.peak_cpu_percent)}%`}</td><td>${bytes(a.peak_rss_bytes)}</td>
     </tr>`)}</tbody></table>`;
 }
 
@@ -40,6 +58,17 @@ function Actions({ task }) {
   </div>`;
 }
 
+// A worktree run's changes, as text (never markup), with its stat and a note when cut.
+function Changes({ view }) {
+  const diff = view.diff;
+  if (!diff) return view.diffError ? html`<h3>Changes</h3><p class="muted">${view.diffError}</p>` : null;
+  const { files, insertions, deletions } = diff.stat;
+  return html`<h3>Changes</h3>
+    <p id="diff-stat">${diff.branch} (${diff.source}): ${files} file${files === 1 ? "" : "s"} changed, +${insertions} -${deletions}</p>
+    <pre class="log diff" id="task-diff" tabindex="0" aria-label="Diff">${diff.text}</pre>
+    ${diff.truncated && html`<p class="muted" id="diff-truncated">Truncated: the diff is longer than shown; see <code>slotline diff ${shortId(diff.task_id)}</code>.</p>`}`;
+}
+
 export function TaskPanel() {
   if (!state.open) return null;
   const view = state.task || {};
@@ -47,7 +76,8 @@ export function TaskPanel() {
   return html`<aside class="panel" aria-labelledby="task-title" id="task-panel"
     onKeyDown=${(e) => e.key === "Escape" && close()}>
     <header>
-      <h2 id="task-title">${task ? task.title : shortId(state.open)}</h2>
+      <h2 id="task-title">${task ? task.title : shortId(state.open)}
+        ${task && task.stalled_at && task.status === "running" && html` <${Badge} kind="stalled">STALLED<//>`}</h2>
       <${Button} label="Close" action="close" title="Close the task view" onClick=${close} />
     </header>
     ${task && html`
@@ -67,7 +97,8 @@ export function TaskPanel() {
       ${view.children && view.children.length > 0 && html`<h3>Subtasks</h3>
         <p>${view.children.map((c) => html`<${Link} id=${c.id} /> `)}</p>`}
       <h3>Attempts</h3>
-      <${Attempts} attempts=${task.attempts} />`}
+      <${Attempts} attempts=${task.attempts} taskId=${task.id} />
+      <${Changes} view=${view} />`}
     <h3>Log ${view.following && html`<span class="badge badge-live">following</span>`}</h3>
     <pre class="log" id="task-log" tabindex="0" aria-label="Log">${view.log || ""}</pre>
     ${view.logError && html`<p class="muted">${view.logError}</p>`}

@@ -6,10 +6,11 @@ import asyncio
 import contextlib
 import functools
 import logging
+import os
 from pathlib import Path
 
-from slotline.errors import StaleAttempt
-from slotline.models import Kind
+from slotline.errors import SlotlineError, StaleAttempt
+from slotline.models import Attempt, Kind
 from slotline.runner.process import (
     Outcome,
     ProcessHandle,
@@ -17,8 +18,10 @@ from slotline.runner.process import (
     process_start_time,
     read_exit_file,
 )
+from slotline.runner.reports import read_spent
 from slotline.runner.run import Run
 from slotline.runner.supervisor import Supervisor
+from slotline.usage import Reading
 
 # The node's logger: records keep the name they had before this code moved here.
 log = logging.getLogger("slotline.node")
@@ -60,12 +63,16 @@ async def reconcile(supervisor: Supervisor) -> None:
         )  # fmt: skip
         if code is not None:
             action, outcome = "collected", Outcome(code, describe_exit(code))
+            # Killed by a signal while no node watched it (not a stop slotline asked
+            # for): interrupted, as a run whose keeper died with it.
+            run.resumable = code < 0 and task.kill_request is None
         elif never_spawned:
             reason = "interrupted before its command started; queued again"
             action, outcome = "requeued", Outcome(None, reason)
         else:
             reason = "interrupted: the node stopped and the process is gone"
             action, outcome = "interrupted", Outcome(None, reason)
+            run.resumable = True
         log.info(
             "finishing an attempt left by a stopped node",
             extra={"task_id": task.id, "reason": outcome.reason},
@@ -94,6 +101,7 @@ async def reap_lapsed(supervisor: Supervisor) -> None:
     for attempt in await asyncio.to_thread(supervisor.store.live_attempts, None):
         if attempt.node_id == supervisor.node_id:
             continue
+        reading = await _read_reaped(supervisor, attempt)
         with contextlib.suppress(StaleAttempt):
             await asyncio.to_thread(
                 functools.partial(
@@ -103,8 +111,23 @@ async def reap_lapsed(supervisor: Supervisor) -> None:
                     None,
                     f"interrupted: node {attempt.node_id} stopped heartbeating",
                     reap_after=supervisor.settings.lease,
+                    usage=reading.usage,
+                    session_id=reading.session_id,
+                    resumable=True,
                 )
             )
+
+
+async def _read_reaped(supervisor: Supervisor, attempt: Attempt) -> Reading:
+    """What a reaped run spent and its session id, from its log when that is on this
+    machine (its node ran here under another id); else nothing is known."""
+    if not attempt.log_path or not os.path.isfile(attempt.log_path):
+        return Reading()
+    try:
+        task = await asyncio.to_thread(supervisor.store.get, attempt.task_id, estimate=False)
+    except SlotlineError:
+        return Reading()
+    return await read_spent(supervisor.settings.agents, Run(task, attempt), Path(attempt.log_path))
 
 
 def _pid_from_file(path: Path) -> tuple[int | None, float | None]:

@@ -23,7 +23,9 @@ from typing import Any
 
 from slotline.config import redact_url
 from slotline.errors import NotFound, SlotlineError
-from slotline.isolation import WorktreeState
+from slotline.isolation import KeepPolicy, Worktree, WorktreeState
+from slotline.landing import inventory
+from slotline.landing.prune import WorktreePolicy
 from slotline.models import Attempt, Task
 from slotline.runner import worktree
 from slotline.runner.process import Outcome
@@ -47,16 +49,25 @@ class Isolator:
         self.retry = retry
         # Worktrees nothing owns that hold work, kept (each warned about once).
         self.kept: set[Path] = set()
+        # The retention policy a prune applies after each sweep (None: none).
+        self.policy: WorktreePolicy | None = None
+        # Set when a run's worktree was closed: the sweeper prunes soon after.
+        self.closed = asyncio.Event()
 
-    async def open(self, task: Task, attempt: Attempt, env: dict[str, str]) -> tuple[Checkout, str]:
-        """Create the worktree of a claimed attempt and record it on the attempt; returns
-        it and the folder the command runs in. `env` gets SLOTLINE_WORKTREE and
+    async def open(
+        self, task: Task, attempt: Attempt, env: dict[str, str], earlier: Worktree | None = None
+    ) -> tuple[Checkout, str]:
+        """Create the worktree of a claimed attempt (or reuse `earlier`, the worktree of
+        the run whose session it resumes: `reopen`) and record it on the attempt;
+        returns it and the folder the command runs in. `env` gets SLOTLINE_WORKTREE and
         SLOTLINE_BRANCH.
 
         Raises:
             WorktreeError: it could not be created (the attempt fails with the reason).
             SlotlineError: the attempt is no longer current (the worktree is removed).
         """
+        if earlier is not None:
+            return await self.reopen(task, attempt, earlier, env)
         assert task.repo is not None
         assert task.isolation is not None
         base = await self._base(task)
@@ -75,6 +86,27 @@ class Isolator:
             "worktree created",
             extra={"task_id": task.id, "path": checkout.path, "branch": checkout.branch},
         )
+        env.update(SLOTLINE_WORKTREE=checkout.path, SLOTLINE_BRANCH=checkout.branch)
+        return checkout, worktree.workdir(checkout, task.workspace)
+
+    async def reopen(
+        self, task: Task, attempt: Attempt, earlier: Worktree, env: dict[str, str]
+    ) -> tuple[Checkout, str]:
+        """As `open`, for a run that resumes an earlier run's session: that run's
+        worktree (and branch), recorded on this attempt too, instead of a new one.
+
+        Raises:
+            WorktreeError: it is gone (its branch too) or something else is in its place.
+            SlotlineError: the attempt is no longer current.
+        """
+        assert task.repo is not None
+        checkout = Checkout(task.repo, earlier.path, earlier.branch, earlier.base_commit)
+        await asyncio.to_thread(worktree.reopen, self.root, checkout)
+        await self.retry(
+            self.store.record_worktree, attempt.id, attempt.token, checkout.path,
+            checkout.branch, checkout.base_commit,
+        )  # fmt: skip
+        log.info("worktree reused to resume a session", extra={"task_id": task.id})
         env.update(SLOTLINE_WORKTREE=checkout.path, SLOTLINE_BRANCH=checkout.branch)
         return checkout, worktree.workdir(checkout, task.workspace)
 
@@ -117,10 +149,12 @@ class Isolator:
         checkout: Checkout | None,
         outcome: Outcome,
         requeue: bool = False,
+        resumable: bool = False,
     ) -> None:
         """At the end of a run (before its outcome is committed): record its diff stat,
-        keep or remove its worktree by the task's policy. Never raises: a worktree left
-        open is closed by the next sweep."""
+        keep or remove its worktree by the task's policy (kept whatever the policy when
+        the run is `resumable`: its next attempt resumes in it). Never raises: a
+        worktree left open is closed by the next sweep."""
         if attempt.worktree is not None and attempt.worktree.state is not WorktreeState.ACTIVE:
             return  # closed before its node died
         checkout = checkout or self.find(task, attempt)
@@ -128,13 +162,20 @@ class Isolator:
             return
         try:
             ended = await self.ending(task, outcome, requeue)
-            state, diff = await asyncio.to_thread(
-                worktree.settle, self.root, checkout, task.isolation.keep, ended
-            )
+            keep = KeepPolicy.ALWAYS if resumable else task.isolation.keep
+            state, diff = await asyncio.to_thread(worktree.settle, self.root, checkout, keep, ended)
             with contextlib.suppress(NotFound):  # never recorded: nothing to say
                 await self.retry(self.store.end_worktree, attempt.id, state, diff)
         except Exception:
             log.exception("closing a worktree failed", extra={"task_id": task.id})
+        self.closed.set()
+
+    def prune(self, now: float) -> int:
+        """Apply the retention policy to this node's worktrees (those under `root`);
+        how many it removed (blocking: call it in a worker thread)."""
+        if self.policy is None or not self.root.is_dir():
+            return 0
+        return len(inventory.prune(self.store, self.policy, now, under=self.root))
 
     async def ending(self, task: Task, outcome: Outcome, requeue: bool) -> str:
         """How a run ended, for the keep policy: succeeded, failed, or cancelled (a
@@ -161,12 +202,24 @@ class Isolator:
         if not self.root.is_dir():
             return 0
         done = 0
-        for attempt in self.store.worktrees(WorktreeState.ACTIVE):
+        active = self.store.worktrees(WorktreeState.ACTIVE)
+        for attempt in active:
             try:
                 done += self._close_ended(attempt, running)
             except Exception:  # one bad worktree must not stop the sweep of the others
                 log.exception("sweeping a worktree failed", extra={"task_id": attempt.task_id})
+        # The folders an attempt still holds (read after the closes above, which may have
+        # removed some): a resumed run or a follow-up works in the folder named after the
+        # attempt it continues, which no longer holds it.
+        held = {
+            a.worktree.path
+            for state in (WorktreeState.ACTIVE, WorktreeState.KEPT)
+            for a in self.store.worktrees(state)
+            if a.worktree is not None
+        }
         for folder in self._folders():
+            if str(folder) in held:
+                continue
             try:
                 done += self._sweep_folder(folder, running)
             except Exception:

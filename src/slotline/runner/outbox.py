@@ -113,6 +113,7 @@ class Outbox:
                 report.pid,
                 report.pid_started,
                 report.log_path,
+                resumed_from=report.resumed_from,
             )
             return
         await self.with_retries(
@@ -122,6 +123,10 @@ class Outbox:
             report.exit_code,
             report.reason,
             requeue=report.requeue,
+            output=report.output,
+            usage=report.usage,
+            session_id=report.session_id,
+            resumable=report.resumable,
         )
 
     async def commit_pending(self) -> None:

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from slotline.agent_types import AgentType
 from slotline.models import Attempt, Task
 from slotline.runner.callable import Registry
 from slotline.runner.process import Outcome, ProcessHandle
@@ -36,6 +38,10 @@ class Run:
     watcher: asyncio.Task[None] | None = field(default=None, repr=False)
     # The run's git worktree (a task with `isolation: worktree`), once created.
     worktree: Checkout | None = None
+    # Ended interrupted (its timeout, its node gone): its next attempt resumes it; and
+    # the session it continues, if it resumed one (`runner/resume.py`).
+    resumable: bool = False
+    resumed_session: str | None = None
 
 
 @dataclass(slots=True)
@@ -52,3 +58,6 @@ class RunSettings:
     log_max_bytes: int
     # Where runs' git worktrees go (None: `worktrees` beside the log folder).
     worktree_dir: Path | None = None
+    # The agent types of this node's configuration: their `usage` rules read what a run
+    # spent at its end, their `resume` templates continue interrupted sessions.
+    agents: Mapping[str, AgentType] = field(default_factory=dict)

@@ -20,15 +20,16 @@ from slotline.runner.callable import (
     thread_outcome,
 )
 from slotline.runner.env import build_env
-from slotline.runner.files import output_tail
 from slotline.runner.functions import FunctionRef, ProcessRun, run_in_process
 from slotline.runner.isolate import Isolator, default_root
 from slotline.runner.outbox import Batch, Outbox
 from slotline.runner.process import Outcome, ProcessHandle, SpawnError, spawn
 from slotline.runner.proctree import TreeSampler
+from slotline.runner.reports import end_report, read_spent, resumable
+from slotline.runner.resume import ResumePlan, ResumeRefused, plan_resume
 from slotline.runner.run import Run, RunSettings
 from slotline.runner.worktree import WorktreeError
-from slotline.store import Claim, ClaimResult, Report, StartReport, Store
+from slotline.store import Claim, ClaimResult, StartReport, Store
 
 # The node's logger: records keep the name they had before supervision moved here.
 log = logging.getLogger("slotline.node")
@@ -136,7 +137,7 @@ class Supervisor:
             run.watcher = asyncio.create_task(self._finish_kept(run, outcome))
             return
         run.finishing = True
-        ended = self.outbox.enqueue(self._report(run, outcome))
+        ended = self.outbox.enqueue(end_report(run, outcome, False, None, self._log_of(run)))
         ended.add_done_callback(functools.partial(self._ended, run))
 
     async def _finish_kept(self, run: Run, outcome: Outcome) -> None:
@@ -185,15 +186,23 @@ class Supervisor:
         env = build_env(
             task, attempt, self.store.url, allow=settings.env_allow, api_url=settings.api_url
         )
+        resume: ResumePlan | None = None
+        if task.agent is not None:
+            try:
+                resume = await plan_resume(self.store, settings.agents, task, attempt)
+            except ResumeRefused as exc:
+                return Outcome(None, str(exc))
         cwd = task.workspace
         if task.isolation is not None:
             try:
-                run.worktree, cwd = await self.isolator.open(task, attempt, env)
+                earlier = None if resume is None else resume.worktree
+                run.worktree, cwd = await self.isolator.open(task, attempt, env, earlier)
             except WorktreeError as exc:
                 return Outcome(None, f"worktree: {exc}")
+        run.resumed_session = None if resume is None else resume.session_id
         try:
             handle = await spawn(
-                list(task.command),
+                resume.argv if resume is not None else list(task.command),
                 cwd,
                 env,
                 log_path,
@@ -205,8 +214,9 @@ class Supervisor:
         run.handle = handle
         self._apply_stop(run)
         started = StartReport(
-            attempt.id, attempt.token, handle.pid, handle.pid_started, str(log_path)
-        )
+            attempt.id, attempt.token, handle.pid, handle.pid_started, str(log_path),
+            None if resume is None else resume.resumed_from,
+        )  # fmt: skip
         if self.outbox.batched:
             # With a later claim of the loop, while the process runs; a node that dies
             # before that commit finds the keeper by its pid file.
@@ -276,30 +286,29 @@ class Supervisor:
         try:
             return await asyncio.wait_for(asyncio.shield(waiting), timeout)
         except TimeoutError:
+            run.resumable = True  # a run cut short: its next attempt may resume it
             await handle.stop(f"timed out after {run.task.timeout:g}s", self.settings.kill_grace)
             return await waiting
 
     async def finish(self, run: Run, outcome: Outcome, requeue: bool = False) -> None:
-        """Commit the outcome. The run stays tracked until the store has it: a store that
-        is briefly unreachable must not leave the task 'running' with nothing running."""
+        """Commit the outcome, with what the run spent as its agent type's `usage` rules
+        read it from the end of its log. The run stays tracked until the store has it: a
+        store that is briefly unreachable must not leave the task 'running' with nothing
+        running."""
         run.finishing = True
         refused = None
+        reading = await read_spent(self.settings.agents, run, self._log_of(run))
         if run.task.isolation is not None:  # closed before the outcome is committed
-            await self.isolator.close(run.task, run.attempt, run.worktree, outcome, requeue)
+            keep = reading.session_id is not None and await resumable(self.store, run)
+            await self.isolator.close(
+                run.task, run.attempt, run.worktree, outcome, requeue, resumable=keep
+            )
         try:
-            await self.outbox.commit(self._report(run, outcome, requeue))
+            await self.outbox.commit(end_report(run, outcome, requeue, reading, self._log_of(run)))
         except SlotlineError as exc:
             refused = exc
         finally:
             self._release(run, refused)
-
-    def _report(self, run: Run, outcome: Outcome, requeue: bool = False) -> Report:
-        attempt = run.attempt
-        output = None
-        if run.task.agent is not None and (outcome.exit_code != 0 or outcome.reason):
-            # The store matches it against the agent type's back-off pattern.
-            output = output_tail(self._log_of(run))
-        return Report(attempt.id, attempt.token, outcome.exit_code, outcome.reason, requeue, output)
 
     def _release(self, run: Run, refused: SlotlineError | None) -> None:
         """After an outcome's commit (or its refusal): the run is over."""

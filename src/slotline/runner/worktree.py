@@ -95,7 +95,7 @@ def repo_lock(root: Path, repo: str) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _retried(action: Callable[[], str]) -> str:
+def retried(action: Callable[[], str]) -> str:
     """Run a git action again while the repository is locked by another git command."""
     delay = 0.1
     for attempt in range(RETRIES):
@@ -140,12 +140,37 @@ def create(root: Path, repo: str, base: str, task_id: str, number: int) -> Check
             else:  # the branch outlived a worktree removed by hand: carry on with it
                 add = ["worktree", "add", "--quiet", str(path), branch]
             try:
-                _retried(lambda: git(repo, *add))
+                retried(lambda: git(repo, *add))
             except GitFailed:
                 if not _stale_registration(repo, path):
                     raise
                 _prune(repo)  # a crash left this path registered: clear it, once
-                _retried(lambda: git(repo, *add))
+                retried(lambda: git(repo, *add))
+        except GitFailed as exc:
+            raise WorktreeError(f"git worktree add failed: {exc}") from None
+    return checkout
+
+
+def reopen(root: Path, checkout: Checkout) -> Checkout:
+    """The worktree of an earlier run, for a run that resumes its session: as it is if
+    its folder is still on its branch, else checked out again from its branch.
+
+    Raises:
+        WorktreeError: its folder is in the way, or its branch is gone.
+    """
+    path = Path(checkout.path)
+    with repo_lock(root, checkout.repo):
+        if path.exists():
+            if _branch_of(path) == checkout.branch:
+                return checkout
+            raise WorktreeError(f"{path} is in the way and is not the resumed run's worktree")
+        if _branch_tip(checkout.repo, checkout.branch) is None:
+            raise WorktreeError(
+                f"the resumed run's worktree {path} and its branch {checkout.branch} are gone"
+            )
+        add = ["worktree", "add", "--quiet", str(path), checkout.branch]
+        try:
+            retried(lambda: git(checkout.repo, *add))
         except GitFailed as exc:
             raise WorktreeError(f"git worktree add failed: {exc}") from None
     return checkout
@@ -160,15 +185,7 @@ def measure(checkout: Checkout) -> DiffStat | None:
     path = checkout.path
     try:
         if os.path.isdir(path):
-            with tempfile.TemporaryDirectory(prefix="slotline-index-") as scratch:
-                index = os.path.join(scratch, "index")
-                own = os.path.join(path, git(path, "rev-parse", "--git-path", "index"))
-                if os.path.exists(own):
-                    shutil.copyfile(own, index)
-                env = {**git_env(), "GIT_INDEX_FILE": index}
-                # Intent-to-add records new files' paths in the copy without hashing
-                # them into the repository's objects (a build output, a `.env`).
-                git(path, "add", "--all", "--intent-to-add", env=env)
+            with scratch_index(path) as env:
                 text = git(path, "diff", "--shortstat", checkout.base_commit, env=env)
         elif _branch_tip(checkout.repo, checkout.branch) is not None:
             text = git(checkout.repo, "diff", "--shortstat", checkout.base_commit, checkout.branch)
@@ -178,6 +195,28 @@ def measure(checkout: Checkout) -> DiffStat | None:
         return None
     counts = {kind: int(n) for n, kind in _STAT.findall(text)}
     return DiffStat(counts.get("file", 0), counts.get("insertion", 0), counts.get("deletion", 0))
+
+
+@contextlib.contextmanager
+def scratch_index(path: str) -> Iterator[dict[str, str]]:
+    """The git environment of a temporary copy of a worktree's index, where its new
+    files are added as intent-to-add: `git diff BASE` there shows committed, staged,
+    unstaged and new work, and the worktree, its index and the repository's objects
+    are left as they are.
+
+    Raises:
+        GitFailed: git cannot read the worktree.
+    """
+    with tempfile.TemporaryDirectory(prefix="slotline-index-") as scratch:
+        index = os.path.join(scratch, "index")
+        own = os.path.join(path, git(path, "rev-parse", "--git-path", "index"))
+        if os.path.exists(own):
+            shutil.copyfile(own, index)
+        env = {**git_env(), "GIT_INDEX_FILE": index}
+        # Intent-to-add records new files' paths in the copy without hashing them into
+        # the repository's objects (a build output, a `.env`).
+        git(path, "add", "--all", "--intent-to-add", env=env)
+        yield env
 
 
 def has_uncommitted(path: str) -> bool:
@@ -195,6 +234,8 @@ def should_remove(keep: KeepPolicy, ended: str, uncommitted: bool) -> bool:
         return False
     if keep is KeepPolicy.NEVER or ended == "cancelled":
         return True
+    if keep is KeepPolicy.UNTIL_MERGED:
+        return False  # a prune removes it once its branch is merged
     return ended == "succeeded" and not uncommitted
 
 
@@ -223,7 +264,7 @@ def remove(root: Path, checkout: Checkout) -> None:
     with repo_lock(root, repo):
         if os.path.isdir(path):
             with contextlib.suppress(GitFailed):
-                _retried(lambda: git(repo, "worktree", "remove", "--force", "--force", path))
+                retried(lambda: git(repo, "worktree", "remove", "--force", "--force", path))
             shutil.rmtree(path, ignore_errors=True)
         with contextlib.suppress(GitFailed):
             if _stale_registration(repo, path):  # git could not remove it: rmtree did
@@ -231,7 +272,7 @@ def remove(root: Path, checkout: Checkout) -> None:
             if _branch_tip(repo, checkout.branch) == checkout.base_commit:
                 # Deleted only if it still points there (git checks, atomically).
                 ref = f"refs/heads/{checkout.branch}"
-                _retried(lambda: git(repo, "update-ref", "-d", ref, checkout.base_commit))
+                retried(lambda: git(repo, "update-ref", "-d", ref, checkout.base_commit))
 
 
 def remove_orphan(root: Path, folder: Path) -> str | None:
@@ -257,7 +298,7 @@ def remove_orphan(root: Path, folder: Path) -> str | None:
             return kept
         tip = None if branch is None else _branch_tip(repo, branch)
         with contextlib.suppress(GitFailed):
-            _retried(lambda: git(repo, "worktree", "remove", "--force", path))
+            retried(lambda: git(repo, "worktree", "remove", "--force", path))
         shutil.rmtree(folder, ignore_errors=True)
         with contextlib.suppress(GitFailed):
             if _stale_registration(repo, path):
@@ -268,7 +309,7 @@ def remove_orphan(root: Path, folder: Path) -> str | None:
                     "refs/heads", "refs/tags",
                 ).split()  # fmt: skip
                 if any(ref != f"refs/heads/{branch}" for ref in holders):
-                    _retried(lambda: git(repo, "update-ref", "-d", f"refs/heads/{branch}", tip))
+                    retried(lambda: git(repo, "update-ref", "-d", f"refs/heads/{branch}", tip))
     return None
 
 
@@ -295,7 +336,7 @@ def _prune(repo: str) -> None:
     # `git worktree prune` forgets every worktree of the repository whose folder is
     # missing, the user's too (one on an unmounted drive): run only when a folder of
     # slotline's own was removed without git, so its registration must go.
-    _retried(lambda: git(repo, "worktree", "prune"))
+    retried(lambda: git(repo, "worktree", "prune"))
 
 
 def _branch_of(path: Path) -> str | None:
@@ -303,6 +344,11 @@ def _branch_of(path: Path) -> str | None:
         return git(str(path), "symbolic-ref", "--quiet", "--short", "HEAD")
     except GitFailed:
         return None
+
+
+def branch_tip(repo: str, branch: str) -> str | None:
+    """The commit `refs/heads/BRANCH` points at in `repo`, or None."""
+    return _branch_tip(repo, branch)
 
 
 def _branch_tip(repo: str, branch: str) -> str | None:

@@ -1,6 +1,8 @@
 """Provider back-off as pure values: when an agent type's provider says "too many"
 (a configured exit code, or a pattern in the run's output), lower the type's concurrency
 and hold its next starts for a growing, jittered delay; step back up as runs succeed.
+When the pattern's `reset` group captured when the limit resets (scheduler/resets.py),
+the hold lasts until then instead, and one run probes before the others follow.
 
 The store keeps one `Throttle` per agent type backing off (table agent_backoff) and
 calls `on_throttled` / `on_success` inside the finish (or claim) transaction that commits
@@ -18,7 +20,7 @@ import re2  # type: ignore[import-untyped]
 
 from slotline.bounds import MAX_COUNT, MAX_SECONDS
 from slotline.errors import InvalidInput
-from slotline.models import Limit
+from slotline.limits import Limit
 from slotline.scheduler import policy
 
 
@@ -44,6 +46,19 @@ class BackoffRule:
         if exit_code is not None and exit_code in self.exit_codes:
             return True
         return bool(self.pattern and output and _compiled(self.pattern).search(output))
+
+    def reset_text(self, output: str | None) -> str | None:
+        """What the pattern's `reset` group captured in its last match of `output` that
+        captured something (the provider's latest word), if the pattern has that group."""
+        if not self.pattern or not output:
+            return None
+        compiled = _compiled(self.pattern)
+        if "reset" not in compiled.groupindex:
+            return None
+        found = None
+        for match in compiled.finditer(output):
+            found = match.group("reset") or found
+        return found
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -140,6 +155,9 @@ class Throttle:
     successes: int
     since: float
     reason: str | None = None
+    # When the provider said its limit resets (a pattern's `reset` group): the hold
+    # lasts until then, and then one run probes (cap 1) before the others follow.
+    reset_at: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -150,6 +168,7 @@ class Throttle:
             "successes": self.successes,
             "since": self.since,
             "reason": self.reason,
+            "reset_at": self.reset_at,
         }
 
 
@@ -176,13 +195,22 @@ def on_throttled(
     now: float,
     jitter: float,
     reason: str | None,
+    reset_at: float | None = None,
 ) -> Throttle:
     """The throttle after a run of `agent` (started at `started_at`) was refused by its
     provider. A run started before the last step down was already in flight when it was
-    taken: it renews the hold but does not step down again. `jitter` is in [0.5, 1.5]."""
+    taken: it does not step down again (but a later reset it was told extends the hold).
+    `jitter` is in [0.5, 1.5].
+
+    With `reset_at` (when the provider said its limit resets), no start before then, and
+    then a cap of 1: one run probes, and its success ends the back-off (`on_success`)."""
     if current is not None and started_at < current.since:
+        if reset_at is not None and reset_at > current.not_before:
+            return replace(current, not_before=reset_at, reset_at=reset_at, cap=1)
         return current
     level = (current.level if current is not None else 0) + 1
+    if reset_at is not None:
+        return Throttle(agent, level, 1, max(now, reset_at), 0, now, reason, reset_at)
     hold = min(rule.max_delay, rule.delay * 2 ** (level - 1)) * jitter
     return Throttle(agent, level, cap_at(rule, normal, level), now + hold, 0, now, reason)
 
@@ -195,6 +223,8 @@ def on_success(
     normal. A run started before the throttle says nothing of the provider now."""
     if started_at < current.since:
         return current
+    if current.reset_at is not None:
+        return None  # the probe after the reset went through: the limit is lifted
     successes = current.successes + 1
     if successes < rule.recover_after:
         return replace(current, successes=successes)

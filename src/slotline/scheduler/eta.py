@@ -29,8 +29,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
-from slotline.models import Status, limit_key_value
+from slotline.limits import limit_key_value
+from slotline.models import Status
 from slotline.scheduler import policy
+from slotline.scheduler.budgets import BudgetBook
 from slotline.scheduler.durations import RunTimes
 from slotline.scheduler.pending import Pending
 from slotline.scheduler.rates import RateBook
@@ -145,6 +147,9 @@ class Line:
     # into a copy), and agent types held back by a provider back-off until an instant.
     rates: RateBook | None = None
     holds: Mapping[str, float] = field(default_factory=dict)
+    # Budgets with the spend of the runs finished in their windows: a reached one holds
+    # its tasks until enough ages out (the spend of runs not finished is not foreseen).
+    budgets: BudgetBook | None = None
     # With fairness on: each queued task's virtual time in its band (fairness.py), as of
     # `now`; a task that joins later sorts after its band's.
     fair: Mapping[str, float] | None = None
@@ -175,6 +180,7 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
     estimates.update(dict.fromkeys((t.id for t in line.held), UNKNOWN))
     book = line.rates.copy() if line.rates else None
     rated = [*(book.keys if book is not None else ()), *(["agent"] if line.holds else [])]
+    rated += line.budgets.keys if line.budgets else []
     pending = Pending(limits, now, line.aging_interval, rated, line.fair)
     timers: list[tuple[float, int, Entry]] = []  # tasks whose not_before is ahead
     start_now = [t for t in line.queued if t.start_now]
@@ -226,6 +232,7 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
             start_now=start_now,
             rates=book,
             holds=line.holds,
+            budgets=line.budgets,
         )
         by_id = {t.id: t for t in (*snapshot.queued, *start_now)}
         decided = policy.plan(snapshot)

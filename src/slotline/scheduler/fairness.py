@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from slotline.errors import InvalidInput
-from slotline.models import check_limit_key
+from slotline.limits import check_limit_key
 
 # A value's share of turns is at most this many times another's.
 MAX_WEIGHT = 1000.0

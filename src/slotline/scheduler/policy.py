@@ -11,7 +11,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
-from slotline.models import Limit, Status
+from slotline.limits import Limit
+from slotline.models import Status
+from slotline.scheduler.budgets import BudgetBook
 from slotline.scheduler.fairness import Fairness, fair_line
 from slotline.scheduler.rates import RateBook
 
@@ -92,6 +94,9 @@ class Snapshot(Generic[T]):
     # (scheduler/fairness.py); None: rank order.
     fairness: Fairness | None = None
     passes: Mapping[str, float] = field(default_factory=dict)
+    # Budgets and the spend of finished runs in their windows (scheduler/budgets.py):
+    # a task whose budget is reached waits until enough spend ages out.
+    budgets: BudgetBook | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,7 +207,8 @@ def plan(snapshot: Snapshot[T], runnable: Callable[[T], bool] | None = None) -> 
 
     A task whose rate limit has no room, or whose agent type is backing off, waits in
     its place (skipped, like a full per-key limit), and `next_wake` says when it may
-    start. Start-now ignores both, but its start counts against the rates.
+    start; so does a task whose budget is reached. Start-now ignores all three, but its
+    start counts against the rates.
     """
     now = snapshot.now
     can_run = runnable or (lambda _task: True)
@@ -242,6 +248,10 @@ def plan(snapshot: Snapshot[T], runnable: Callable[[T], bool] | None = None) -> 
         held = holds.get(task.agent) if task.agent is not None and holds else None
         if held is not None and held > now:
             wake.append(held)
+            continue
+        spent = snapshot.budgets.held_until(task, now) if snapshot.budgets else None
+        if spent is not None:
+            wake.append(spent)
             continue
         if usage.fits(task):
             allowed = book.next_allowed(task, now) if book is not None else None

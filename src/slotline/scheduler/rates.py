@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from slotline.bounds import MAX_COUNT, MAX_SECONDS
 from slotline.errors import InvalidInput
-from slotline.models import check_limit_key
+from slotline.limits import check_limit_key
 
 # The key of a rate over every task (the concurrency limits call it max_concurrent).
 GLOBAL = "global"

@@ -22,8 +22,10 @@ from slotline.server import (
     dashboard,
     events,
     external,
+    landing,
     logs,
     metrics,
+    notify,
     queue,
     routes,
     schedules,
@@ -115,6 +117,7 @@ def create_app(
         health,
         dashboard.router,
         bulk.router,  # before routes: /api/tasks/bulk is not a task id
+        landing.router,
         routes.router,
         board.router,
         queue.router,
@@ -124,6 +127,7 @@ def create_app(
         external.router,
         metrics.router,
         schedules.router,
+        notify.router,
     ):
         app.include_router(router)
     # MCP over streamable HTTP (docs/mcp.md), behind the same tokens.

@@ -107,6 +107,8 @@ def slotline_error_response(exc: SlotlineError) -> JSONResponse:
     extra: dict[str, Any] = {}
     if "status" in details:
         extra["status"] = str(details["status"])
+    if "files" in details:  # a merge's conflicting files
+        extra["files"] = [str(name) for name in details["files"]]
     headers = None
     if isinstance(exc, BoundExceeded):
         extra["limit"] = details.get("limit")

@@ -4,7 +4,7 @@ document."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -32,6 +32,21 @@ class RateSet(BaseModel):
     value: str | None = None
     max: int | None = Field(ge=1, le=MAX_COUNT)
     period: float | str | None = None
+
+
+class BudgetSet(BaseModel):
+    """At most `amount` spent (`unit` usd: dollars; tok: tokens in and out) by the runs
+    that finished in the last `period` (seconds, or `1h`, `1d`) of the tasks whose `key`
+    (global, agent, workspace, user, repo, label:NAME) is `value` (each value apart if
+    null); `amount` null removes the budget of `unit` (of every unit if `unit` is null)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str
+    value: str | None = None
+    amount: float | None = Field(gt=0, allow_inf_nan=False)
+    period: float | str | None = None
+    unit: Literal["usd", "tok"] | None = "usd"
 
 
 class FairnessSet(BaseModel):
@@ -65,6 +80,7 @@ class LimitsBody(BaseModel):
     limits: list[LimitSet] = Field(default_factory=list, max_length=100)
     exempt_agents: list[str] | None = None
     rates: list[RateSet] = Field(default_factory=list, max_length=100)
+    budgets: list[BudgetSet] = Field(default_factory=list, max_length=100)
     fairness: FairnessSet | None = None
     backoff: list[BackoffSet] = Field(default_factory=list, max_length=100)
 
@@ -83,6 +99,15 @@ class RateOut(BaseModel):
     rate: str = Field(description="As `slotline limits` spells it: 20/1m")
 
 
+class BudgetOut(BaseModel):
+    key: str
+    value: str | None
+    amount: float = Field(description="Dollars (unit usd) or tokens (unit tok)")
+    unit: str = Field(description="usd or tok (input and output tokens together)")
+    period: float
+    budget: str = Field(description="As `slotline limits` spells it: 50usd/1d, 2Mtok/1h")
+
+
 class LimitsOut(BaseModel):
     """The settings as stored, with the per-key limits, the rates, the fairness and the
     back-off rules per agent type."""
@@ -94,6 +119,7 @@ class LimitsOut(BaseModel):
     exempt_agents: list[str]
     limits: list[LimitOut]
     rates: list[RateOut] = Field(default_factory=list)
+    budgets: list[BudgetOut] = Field(default_factory=list)
     fairness: dict[str, Any] | None = None
     backoff: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
@@ -102,6 +128,15 @@ class RateStateOut(RateOut):
     used: int = Field(description="Starts in the window now")
     per_value: bool = Field(False, description="A rate counted per value, shown for this one")
     next_start_at: float | None = Field(description="When the next start is allowed; null: now")
+
+
+class BudgetStateOut(BudgetOut):
+    spent: float = Field(description="What the runs finished in the window spent")
+    per_value: bool = Field(False, description="A budget counted per value, shown for this one")
+    until: float | None = Field(
+        description="Reached: when enough spend ages out for tasks to start (epoch seconds); "
+        "null: not reached"
+    )
 
 
 class BackoffOut(BaseModel):
@@ -113,3 +148,7 @@ class BackoffOut(BaseModel):
     successes: int
     since: float
     reason: str | None
+    reset_at: float | None = Field(
+        None,
+        description="When the provider said its limit resets; after it, one run probes first",
+    )

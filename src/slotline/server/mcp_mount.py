@@ -27,7 +27,15 @@ from slotline.server import queue, routes
 from slotline.server.auth import Principal
 from slotline.server.context import ServerState, presented_token, resolve
 from slotline.server.errors import error_body
-from slotline.server.schemas import CancelBody, MoveBody, PriorityBody, RestartBody, SubmitBody
+from slotline.server.schemas import (
+    CancelBody,
+    FollowupBody,
+    MoveBody,
+    PriorityBody,
+    RestartBody,
+    SubmitBody,
+    TerminateBody,
+)
 from slotline.store import Watcher
 from slotline.taskfilter import TaskFilter
 
@@ -100,7 +108,13 @@ class RouteCalls:
         if verb == "priority":
             body = PriorityBody(priority=Priority.parse(options["level"]).label)
             return await routes.set_priority(state, who, ref, body)
+        if verb == "terminate":
+            return await routes.terminate(state, who, ref, TerminateBody(**options))
         return await routes.restart(state, who, ref, RestartBody(**options))
+
+    async def followup(self, ref: str, prompt: str) -> dict[str, Any]:
+        body = FollowupBody(prompt=prompt)
+        return await routes.followup(self.state, self._writer(), ref, body)
 
 
 def _calls_for(state: ServerState) -> Any:

@@ -155,6 +155,31 @@ class StoreCollector(Collector):
             "slotline_max_concurrent", "The global limit", value=status.max_concurrent
         )
         yield GaugeMetricFamily("slotline_paused", "1 when paused", value=int(status.paused))
+        yield from self._spend(per_value)
+
+    def _spend(self, per_value: bool) -> Iterator[Metric]:
+        """What runs spent (their agent types' `usage` rules), per agent type; without
+        `per_value`, the totals only."""
+        spent = self.store.spend_by_agent()
+        cost = CounterMetricFamily(
+            "slotline_cost_usd", "Cost of finished runs in US dollars, as their output said",
+            labels=["agent"] if per_value else None,
+        )  # fmt: skip
+        tokens = CounterMetricFamily(
+            "slotline_tokens", "Tokens of finished runs, as their output said",
+            labels=["agent", "direction"] if per_value else ["direction"],
+        )  # fmt: skip
+        if per_value:
+            for row in spent:
+                cost.add_metric([row.key], row.cost_usd or 0.0)
+                tokens.add_metric([row.key, "input"], row.input_tokens or 0)
+                tokens.add_metric([row.key, "output"], row.output_tokens or 0)
+        else:
+            cost.add_metric([], sum(row.cost_usd or 0.0 for row in spent))
+            tokens.add_metric(["input"], sum(row.input_tokens or 0 for row in spent))
+            tokens.add_metric(["output"], sum(row.output_tokens or 0 for row in spent))
+        yield cost
+        yield tokens
 
 
 class _Aggregated(Collector):

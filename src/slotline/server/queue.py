@@ -11,7 +11,8 @@ from fastapi import APIRouter, Query
 
 from slotline.config import Config, redacted
 from slotline.errors import InvalidInput
-from slotline.models import Task, check_limit_key, iso, utcnow
+from slotline.limits import check_limit_key
+from slotline.models import Task, iso, utcnow
 from slotline.scheduler.backoff import BackoffRule
 from slotline.scheduler.fairness import check_fairness
 from slotline.scheduler.rates import check_rate_key
@@ -29,7 +30,9 @@ from slotline.server.schemas import (
     StatsOut,
     task_json,
 )
+from slotline.spend import Spend, runs_of, sum_spend
 from slotline.store import QueueStatus, Store, check_limit_max, check_setting
+from slotline.store.budgets import check_budget
 from slotline.store.rates import check_rate
 
 router = APIRouter(prefix="/api", tags=["queue"], responses=ERROR_RESPONSES)
@@ -92,7 +95,11 @@ async def own_tasks(state: ServerState, who: Principal, root: str | None) -> lis
     return [t for t in found if who.sees(t)]
 
 
-def _stats(store: Store) -> dict[str, Any]:
+# A task token's subtree is summed through its tasks, up to this many.
+SUBTREE_READ = 10_000
+
+
+def _stats(store: Store, who: Principal) -> dict[str, Any]:
     counts = store.counts()
     status = store.status()
     by_agent = Counter(t.agent or "" for t in status.running)
@@ -108,13 +115,27 @@ def _stats(store: Store) -> dict[str, Any]:
         "running_by_agent": dict(by_agent),
         "oldest_queued_at": iso(oldest),
         "last_seq": store.last_seq(),
+        # Over the tasks the caller sees: other users' spend is theirs to see.
+        "spend": _spend(store, who).to_dict(),
     }
 
 
+def _spend(store: Store, who: Principal) -> Spend:
+    """What the runs the caller sees spent: a light row per run that reported any, for
+    every task or a user's own; a task token's subtree through its tasks."""
+    if who.role == "task":
+        owner, root = who.scope
+        tasks = store.list_page(owner=owner, root=root, limit=SUBTREE_READ).tasks
+        return sum_spend(runs_of(t for t in tasks if who.sees(t)))
+    return sum_spend(store.spent_runs(None if who.sees_all else who.name))
+
+
 @router.get("/stats", response_model=StatsOut)
-async def stats(state: State, _who: Reader) -> dict[str, Any]:
-    """Tasks per status, capacity, queue depth and running tasks per agent type."""
-    return await state.call(_stats, state.store)
+async def stats(state: State, who: Reader) -> dict[str, Any]:
+    """Tasks per status, capacity, queue depth and running tasks per agent type, and
+    what the runs the caller sees spent (`spend`: cost and tokens per agent type, user,
+    workspace and day)."""
+    return await state.call(_stats, state.store, who)
 
 
 @router.get("/events", response_model=EventList)
@@ -182,6 +203,16 @@ def _apply_limits(store: Store, body: LimitsBody) -> None:
                 raise InvalidInput(f"rates: {rate.key}: {exc}") from None
         else:
             check_rate_key(rate.key)
+    for budget in body.budgets:
+        try:
+            if budget.amount is not None:
+                check_budget(
+                    budget.key, budget.value, budget.amount, budget.period, budget.unit or "usd"
+                )
+            else:
+                check_rate_key(budget.key)
+        except InvalidInput as exc:
+            raise InvalidInput(f"budgets: {budget.key}: {exc}") from None
     if "fairness" in body.model_fields_set and body.fairness is not None:
         check_fairness(body.fairness.key, body.fairness.weights)
     for backoff in body.backoff:
@@ -195,6 +226,8 @@ def _apply_limits(store: Store, body: LimitsBody) -> None:
         store.set_exempt_agents(body.exempt_agents)
     for rate in body.rates:
         store.set_rate(rate.key, rate.value, rate.max, rate.period)
+    for budget in body.budgets:
+        store.set_budget(budget.key, budget.value, budget.amount, budget.period, budget.unit)
     if "fairness" in body.model_fields_set:
         fair = body.fairness
         if fair is None:
@@ -210,10 +243,11 @@ async def update_limits(state: State, _who: Admin, body: LimitsBody) -> dict[str
     """Change settings (`{"settings": {"max_concurrent": 4}}`), per-key limits
     (`{"limits": [{"key": "agent", "value": "claude", "max": 2}]}`, max null removes),
     the agent types outside the global pool, rates (`{"rates": [{"key": "agent", "value":
-    "claude", "max": 20, "period": "1m"}]}`), fairness (`{"fairness": {"key": "user"}}`,
-    null turns it off) and back-off rules (`{"backoff": [{"agent": "claude", "rule":
-    {"exit_codes": [75]}}]}`). Every change is checked before any is made. A running node
-    applies them at once."""
+    "claude", "max": 20, "period": "1m"}]}`), budgets (`{"budgets": [{"key": "agent",
+    "value": "claude", "amount": 50, "unit": "usd", "period": "1d"}]}`), fairness
+    (`{"fairness": {"key": "user"}}`, null turns it off) and back-off rules
+    (`{"backoff": [{"agent": "claude", "rule": {"exit_codes": [75]}}]}`). Every change is
+    checked before any is made. A running node applies them at once."""
     await state.call(_apply_limits, state.store, body)
     return (await state.call(state.store.settings)).to_dict()
 
@@ -238,6 +272,7 @@ async def export(state: State, who: Reader) -> dict[str, Any]:
 
 
 @router.get("/config")
-async def config(state: State, _who: Reader) -> dict[str, Any]:
-    """The effective configuration, with any password in the store URL hidden."""
-    return redacted(state.config)
+async def config(state: State, who: Reader) -> dict[str, Any]:
+    """The effective configuration, with any password in the store URL hidden; the hooks
+    (`notify`, `on_event`) for admins only, never a webhook's secret."""
+    return redacted(state.config, admin=who.is_admin)

@@ -19,6 +19,7 @@ from slotline.server.schemas import (
     BatchBody,
     CancelBody,
     EventList,
+    FollowupBody,
     MoveBody,
     PriorityBody,
     RestartBody,
@@ -32,7 +33,7 @@ from slotline.server.schemas import (
 from slotline.spec import TaskSpec, parse_spec
 from slotline.store import Store
 from slotline.taskfilter import MAX_PAGE, TaskFilter
-from slotline.templates import expand_agent_type
+from slotline.templates import expand_agent_type, followup_fields
 
 router = APIRouter(prefix="/api/tasks", tags=["tasks"], responses=ERROR_RESPONSES)
 
@@ -280,8 +281,20 @@ async def terminate(
 ) -> dict[str, Any]:
     """Stop a running task; it fails with "terminated: REASON" and its slot frees."""
     task = await _steerable(state, who, ref)
-    await state.call(state.store.terminate, task.id, body.reason if body else "by request")
+    body = body or TerminateBody()
+    await state.call(state.store.terminate, task.id, body.reason, body.resumable)
     return await _fresh(state, task.id)
+
+
+@router.post("/{ref}/followup", response_model=TaskOut, status_code=201)
+async def followup(state: State, who: Writer, ref: str, body: FollowupBody) -> dict[str, Any]:
+    """Queue a follow-up of a task (one the caller may steer): after it, in its worktree
+    and agent session, through the agent type's `resume` template with `prompt`."""
+    task = await _steerable(state, who, ref)
+    user = who.name if who.role == "user" else who.owner if who.role == "task" else None
+    fields = followup_fields(state.config, task, body.prompt, user)
+    created = await state.call(state.store.submit_followup, task.id, body.prompt, fields)
+    return await _fresh(state, created.id)
 
 
 @router.post("/{ref}/boost", response_model=TaskOut)

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from slotline.bounds import MAX_INT
 from slotline.models import Kind, Status, Task
-from slotline.server.limit_schemas import BackoffOut, RateStateOut
+from slotline.server.limit_schemas import BackoffOut, BudgetStateOut, RateStateOut
 
 PriorityName = Literal["urgent", "high", "normal", "low"]
 # The largest integer any API number may hold: SQLite stores 64-bit integers.
@@ -27,12 +27,20 @@ class ErrorOut(BaseModel):
     retry_after: int | None = Field(
         None, description="429: seconds until room is expected (also the Retry-After header)"
     )
+    files: list[str] | None = Field(None, description="409 MergeConflict: the conflicting files")
 
 
 class DiffStatOut(BaseModel):
     files: int
     insertions: int
     deletions: int
+
+
+class MergedOut(BaseModel):
+    into: str
+    commit: str
+    at: str
+    squash: bool
 
 
 class WorktreeOut(BaseModel):
@@ -45,13 +53,14 @@ class WorktreeOut(BaseModel):
     diff: DiffStatOut | None = Field(
         None, description="Changes against base_commit, committed and not; once the run ended"
     )
+    merged: MergedOut | None = Field(None, description="Set once `merge` landed the branch")
 
 
 class IsolationOut(BaseModel):
     kind: Literal["worktree"]
     base: str | None
     base_commit: str | None
-    keep: Literal["on_failure", "always", "never"]
+    keep: Literal["on_failure", "always", "until_merged", "never"]
 
 
 class AttemptOut(BaseModel):
@@ -71,6 +80,13 @@ class AttemptOut(BaseModel):
     peak_cpu_percent: float | None
     peak_rss_bytes: int | None
     worktree: WorktreeOut | None = None
+    # What the run spent (its agent type's `usage` rules) and its agent's session id;
+    # resumable: its next attempt continues that session; resumed_from: the attempt
+    # ({task_id, attempt}) whose session this run continued.
+    usage: dict[str, float | int | None] | None = None
+    session_id: str | None = None
+    resumable: bool = False
+    resumed_from: dict[str, str | int] | None = None
 
 
 class TaskOut(BaseModel):
@@ -115,6 +131,9 @@ class TaskOut(BaseModel):
     )
     repo: str | None = Field(None, description="The git repository the task works on")
     isolation: IsolationOut | None = None
+    stalled_at: str | None = Field(
+        None, description="Since when its run printed nothing or its waiting pattern"
+    )
     attempts: list[AttemptOut]
     current_attempt: str | None
     start_now: bool
@@ -192,7 +211,7 @@ class SubmitBody(BaseModel):
     repo: str | None = None
     base: str | None = None
     base_commit: str | None = None
-    keep: Literal["on_failure", "always", "never"] | None = None
+    keep: Literal["on_failure", "always", "until_merged", "never"] | None = None
 
 
 class BatchBody(BaseModel):
@@ -221,6 +240,14 @@ class TerminateBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     reason: str = Field(default="by request", max_length=500)
+    # Its next attempt (a restart) continues the agent's session (`resume`).
+    resumable: bool = False
+
+
+class FollowupBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    prompt: str = Field(min_length=1, max_length=100_000)
 
 
 class MoveBody(BaseModel):
@@ -266,6 +293,7 @@ class QueueStatusOut(BaseModel):
         "subtree, a user token's own tasks, or the subtree of ?root=ID)",
     )
     rates: list[RateStateOut] = Field(default_factory=list)
+    budgets: list[BudgetStateOut] = Field(default_factory=list)
     backoff: list[BackoffOut] = Field(default_factory=list)
 
 
@@ -280,6 +308,9 @@ class StatsOut(BaseModel):
     running_by_agent: dict[str, int]
     oldest_queued_at: str | None
     last_seq: int
+    # {"total": {…}, "agent": […], "user": […], "workspace": […], "day": […]}, each
+    # {key, runs, cost_usd, input_tokens, output_tokens} (docs/http.md).
+    spend: dict[str, Any]
 
 
 class EventOut(BaseModel):

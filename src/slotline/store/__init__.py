@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from slotline.store.bulk import BULK_VERBS, MAX_BULK, BulkResult
     from slotline.store.claim import Claim, ClaimResult
     from slotline.store.core import Watcher
+    from slotline.store.followups import Followup
+    from slotline.store.notify import Delivery
     from slotline.store.reads import Line, QueueStatus
     from slotline.store.runs import Report, StartReport
     from slotline.store.schedules import Fired, FireResult
@@ -42,6 +44,8 @@ _HOMES = {
     "Claim": "slotline.store.claim",
     "ClaimResult": "slotline.store.claim",
     "Watcher": "slotline.store.core",
+    "Delivery": "slotline.store.notify",
+    "Followup": "slotline.store.followups",
     "Line": "slotline.store.reads",
     "QueueStatus": "slotline.store.reads",
     "Report": "slotline.store.runs",
@@ -98,8 +102,10 @@ __all__ = [
     "BulkResult",
     "Claim",
     "ClaimResult",
+    "Delivery",
     "FireResult",
     "Fired",
+    "Followup",
     "KillRequest",
     "Line",
     "QueueStatus",

@@ -5,16 +5,20 @@ same state, and a restart keeps it)."""
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Mapping
 from typing import Any
 
 from slotline.errors import InvalidInput
 from slotline.scheduler.backoff import BackoffRule, Throttle, normal_cap, on_success, on_throttled
+from slotline.scheduler.resets import parse_reset
 from slotline.store.core import StoreCore
 from slotline.store.events import emit
 from slotline.store.queries import Tx
 from slotline.store.settings import read_settings, write_setting
+
+log = logging.getLogger("slotline.backoff")
 
 
 def rules(tx: Tx) -> dict[str, BackoffRule]:
@@ -37,6 +41,7 @@ def _throttle(row: Mapping[str, Any]) -> Throttle:
         successes=int(row["successes"]),
         since=float(row["since"]),
         reason=row["reason"],
+        reset_at=None if row["reset_at"] is None else float(row["reset_at"]),
     )
 
 
@@ -53,18 +58,41 @@ def matching_rule(
 
 
 def throttled(
-    tx: Tx, rule: BackoffRule, agent: str, started_at: float, now: float, reason: str | None
+    tx: Tx,
+    rule: BackoffRule,
+    agent: str,
+    started_at: float,
+    now: float,
+    reason: str | None,
+    output: str | None = None,
 ) -> Throttle:
-    """Step `agent` down after a run its provider refused; emits `backoff`."""
+    """Step `agent` down after a run its provider refused (holding it until the reset
+    its `output` names, if the rule's pattern captures one); emits `backoff`."""
     row = tx.one("backoff_get", agent=agent)
     current = None if row is None else _throttle(row)
     normal = normal_cap(read_settings(tx).limits, agent)
     jitter = random.uniform(0.5, 1.5)
-    new = on_throttled(rule, current, agent, normal, started_at, now, jitter, reason)
+    reset_at = _reset_at(rule, agent, output, now)
+    new = on_throttled(rule, current, agent, normal, started_at, now, jitter, reason, reset_at)
     if new != current:
         _put(tx, new)
         emit(tx, "backoff", None, now, **new.to_dict(), normal=normal)
     return new
+
+
+def _reset_at(rule: BackoffRule, agent: str, output: str | None, now: float) -> float | None:
+    """When the provider said its limit resets; None if the pattern captured nothing, or
+    something no reading of `parse_reset` takes (logged: the blind back-off applies)."""
+    text = rule.reset_text(output)
+    if text is None:
+        return None
+    at = parse_reset(text, now)
+    if at is None:
+        log.warning(
+            "backoff: cannot read when the limit of %s resets from %r; backing off blindly",
+            agent, text[:200], extra={"agent": agent, "reset_text": text[:200]},
+        )  # fmt: skip
+    return at
 
 
 def succeeded(tx: Tx, agent: str | None, started_at: float, now: float) -> None:
@@ -72,7 +100,9 @@ def succeeded(tx: Tx, agent: str | None, started_at: float, now: float) -> None:
     step up, `backoff_recovered` once back to normal."""
     if agent is None:
         return
-    row = tx.one("backoff_get", agent=agent)
+    # Through every throttle (one cached read on PostgreSQL, see `ConfigCache`), not
+    # `backoff_get`: this runs for every success a claim commits.
+    row = next((r for r in tx.rows("backoff_all") if r["agent"] == agent), None)
     if row is None:
         return
     current = _throttle(row)

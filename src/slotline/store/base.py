@@ -7,7 +7,8 @@ task (`steering.py`) and of many (`bulk.py`), the claim (`claim.py`) and the res
 run's life (`runs.py`), settings (`settings.py`), the event log (`events.py`), node
 bookkeeping (`nodes.py`), the dashboard's samples (`samples.py`), the functions
 nodes serve (`serving.py`), recurring schedules (`schedules.py`) and the worktrees of
-isolated runs (`worktrees.py`). No group calls
+isolated runs (`worktrees.py`), hooks' delivery and stalled runs (`notify.py`), and
+follow-up tasks (`followups.py`). No group calls
 another's methods: the steps they share are functions over the caller's transaction
 (`tasks.py`, `deps.py`, `events.py`, and the steering steps).
 """
@@ -15,11 +16,14 @@ another's methods: the steps they share are functions over the caller's transact
 from __future__ import annotations
 
 from slotline.store.backoff import BackoffVerbs
+from slotline.store.budgets import BudgetVerbs
 from slotline.store.bulk import BulkVerbs
 from slotline.store.claim import ClaimVerbs
 from slotline.store.events import EventVerbs
 from slotline.store.fairness import FairnessVerbs
+from slotline.store.followups import FollowupVerbs
 from slotline.store.nodes import NodeVerbs
+from slotline.store.notify import NotifyVerbs
 from slotline.store.rates import RateVerbs
 from slotline.store.reads import ReadVerbs
 from slotline.store.runs import RunVerbs
@@ -46,8 +50,11 @@ class Store(
     ServingVerbs,
     RateVerbs,
     BackoffVerbs,
+    BudgetVerbs,
     FairnessVerbs,
     ScheduleVerbs,
     WorktreeVerbs,
+    NotifyVerbs,
+    FollowupVerbs,
 ):
     """Every change to slotline's state goes through one of these verbs."""

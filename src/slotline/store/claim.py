@@ -16,11 +16,12 @@ from slotline.models import Attempt, KillRequest, Kind, Status, Task, log_file
 from slotline.scheduler import backoff, policy
 from slotline.scheduler.fairness import Fairness
 from slotline.store import backoff as provider
-from slotline.store import estimates, rates
+from slotline.store import budgets, estimates, rates
 from slotline.store import fairness as fair
 from slotline.store.core import StoreCore
 from slotline.store.events import change
 from slotline.store.queries import Tx
+from slotline.store.read_ahead import read_ahead
 from slotline.store.rows import task_from_row
 from slotline.store.runs import Report, StartReport, end, expire, record, started
 from slotline.store.settings import LEASE_SECONDS, read_settings
@@ -103,7 +104,8 @@ class ClaimVerbs(StoreCore):
             now = tx.now() if now is None else now
             recorded = [_part(tx, record, report) for report in started]
             runs: list[tuple[str | None, float]] = []
-            outcomes = [_part(tx, end, report, now, None, runs) for report in finished]
+            with read_ahead(tx, finished):
+                outcomes = [_part(tx, end, report, now, None, runs) for report in finished]
             estimates.record_runs(tx, runs, now)
             expired = tx.rows("tasks_ttl_due", now=now)
             for row in expired:
@@ -115,6 +117,8 @@ class ClaimVerbs(StoreCore):
             throttles = provider.throttles(tx)
             limits = backoff.limits_under(limits, throttles)
             book = rates.load_book(tx, settings.rates, now) if settings.rates else None
+            spend = budgets.load_book(tx, settings.budgets, now)
+            freed = budgets.sync_reached(tx, spend, now) if spend or settings.budgets else []
             fairness = Fairness.from_setting(settings["fairness"])
             passes = fair.passes(tx, fairness)
             snapshot = policy.Snapshot(
@@ -129,6 +133,7 @@ class ClaimVerbs(StoreCore):
                 holds=backoff.holds(throttles),
                 fairness=fairness,
                 passes=passes,
+                budgets=spend,
             )
             decided = policy.plan(snapshot, runnable=lambda t: _runnable(t, kinds, functions))
             starts = decided.start
@@ -149,7 +154,7 @@ class ClaimVerbs(StoreCore):
             tx.notify = bool(claims or expired or outcomes.count(None) or recorded.count(None))
             tx.quiet_for = watcher
             deadline = (tx.one("next_ttl_deadline") or {}).get("at")
-            wakes = [w for w in (decided.next_wake, deadline) if w is not None]
+            wakes = [w for w in (decided.next_wake, deadline, *freed) if w is not None]
             kills = _kill_requests(tx, node_id)
             wake = min(wakes) if wakes else None
             return ClaimResult(claims, wake, now, outcomes, recorded, kills)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import abc
 import contextlib
-from collections.abc import Iterator
+import enum
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from slotline.store.queries import Tx
 
@@ -23,6 +25,29 @@ class Watcher(abc.ABC):
     def close(self) -> None: ...
 
 
+class Serial(enum.Enum):
+    """Which other writes a write transaction waits for. SQLite serializes every write;
+    PostgreSQL takes the locks named here (docs/architecture.md), and every write
+    inserts its events last, under a lock of their own, so that `seq` order stays
+    commit order."""
+
+    # Every write of the kinds below: claims, finishes, steering, settings, schedules...
+    # (the store's write lock): anything that decides or changes who runs.
+    WRITES = "writes"
+    # Other submits only (the submit lock): a submit that reads no other task (no
+    # dependency, parent or idempotency key) only adds to the line, which a claim
+    # under way may see or not, as if it came just before or after.
+    SUBMITS = "submits"
+    # Both, in that order: a submit that reads other tasks, whose ends it must not miss.
+    BOTH = "both"
+
+
+# Named queries a transaction will run first, with their parameters: a store with a
+# server sends them with the round trip that takes the locks. Only queries whose result
+# nothing the transaction does before them can change (`Tx.preload`).
+Ahead = Sequence[tuple[str, Mapping[str, Any]]]
+
+
 class StoreCore(abc.ABC):
     """The backend primitives every store verb is built from."""
 
@@ -30,8 +55,12 @@ class StoreCore(abc.ABC):
     url: str
 
     @abc.abstractmethod
-    def _transaction(self, write: bool) -> contextlib.AbstractContextManager[Tx]:
-        """A transaction; write transactions are serialized against every other writer."""
+    def _transaction(
+        self, write: bool, serial: Serial = Serial.WRITES, ahead: Ahead = ()
+    ) -> contextlib.AbstractContextManager[Tx]:
+        """A transaction; a write one is serialized as `serial` says. `ahead`: named
+        queries (and their parameters) the transaction will run, which a store with a
+        server may send with the first round trip (`Tx.preload`)."""
 
     @abc.abstractmethod
     def _notify(self, skip: str | None = None) -> None:
@@ -53,9 +82,9 @@ class StoreCore(abc.ABC):
         self.close()
 
     @contextlib.contextmanager
-    def _write(self) -> Iterator[Tx]:
+    def _write(self, serial: Serial = Serial.WRITES, ahead: Ahead = ()) -> Iterator[Tx]:
         """A write transaction whose commit wakes the watchers."""
-        with self._transaction(write=True) as tx:
+        with self._transaction(write=True, serial=serial, ahead=ahead) as tx:
             yield tx
         if tx.notify:
             self._notify(tx.quiet_for)

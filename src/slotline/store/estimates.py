@@ -17,8 +17,8 @@ from slotline.models import Priority, Status, Task
 from slotline.scheduler import backoff, durations, eta, policy
 from slotline.scheduler.fairness import Fairness, virtual_times
 from slotline.store import backoff as provider
+from slotline.store import budgets, rates
 from slotline.store import fairness as fair
-from slotline.store import rates
 from slotline.store.queries import Tx
 from slotline.store.settings import LEASE_SECONDS, Settings, read_settings
 
@@ -177,6 +177,7 @@ def _line(tx: Tx, now: float, rows: Iterable[Mapping[str, Any]]) -> eta.Line:
         forecast=span,
         rates=rates.load_book(tx, settings.rates, now) if settings.rates else None,
         holds=backoff.holds(throttles),
+        budgets=budgets.load_book(tx, settings.budgets, now),
         fair=_fair(tx, settings, by_status[Status.QUEUED], now),
     )
 

@@ -12,9 +12,8 @@ from slotline.store.rows import dumps, event_from_row
 
 
 def emit(tx: Tx, kind: str, task_id: str | None, at: float, **data: Any) -> None:
-    """Append an event (nothing read back: on PostgreSQL it goes with the next round
-    trip of the transaction)."""
-    tx.run("event_append", at=at, kind=kind, task_id=task_id, data=dumps(data))
+    """Append an event to the log when the transaction commits (`Tx.append_events`)."""
+    tx.append_events([{"at": at, "kind": kind, "task_id": task_id, "data": dumps(data)}])
 
 
 def change(tx: Tx, task: Task, kind: str, to: Status, now: float, **data: Any) -> None:

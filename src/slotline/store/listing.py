@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from slotline.models import Attempt, Priority, Status, Task, TaskPage
 from slotline.scheduler import eta, policy
-from slotline.store import estimates
+from slotline.store import budgets, estimates
 from slotline.store.queries import Tx, Where
 from slotline.store.rows import attempt_from_row, task_from_row
 from slotline.store.settings import read_settings
@@ -140,10 +140,14 @@ def dress(tx: Tx, store: str, tasks: list[Task]) -> list[Task]:
     attempts = _attempts(tx, [t.id for t in tasks])
     found = positions(tx, [t for t in tasks if t.status is Status.QUEUED])
     etas = _estimates(tx, store, tasks, found)
-    return [
+    dressed = [
         estimates.with_estimate(t, etas, attempts=attempts.get(t.id, ()), position=found.get(t.id))
         for t in tasks
     ]
+    if not found:
+        return dressed
+    now = tx.now()
+    return budgets.annotate(budgets.load_book(tx, read_settings(tx).budgets, now), dressed, now)
 
 
 def positions(tx: Tx, queued: Iterable[Task]) -> dict[str, int]:

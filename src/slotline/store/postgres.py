@@ -12,8 +12,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import re
-import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
@@ -21,23 +21,18 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
-from psycopg.rows import DictRow, dict_row
+from psycopg.rows import DictRow
 
 from slotline.errors import InvalidInput, StoreError
 from slotline.store.base import Store
-from slotline.store.core import Watcher
+from slotline.store.core import Ahead, Serial, Watcher
 from slotline.store.migrate import migrate
+from slotline.store.pg_connections import LOCK_TIMEOUT, Connection, Connections
 from slotline.store.pg_listen import ListenWatcher, channel_name, first_line
-from slotline.store.queries import Cursor, Tx, load_queries
+from slotline.store.queries import ConfigCache, Cursor, Tx, config_writes, load_queries
 
 DEFAULT_SCHEMA = "public"
 CONNECT_TIMEOUT_S = 10
-# Like SQLite's busy timeout: how long a writer waits for another node's transaction.
-LOCK_TIMEOUT = "60s"
-# A node stopped (SIGSTOP, a frozen VM) inside a transaction would hold the write lock and
-# freeze every node: the server ends such a session after this long idle in it (the node,
-# if it resumes, reconnects). Store transactions never wait on anything but the database.
-IDLE_IN_TRANSACTION_TIMEOUT = "10s"
 
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
@@ -49,7 +44,22 @@ _BEGIN_WRITE = "BEGIN"
 # read (2,000 for 50 running tasks after a 2,000-task drain), while a plain index scan
 # marks them dead on its first visit and skips them after (0.1 ms instead of 1 ms).
 _NO_BITMAP_SCANS = "SET LOCAL enable_bitmapscan = off"
-_WRITE_LOCK = "SELECT pg_advisory_xact_lock(CAST(%(key)s AS BIGINT))"
+_LOCK = "SELECT pg_advisory_xact_lock(CAST(%(key)s AS BIGINT))"
+# The deltas of the status counts folded into their rows (migration 0023), by a write
+# that holds the write lock (the only writers of those rows, so they never contend).
+_FOLD_COUNTS = """
+WITH folded AS (DELETE FROM status_deltas RETURNING status, d),
+     sums AS (SELECT status, SUM(d) AS d FROM folded GROUP BY status)
+UPDATE status_counts SET n = status_counts.n + sums.d FROM sums
+WHERE status_counts.status = sums.status"""
+# The same by a submit, if the write lock is free right now (never waiting for it): with
+# no node claiming, deltas would otherwise pile up under every count read.
+_TRY_FOLD_COUNTS = _FOLD_COUNTS.replace(
+    "DELETE FROM status_deltas",
+    "DELETE FROM status_deltas WHERE (SELECT pg_try_advisory_xact_lock(CAST(%(key)s AS BIGINT)))",
+)
+# A submit tries to fold the count deltas once in this many.
+FOLD_EVERY = 64
 _SCHEMA_EXISTS = "SELECT 1 FROM pg_namespace WHERE nspname = %(schema)s"
 _NOTIFY = "SELECT pg_notify(%(channel)s, %(payload)s)"
 
@@ -58,6 +68,11 @@ _NOTIFY = "SELECT pg_notify(%(channel)s, %(payload)s)"
 # that recorded starts and ends follow commit order (now() is when the transaction began,
 # possibly before a wait for the lock).
 _CLOCK = "SELECT EXTRACT(EPOCH FROM clock_timestamp())::float8 AS now"
+# The clock and the version of the configuration (see `ConfigCache`), once migrated.
+_CLOCK_AND_CONFIG = (
+    "SELECT EXTRACT(EPOCH FROM clock_timestamp())::float8 AS now, "
+    "(SELECT value FROM counters WHERE name = 'config') AS config"
+)
 
 
 def _clock(cursor: Cursor) -> float:
@@ -97,9 +112,11 @@ def redact(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def lock_key(schema: str) -> int:
-    """The advisory lock key of a schema's queue: a signed 64-bit hash of its name."""
-    digest = hashlib.sha256(f"slotline:{schema}".encode()).digest()
+def lock_key(schema: str, lock: str = "") -> int:
+    """The key of one of a schema's advisory locks (the write lock, "submits" or
+    "events"): a signed 64-bit hash of their names."""
+    name = f"slotline:{schema}" + (f":{lock}" if lock else "")
+    digest = hashlib.sha256(name.encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
@@ -110,8 +127,9 @@ class PostgresStore(Store):
     `schema=NAME` (default `public`; created if missing) in its query string. `url` keeps
     the URL as given, so that a task can open the same store.
 
-    One connection, used by one thread at a time; a connection found dead is replaced
-    on the next transaction.
+    Each transaction takes a connection of the store's pool (`pg_connections`), so its
+    threads (a node's claims, its reports, the server's reads) do not wait for each
+    other; a connection found dead is replaced on the next transaction.
     """
 
     dialect = "postgres"
@@ -130,153 +148,163 @@ class PostgresStore(Store):
         if "connect_timeout" not in given:
             self._connect_args["connect_timeout"] = CONNECT_TIMEOUT_S
         self._key = lock_key(self.schema)
+        self._submits_key = lock_key(self.schema, "submits")
+        self._events_key = lock_key(self.schema, "events")
+        self._submits = 0
         self._listen = sql.SQL("LISTEN {}").format(sql.Identifier(channel_name(self.schema)))
         self._channel = channel_name(self.schema)
-        self._search_path = sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema))
+        self._connections = Connections(
+            self._conninfo, self._connect_args, self.schema, self._where
+        )
         self._queries = load_queries("postgres")
-        self._lock = threading.RLock()
-        self._conn: psycopg.Connection[DictRow] | None = None
-        # The pipeline of the write transaction under way, if any (see `_begin`).
-        self._pipeline: contextlib.AbstractContextManager[psycopg.Pipeline] | None = None
+        # The configuration tables as last read; None until the schema is migrated.
+        self._config: ConfigCache | None = None
+        self._config_writes = config_writes(self.dialect)
         try:
             self._migrate()
+            self._config = ConfigCache()
         except BaseException:
             self.close()
             raise
 
-    # -- connection -----------------------------------------------------------------------
+    # -- transactions ---------------------------------------------------------------------
 
-    def _connect(self) -> psycopg.Connection[DictRow]:
+    def _begin(self, conn: Connection, write: bool, serial: Serial, ahead: Ahead) -> _Begun:
+        """A new transaction on `conn` and, for a write, the store's clock and the
+        configuration's version read once its locks are held. A write runs in pipeline
+        mode (`_PipelinedCursor`): BEGIN, the locks, the clock and the queries `ahead`
+        (each on a cursor of its own) go in one round trip."""
+        cur = conn.cursor()
+        if not write:
+            cur.execute(_BEGIN_READ)
+            return _Begun(cur, None, None, None)
+        pipeline = conn.pipeline()
         try:
-            conn = psycopg.connect(
-                self._conninfo, autocommit=True, row_factory=dict_row, **self._connect_args
-            )
-        except psycopg.Error as exc:
-            raise StoreError(
-                f"cannot connect to the PostgreSQL store at {self._where}: {first_line(exc)}. "
-                "Check that the server is running and accepts this URL (host, port, user, "
-                "database, password)."
-            ) from exc
-        try:
-            conn.execute(self._search_path)
-            conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(LOCK_TIMEOUT)))
-            conn.execute(
-                sql.SQL("SET idle_in_transaction_session_timeout = {}").format(
-                    sql.Literal(IDLE_IN_TRANSACTION_TIMEOUT)
-                )
-            )
-        except psycopg.Error as exc:
-            conn.close()
-            raise StoreError(
-                f"cannot set up the connection to {self._where}: {first_line(exc)}"
-            ) from exc
-        return conn
+            piped = _PipelinedCursor(cur, pipeline.__enter__())
+            piped.execute(_BEGIN_WRITE)
+            piped.execute(_NO_BITMAP_SCANS)
+            if serial is not Serial.WRITES:
+                piped.execute(_LOCK, {"key": self._submits_key})
+            if serial is not Serial.SUBMITS:
+                piped.execute(_LOCK, {"key": self._key})
+            piped.execute(_CLOCK if self._config is None else _CLOCK_AND_CONFIG)
+            cursors = []
+            for name, params in ahead:
+                cursors.append(conn.cursor())
+                cursors[-1].execute(self._queries[name], params)
+            row = piped.fetchall()[0]
+            read = [
+                (name, params, [dict(r) for r in c.fetchall()])
+                for (name, params), c in zip(ahead, cursors, strict=True)
+            ]
+            for c in cursors:
+                c.close()
+        except BaseException:
+            _leave(pipeline)
+            raise
+        version = row.get("config")
+        number = None if version is None else int(version)
+        return _Begun(piped, pipeline, float(row["now"]), number, read)
 
-    def _connection(self) -> psycopg.Connection[DictRow]:
-        if self._conn is None or self._conn.closed:
-            self._conn = self._connect()
-        return self._conn
+    def _start(
+        self, write: bool, serial: Serial, own: Connection | None, ahead: Ahead = ()
+    ) -> tuple[Connection, _Begun]:
+        """A connection (`own`, or one of the pool) inside a new transaction. An idle
+        connection of the pool found dead (a server restart, the network) is dropped
+        and another taken: nothing ran on it yet."""
+        for _ in range(self._connections.size + 1):
+            conn = own or self._connections.get()
+            try:
+                return conn, self._begin(conn, write, serial, ahead)
+            except psycopg.Error as exc:
+                broken = conn.broken
+                _roll_back(conn, None)
+                if own is None:
+                    self._connections.put(conn)
+                if broken and own is None:
+                    continue
+                doing = "taking the write lock" if write else "starting a transaction"
+                raise self._error(exc, conn, doing) from exc
+        raise StoreError(
+            f"every connection to the PostgreSQL store at {self._where} was lost; check the server"
+        )
 
-    def _drop_connection(self) -> None:
-        self._pipeline = None
-        if self._conn is not None:
-            with contextlib.suppress(psycopg.Error):
-                self._conn.close()
-            self._conn = None
-
-    def _error(self, exc: psycopg.Error, doing: str) -> StoreError:
-        """A StoreError saying what failed and what to do; forgets a broken connection."""
+    def _error(self, exc: psycopg.Error, conn: Connection, doing: str) -> StoreError:
+        """A StoreError saying what failed and what to do."""
         if isinstance(exc, pg_errors.LockNotAvailable):
             return StoreError(
                 f"{doing} on {self._where} waited {LOCK_TIMEOUT} for the write lock another "
                 "node holds; is a node stuck in a transaction?"
             )
-        if self._conn is not None and self._conn.broken:
-            self._drop_connection()
+        if conn.broken:  # the pool drops it when it is given back
             return StoreError(
                 f"lost the connection to the PostgreSQL store at {self._where} ({doing}): "
                 f"{first_line(exc)}. It reconnects on the next call; check the server."
             )
         return StoreError(f"{doing} failed on {self._where}: {first_line(exc)}")
 
-    def _begin(
-        self, write: bool
-    ) -> tuple[psycopg.Cursor[DictRow] | _PipelinedCursor, float | None]:
-        """A cursor inside a new transaction and, for a write, the store's clock read
-        once the write lock is held. A write runs in pipeline mode (`_PipelinedCursor`):
-        BEGIN, the lock and the clock go in one round trip."""
-        for retry in (False, True):
-            conn = self._connection()
-            cur = conn.cursor()
-            try:
-                if not write:
-                    cur.execute(_BEGIN_READ)
-                    return cur, None
-                self._pipeline = conn.pipeline()
-                piped = _PipelinedCursor(cur, self._pipeline.__enter__())
-                piped.execute(_BEGIN_WRITE)
-                piped.execute(_NO_BITMAP_SCANS)
-                piped.execute(_WRITE_LOCK, {"key": self._key})
-                piped.execute(_CLOCK)
-                now = float(piped.fetchall()[0]["now"])
-            except psycopg.Error as exc:
-                cur.close()
-                broken = conn.broken
-                self._rollback()
-                if broken and not retry:
-                    # The idle connection died (server restart, network); nothing ran yet.
-                    self._drop_connection()
-                    continue
-                doing = "taking the write lock" if write else "starting a transaction"
-                raise self._error(exc, doing) from exc
-            return piped, now
-        raise AssertionError("unreachable")
+    @contextlib.contextmanager
+    def _transaction(
+        self, write: bool, serial: Serial = Serial.WRITES, ahead: Ahead = ()
+    ) -> Iterator[Tx]:
+        with self._on(write, serial, None, ahead) as tx:
+            yield tx
 
-    def _rollback(self) -> None:
-        conn = self._conn
-        if conn is None or conn.closed:
-            return
+    @contextlib.contextmanager
+    def _on(
+        self, write: bool, serial: Serial, own: Connection | None, ahead: Ahead = ()
+    ) -> Iterator[Tx]:
+        conn, begun = self._start(write, serial, own, ahead if write else ())
         try:
-            with contextlib.suppress(psycopg.Error):  # what failed is reported already
-                self._end_pipeline()
-            conn.rollback()
-        except psycopg.Error:
-            self._drop_connection()
-
-    def _end_pipeline(self) -> None:
-        """Leave pipeline mode, sending what is queued; raises the error of any of it."""
-        pipeline, self._pipeline = self._pipeline, None
-        if pipeline is not None:
-            pipeline.__exit__(None, None, None)
-
-    @contextlib.contextmanager
-    def _transaction(self, write: bool) -> Iterator[Tx]:
-        with self._lock:
-            cur, now = self._begin(write)
-            # A write reads the clock once, right after the lock (see `_CLOCK`).
-            clock = _clock if now is None else lambda _cursor: now
+            # A write reads the clock once, right after the locks (see `_CLOCK`).
+            clock = _clock if begun.now is None else lambda _cursor, now=begun.now: now
+            config = None if self._config is None else self._config.at(begun.version)
+            tx = Tx(begun.cursor, self._queries, clock, config, self._config_writes)
+            for name, params, rows in begun.read:
+                tx.preload(name, params, rows)
             try:
-                try:
-                    yield Tx(cur, self._queries, clock)
-                except psycopg.Error as exc:
-                    self._rollback()
-                    raise self._error(exc, "a store query") from exc
-                except BaseException:
-                    self._rollback()
-                    raise
-                try:
-                    cur.execute("COMMIT")
-                    self._end_pipeline()
-                except psycopg.Error as exc:
-                    self._rollback()
-                    raise self._error(exc, "commit") from exc
-            finally:
-                cur.close()
+                yield tx
+            except psycopg.Error as exc:
+                _roll_back(conn, begun.pipeline)
+                raise self._error(exc, conn, "a store query") from exc
+            except BaseException:
+                _roll_back(conn, begun.pipeline)
+                raise
+            try:
+                if write:
+                    self._before_commit(tx, serial)
+                begun.cursor.execute("COMMIT")
+                if begun.pipeline is not None:
+                    begun.pipeline.__exit__(None, None, None)
+            except psycopg.Error as exc:
+                _roll_back(conn, begun.pipeline)
+                raise self._error(exc, conn, "commit") from exc
+        finally:
+            with contextlib.suppress(psycopg.Error):
+                begun.cursor.close()
+            if own is None:
+                self._connections.put(conn)
+
+    def _before_commit(self, tx: Tx, serial: Serial) -> None:
+        """The last statements of a write, sent with its COMMIT: the count deltas folded
+        (see `_FOLD_COUNTS`), then its events, under the events lock, which the commit
+        releases: so a reader that has seen `seq` n never later sees a smaller one."""
+        tx.run_last_checks()
+        if self._config is not None:  # migrated
+            if serial is not Serial.SUBMITS:
+                tx.cursor.execute(_FOLD_COUNTS)
+            else:
+                self._submits += 1
+                if self._submits % FOLD_EVERY == 0:
+                    tx.cursor.execute(_TRY_FOLD_COUNTS, {"key": self._key})
+        if tx.events:
+            tx.cursor.execute(_LOCK, {"key": self._events_key})
+            tx.flush_events()
 
     @contextlib.contextmanager
-    def _write(self) -> Iterator[Tx]:
+    def _write(self, serial: Serial = Serial.WRITES, ahead: Ahead = ()) -> Iterator[Tx]:
         # NOTIFY inside the transaction: PostgreSQL delivers it only if the change commits.
-        with self._transaction(write=True) as tx:
+        with self._transaction(write=True, serial=serial, ahead=ahead) as tx:
             yield tx
             if tx.notify:
                 # The payload names the one watcher that need not wake (or none).
@@ -287,18 +315,60 @@ class PostgresStore(Store):
         """Nothing to do: `_write` sends NOTIFY inside the committed transaction."""
 
     def _migrate(self) -> None:
-        with self._transaction(write=True) as tx:
-            tx.cursor.execute(_SCHEMA_EXISTS, {"schema": self.schema})
-            if not tx.cursor.fetchall():
-                tx.cursor.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self.schema)))
-            migrate(tx, self.dialect, self._where)
+        # On a connection of its own, made at once: a store that cannot be reached or
+        # migrated fails here, before its pool starts.
+        conn = self._connections.connect()
+        try:
+            with self._on(True, Serial.WRITES, conn) as tx:
+                tx.cursor.execute(_SCHEMA_EXISTS, {"schema": self.schema})
+                if not tx.cursor.fetchall():
+                    schema = sql.Identifier(self.schema)
+                    tx.cursor.execute(sql.SQL("CREATE SCHEMA {}").format(schema))
+                migrate(tx, self.dialect, self._where)
+        finally:
+            conn.close()
 
     def watcher(self) -> Watcher:
         return ListenWatcher(self._conninfo, self._connect_args, self._listen, self._where)
 
     def close(self) -> None:
-        with self._lock:
-            self._drop_connection()
+        self._connections.close()
+
+
+# What `Connection.pipeline()` returns: entered, the pipeline; left, its statements sent.
+_Pipeline = contextlib.AbstractContextManager[psycopg.Pipeline]
+
+
+@dataclass(frozen=True, slots=True)
+class _Begun:
+    """A transaction begun: its cursor, its pipeline (a write's) and, for a write, the
+    clock and the configuration's version read under its locks."""
+
+    cursor: psycopg.Cursor[DictRow] | _PipelinedCursor
+    pipeline: _Pipeline | None
+    now: float | None
+    version: int | None
+    # The queries read ahead (`Ahead`), with their rows.
+    read: list[tuple[str, Mapping[str, Any], list[dict[str, Any]]]] = field(default_factory=list)
+
+
+def _leave(pipeline: _Pipeline | None) -> None:
+    """Leave pipeline mode; what failed in it is reported already."""
+    if pipeline is not None:
+        with contextlib.suppress(psycopg.Error):
+            pipeline.__exit__(None, None, None)
+
+
+def _roll_back(conn: Connection, pipeline: _Pipeline | None) -> None:
+    """Undo the transaction under way; a connection that cannot is closed (the pool
+    drops it when it is given back)."""
+    if conn.closed:
+        return
+    _leave(pipeline)
+    try:
+        conn.rollback()
+    except psycopg.Error:
+        conn.close()
 
 
 class _PipelinedCursor:

@@ -89,6 +89,63 @@ class Where:
         return queries[query].replace(WHERE, where), params
 
 
+# The reads of the configuration tables (settings, limits, rates, back-off, budgets) that a
+# PostgreSQL store keeps between transactions while the configuration's version stays,
+# and the tables whose every change bumps that version (migration 0022).
+CONFIG_READS = frozenset(
+    {"settings_all", "limits_all", "rate_limits_all", "backoff_all", "budgets_all"}
+)
+_CONFIG_TABLES = "settings|limits|rate_limits|agent_backoff|budgets"
+_CONFIG_WRITE = re.compile(
+    rf"^\s*(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+(?:{_CONFIG_TABLES})\b",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
+@cache
+def config_writes(dialect: str) -> frozenset[str]:
+    """The named queries of `dialect` that change a configuration table."""
+    return frozenset(
+        name for name, sql in load_queries(dialect).items() if _CONFIG_WRITE.search(sql)
+    )
+
+
+@dataclass
+class ConfigRows:
+    """The rows of the configuration reads as of one version of the configuration."""
+
+    version: int
+    rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+
+class ConfigCache:
+    """What a store read of its configuration tables, kept between transactions while
+    the version a transaction reads under the write lock is the same (the tables only
+    change through write transactions, which bump it). Shared by the threads of a store:
+    a newer version replaces the rows kept (one assignment); a transaction that read an
+    older one (it began before the last change) gets rows of its own."""
+
+    def __init__(self) -> None:
+        self._current: ConfigRows | None = None
+
+    def at(self, version: int | None) -> ConfigRows | None:
+        """The rows for a transaction that read `version` (None: no cache)."""
+        if version is None:
+            return None
+        current = self._current
+        if current is not None and current.version == version:
+            return current
+        fresh = ConfigRows(version)
+        if current is None or version > current.version:
+            self._current = fresh
+        else:
+            # An older version: a transaction that began before the last change, or a
+            # database restored from a backup, whose counter may climb back to the
+            # number kept here with other rows. Forget them; the next read refills.
+            self._current = None
+        return fresh
+
+
 class Cursor(Protocol):
     """The slice of DB-API both sqlite3 and psycopg cursors provide."""
 
@@ -107,6 +164,8 @@ class Tx:
         cursor: Cursor,
         queries: Mapping[str, str],
         clock: Callable[[Cursor], float] | None = None,
+        config: ConfigRows | None = None,
+        config_writes: frozenset[str] = frozenset(),
     ) -> None:
         self.cursor = cursor
         self._cursor = cursor
@@ -118,6 +177,18 @@ class Tx:
         # everything it changed (a node's claim).
         self.quiet_for: str | None = None
         self._queries = queries
+        self._config = config
+        self._config_writes = config_writes
+        # The events the transaction appends, inserted in order just before its commit
+        # (`flush_events`): on PostgreSQL under a lock of their own, so that their `seq`
+        # order is commit order however the rest of the transaction was serialized.
+        self.events: list[dict[str, Any]] = []
+        # Checks to make once, just before the commit, whatever changed before them
+        # (`once_before_commit`), by name.
+        self._last_checks: dict[str, Callable[[], None]] = {}
+        # Rows read ahead for the next read of a query with the same parameters (`preload`).
+        self._preloaded: dict[tuple[str, tuple[tuple[str, Any], ...]], list[dict[str, Any]]]
+        self._preloaded = {}
 
     def now(self) -> float:
         """The store's clock in epoch seconds: the database server's on PostgreSQL, where
@@ -125,18 +196,80 @@ class Tx:
         return utcnow() if self._clock is None else self._clock(self._cursor)
 
     def rows(self, query: str, /, **params: Any) -> list[dict[str, Any]]:
+        if self._preloaded:
+            ahead = self._preloaded.pop((query, tuple(sorted(params.items()))), None)
+            if ahead is not None:
+                return ahead
+        config = self._config if query in CONFIG_READS else None
+        kept = None if config is None else config.rows.get(query)
+        if kept is not None:
+            return [dict(row) for row in kept]
+        self._written(query)
         self._cursor.execute(self._queries[query], params)
-        return [dict(row) for row in self._cursor.fetchall()]
+        found = [dict(row) for row in self._cursor.fetchall()]
+        if config is not None and self._config is not None:
+            config.rows[query] = [dict(row) for row in found]
+        return found
+
+    def append_events(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Append events (at, kind, task_id, data) to the log when the transaction
+        commits; a rolled-back `part` drops its own."""
+        self.events.extend(dict(row) for row in rows)
+
+    def once_before_commit(self, name: str, check: Callable[[], None]) -> None:
+        """Run `check` once, just before the commit (the last one given a name wins):
+        for a check on the transaction's end state, which a verb that ends many runs
+        (a claim) would otherwise make after each (a round trip apiece on PostgreSQL)."""
+        self._last_checks[name] = check
+
+    def run_last_checks(self) -> None:
+        """Make the checks left for the commit (the store calls it before its last
+        statements)."""
+        checks, self._last_checks = self._last_checks, {}
+        for check in checks.values():
+            check()
+
+    def flush_events(self) -> None:
+        """Insert the events appended so far, in order (the store calls it last)."""
+        if self.events:
+            self.run_many("event_append", self.events)
+            self.events = []
+
+    def preload(self, query: str, params: Mapping[str, Any], rows: list[dict[str, Any]]) -> None:
+        """Give the next read of `query` with exactly `params` these rows, read ahead by
+        the caller together with others (one round trip for many reads). Only for rows
+        nothing in the transaction changes before that read."""
+        self._preloaded[(query, tuple(sorted(params.items())))] = rows
+
+    def forget_preloaded(self) -> None:
+        """Drop the rows read ahead that no read took: later reads go to the database."""
+        self._preloaded.clear()
+
+    def _written(self, query: str) -> None:
+        """Stop using the cached configuration once this transaction changes it: its own
+        changes are not in the cache (which stays right if it rolls back; its commit
+        bumps the version)."""
+        if self._config is not None and query in self._config_writes:
+            self._config = None
 
     def iter_rows(
         self, query: str, /, page: int = 8, max_page: int = 512, **params: Any
     ) -> Iterator[dict[str, Any]]:
         """Rows of a query with `:limit`/`:offset`, fetched lazily in growing pages: a
-        reader that needs only the first few rows (a claim filling one slot) reads few."""
+        reader that needs only the first few rows (a claim filling one slot) reads few.
+
+        Each page is read at its own moment: a task a submit (not serialized with every
+        write, see `Serial`) adds meanwhile may shift the pages, so a row seen on two
+        pages is yielded once, and one shifted past may be missed until the next read."""
         offset = 0
+        seen: set[Any] = set()
         while True:
             batch = self.rows(query, limit=page, offset=offset, **params)
-            yield from batch
+            for row in batch:
+                key = row.get("id")
+                if key is None or key not in seen:
+                    seen.add(key)
+                    yield row
             if len(batch) < page:
                 return
             offset += page
@@ -155,11 +288,13 @@ class Tx:
     def run(self, query: str, /, **params: Any) -> None:
         """Run a statement whose result nobody reads: on PostgreSQL it is sent with the
         transaction's next read or its commit, not in a round trip of its own."""
+        self._written(query)
         self._cursor.execute(self._queries[query], params)
 
     def run_many(self, query: str, rows: Sequence[Mapping[str, Any]], /) -> None:
         """Run a query once per row of parameters, as one statement (`executemany`)."""
         if rows:
+            self._written(query)
             self._cursor.executemany(self._queries[query], rows)
 
     @contextlib.contextmanager
@@ -167,11 +302,13 @@ class Tx:
         """A part of the transaction that a `SlotlineError` undoes alone (a savepoint):
         the error propagates, the rest of the transaction stands."""
         self._cursor.execute("SAVEPOINT one_part")
+        appended = len(self.events)
         try:
             yield
         except SlotlineError as exc:
             if not isinstance(exc, StoreError):
                 self._cursor.execute("ROLLBACK TO SAVEPOINT one_part")
+                del self.events[appended:]
             raise
         self._cursor.execute("RELEASE SAVEPOINT one_part")
 

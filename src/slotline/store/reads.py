@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from slotline.models import Attempt, Status, Task, TaskPage
-from slotline.store import backoff, estimates, listing, rates, serving
+from slotline.store import backoff, budgets, estimates, listing, rates, serving
 from slotline.store.core import StoreCore
 from slotline.store.events import last_seq
 from slotline.store.queries import Tx, Where
@@ -49,6 +49,8 @@ class QueueStatus:
     # allowed (None: now); each agent type backing off from its provider.
     rates: list[dict[str, Any]] = field(default_factory=list)
     backoff: list[dict[str, Any]] = field(default_factory=list)
+    # Each budget in force, with what its window holds and, if reached, until when.
+    budgets: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def slots_available(self) -> int:
@@ -74,6 +76,7 @@ class QueueStatus:
             **({} if self.mine is None else {"mine": [t.to_dict() for t in self.mine]}),
             "rates": self.rates,
             "backoff": self.backoff,
+            "budgets": self.budgets,
         }
 
 
@@ -125,6 +128,10 @@ class ReadVerbs(StoreCore):
                         priority=int(task.priority), rank=task.rank,
                     )  # fmt: skip
             task = serving.annotate(tx, [with_attempts(tx, task, position)])[0]
+            if task.status is Status.QUEUED:
+                now = tx.now()
+                spend = budgets.load_book(tx, read_settings(tx).budgets, now)
+                task = budgets.annotate(spend, [task], now)[0]
             if estimate and task.status in _IN_LINE:
                 task = estimates.with_estimate(
                     task, estimates.line_estimates(tx, tx.now(), self.url)
@@ -295,6 +302,8 @@ def _queue_status(
     tx: Tx, settings: Settings, running: list[Task], queued: list[Task], now: float
 ) -> QueueStatus:
     book = rates.load_book(tx, settings.rates, now) if settings.rates else None
+    spend = budgets.load_book(tx, settings.budgets, now)
+    queued = budgets.annotate(spend, queued, now)
     throttles = [{**t.to_dict(), "holding": t.not_before > now} for t in backoff.throttles(tx)]
     return QueueStatus(
         active=sum(1 for t in running if settings.limits.in_pool(t)),
@@ -306,6 +315,7 @@ def _queue_status(
         running=running,
         rates=[] if book is None else book.status(now),
         backoff=throttles,
+        budgets=[] if spend is None else spend.state(now),
     )
 
 

@@ -6,8 +6,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from slotline.isolation import DiffStat, Isolation, KeepPolicy, Worktree, WorktreeState
-from slotline.models import Attempt, Event, Kind, Priority, Status, Task
+from slotline.isolation import DiffStat, Isolation, KeepPolicy, Merged, Worktree, WorktreeState
+from slotline.models import Attempt, Event, Kind, Priority, ResumedFrom, Status, Task, Usage
 from slotline.transitions import StopRequest
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), sort_keys=True)
@@ -81,6 +81,7 @@ def task_from_row(
         schedule=row["schedule"],
         repo=row["repo"],
         isolation=isolation_from_text(row["isolation"]),
+        stalled_at=_opt_float(row.get("stalled_at")),
         attempts=attempts,
         position=position,
     )
@@ -108,7 +109,22 @@ def attempt_from_row(row: Mapping[str, Any]) -> Attempt:
         peak_cpu_percent=_opt_float(row["peak_cpu_percent"]),
         peak_rss_bytes=row["peak_rss_bytes"],
         worktree=_worktree(row),
+        usage=_usage(row),
+        session_id=row["session_id"],
+        resumable=bool(row["resumable"]),
+        resumed_from=(
+            None
+            if row["resumed_task"] is None
+            else ResumedFrom(row["resumed_task"], int(row["resumed_attempt"]))
+        ),
     )
+
+
+def _usage(row: Mapping[str, Any]) -> Usage | None:
+    cost, tokens_in, tokens_out = row["cost_usd"], row["input_tokens"], row["output_tokens"]
+    if cost is None and tokens_in is None and tokens_out is None:
+        return None
+    return Usage(_opt_float(cost), tokens_in, tokens_out)
 
 
 def isolation_to_text(isolation: Isolation | None) -> str | None:
@@ -140,6 +156,18 @@ def _worktree(row: Mapping[str, Any]) -> Worktree | None:
         row["worktree_base"],
         WorktreeState(state),
         diff,
+        _merged(row),
+    )
+
+
+def _merged(row: Mapping[str, Any]) -> Merged | None:
+    if row["merged_into"] is None:
+        return None
+    return Merged(
+        row["merged_into"],
+        row["merged_commit"],
+        float(row["merged_at"]),
+        bool(row["merged_squash"]),
     )
 
 

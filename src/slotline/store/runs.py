@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from slotline.bounds import parse_id
 from slotline.errors import InvalidInput, NotFound, StaleAttempt
-from slotline.models import Attempt, Kind, Status, Task
-from slotline.store import backoff, deps, estimates
+from slotline.models import Attempt, Kind, ResumedFrom, Status, Task, Usage
+from slotline.store import backoff, deps, estimates, notify
 from slotline.store.core import StoreCore
 from slotline.store.events import change, emit
 from slotline.store.queries import Tx
@@ -38,6 +38,11 @@ class Report:
     requeue: bool = False
     # The end of a failed run's output, for an agent type's back-off pattern.
     output: str | None = None
+    # What the run spent and its agent's session id, read from its output.
+    usage: Usage | None = None
+    session_id: str | None = None
+    # The run was interrupted (its node died, its timeout): its next attempt resumes it.
+    resumable: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +55,8 @@ class StartReport:
     pid: int | None
     pid_started: float | None
     log_path: str | None
+    # The session the run continues, through its agent type's `resume` template.
+    resumed_from: ResumedFrom | None = None
 
 
 class RunVerbs(StoreCore):
@@ -63,10 +70,12 @@ class RunVerbs(StoreCore):
         pid: int | None,
         pid_started: float | None = None,
         log_path: str | None = None,
+        resumed_from: ResumedFrom | None = None,
     ) -> None:
-        """Record the process of a running attempt: pid, its start time, its log file."""
+        """Record the process of a running attempt: pid, its start time, its log file,
+        and the session it continues (`resumed_from`), if it resumed one."""
         with self._write() as tx:
-            record(tx, StartReport(attempt_id, token, pid, pid_started, log_path))
+            record(tx, StartReport(attempt_id, token, pid, pid_started, log_path, resumed_from))
 
     def finish(
         self,
@@ -79,6 +88,9 @@ class RunVerbs(StoreCore):
         requeue: bool = False,
         reap_after: float | None = None,
         output: str | None = None,
+        usage: Usage | None = None,
+        session_id: str | None = None,
+        resumable: bool = False,
     ) -> Task:
         """Commit the outcome of an attempt whose process has exited.
 
@@ -94,6 +106,10 @@ class RunVerbs(StoreCore):
                 node reaping another node's attempts.
             output: the end of a failed run's output, which its agent type's back-off
                 pattern is matched against (with `reason`).
+            usage, session_id: what the run spent and its agent's session id, recorded
+                on the attempt.
+            resumable: the run was interrupted (its node died, its timeout): the next
+                attempt continues its session (`resume`), if it has one.
 
         Raises:
             StaleAttempt: the attempt is not the task's current one, or the token is wrong,
@@ -101,7 +117,10 @@ class RunVerbs(StoreCore):
         """
         with self._write() as tx:
             now = tx.now() if now is None else now  # under the lock, as in `claim`
-            report = Report(attempt_id, token, exit_code, reason, requeue, output)
+            report = Report(
+                attempt_id, token, exit_code, reason, requeue, output, usage, session_id,
+                resumable,
+            )  # fmt: skip
             return load(tx, end(tx, report, now, reap_after))
 
     # -- external runners -----------------------------------------------------------------
@@ -159,7 +178,10 @@ def live_attempt(tx: Tx, attempt_id: str, token: str) -> tuple[Task, Attempt]:
 
 def record(tx: Tx, report: StartReport) -> None:
     task, attempt = live_attempt(tx, report.attempt_id, report.token)
-    started(tx, task.id, attempt.id, report.pid, report.pid_started, report.log_path)
+    started(
+        tx, task.id, attempt.id, report.pid, report.pid_started, report.log_path,
+        report.resumed_from,
+    )  # fmt: skip
 
 
 def started(
@@ -169,9 +191,20 @@ def started(
     pid: int | None,
     pid_started: float | None,
     log_path: str | None,
+    resumed_from: ResumedFrom | None = None,
 ) -> None:
     tx.run("attempt_started", id=attempt_id, pid=pid, pid_started=pid_started, log_path=log_path)
-    emit(tx, "started", task_id, tx.now(), attempt=attempt_id, pid=pid)
+    if resumed_from is None:
+        emit(tx, "started", task_id, tx.now(), attempt=attempt_id, pid=pid)
+        return
+    tx.run(
+        "attempt_resumed", id=attempt_id, resumed_task=resumed_from.task_id,
+        resumed_attempt=resumed_from.attempt,
+    )  # fmt: skip
+    emit(
+        tx, "started", task_id, tx.now(), attempt=attempt_id, pid=pid,
+        resumed_from=resumed_from.to_dict(),
+    )  # fmt: skip
 
 
 def end(
@@ -210,7 +243,13 @@ def end(
         exit_code=exit_code,
         outcome=outcome,
         reason=reason,
+        cost_usd=None if report.usage is None else report.usage.cost_usd,
+        input_tokens=None if report.usage is None else report.usage.input_tokens,
+        output_tokens=None if report.usage is None else report.usage.output_tokens,
+        session_id=report.session_id,
     )
+    if report.resumable:
+        tx.run("attempt_resumable", id=attempt.id)
     ran = outcome in ("succeeded", "failed") and _ran(task, attempt.pid, exit_code)
     used = task.attempt_count - task.attempt_base
     if outcome == "succeeded":
@@ -237,6 +276,7 @@ def end(
             estimates.record_runs(tx, [took], now)
         else:
             runs.append(took)
+    notify.after_end(tx, task.id, now)
     return task.id
 
 
@@ -258,7 +298,7 @@ def _provider_refused(
     rule = backoff.matching_rule(tx, task.agent, report.exit_code, text)
     if rule is None:
         return False
-    backoff.throttled(tx, rule, task.agent, attempt.started_at, now, reason)
+    backoff.throttled(tx, rule, task.agent, attempt.started_at, now, reason, text)
     # The refusals in a row just before this one: any other end (a failure, a success
     # before a restart) starts the budget afresh.
     requeued = 0

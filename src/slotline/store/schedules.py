@@ -19,7 +19,7 @@ from slotline.errors import InvalidInput, NotFound, SlotlineError, StoreError
 from slotline.models import Task, iso
 from slotline.scheduler import cron
 from slotline.scheduler.cron import Schedule
-from slotline.store.core import StoreCore
+from slotline.store.core import Serial, StoreCore
 from slotline.store.events import emit
 from slotline.store.queries import Tx
 from slotline.store.rows import dumps, task_from_row
@@ -228,7 +228,8 @@ class ScheduleVerbs(StoreCore):
         A tick whose task a bound refuses (a full queue) or whose task is no longer valid
         is logged (`schedule_failed`) and not retried: the schedule goes on.
         """
-        with self._write() as tx:
+        # Serialized with submits too (it creates tasks: the queue bounds stay exact).
+        with self._write(Serial.BOTH) as tx:
             now = tx.now() if now is None else now
             due = [schedule_from_row(row) for row in tx.rows("schedules_due", now=now)]
             fired = [f for f in (_fire(tx, s, now) for s in due) if f is not None]

@@ -9,9 +9,11 @@ from typing import Any
 
 from slotline.bounds import MAX_COUNT, MAX_SECONDS, check_number, normalize_workspace
 from slotline.errors import InvalidInput
-from slotline.models import Limit, check_limit_key
+from slotline.limits import Limit, check_limit_key
 from slotline.scheduler import policy
+from slotline.scheduler.budgets import Budget
 from slotline.scheduler.rates import RateLimit
+from slotline.store import budgets as budget_rules
 from slotline.store.core import StoreCore
 from slotline.store.events import emit
 from slotline.store.queries import Tx
@@ -45,6 +47,7 @@ class Settings:
     values: dict[str, Any]
     per_key: tuple[Limit, ...]
     rates: tuple[RateLimit, ...] = ()
+    budgets: tuple[Budget, ...] = ()
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
@@ -64,6 +67,7 @@ class Settings:
                 {"key": lim.key, "value": lim.value, "max": lim.max} for lim in self.per_key
             ],
             "rates": [rate.to_dict() for rate in self.rates],
+            "budgets": [budget.to_dict() for budget in self.budgets],
         }
 
 
@@ -79,7 +83,7 @@ def read_settings(tx: Tx) -> Settings:
         RateLimit(row["key"], row["value"] or None, int(row["max_starts"]), float(row["period"]))
         for row in tx.rows("rate_limits_all")
     )
-    return Settings(values, per_key, rates)
+    return Settings(values, per_key, rates, budget_rules.rules(tx))
 
 
 def write_setting(tx: Tx, name: str, value: Any) -> None:

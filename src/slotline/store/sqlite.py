@@ -23,7 +23,7 @@ from pathlib import Path
 
 from slotline.errors import StoreError
 from slotline.store.base import Store
-from slotline.store.core import Watcher
+from slotline.store.core import Ahead, Serial, Watcher
 from slotline.store.migrate import migrate
 from slotline.store.queries import Tx, load_queries
 
@@ -89,7 +89,11 @@ class SQLiteStore(Store):
             migrate(tx, self.dialect, str(self.path))
 
     @contextlib.contextmanager
-    def _transaction(self, write: bool) -> Iterator[Tx]:
+    def _transaction(
+        self, write: bool, serial: Serial = Serial.WRITES, ahead: Ahead = ()
+    ) -> Iterator[Tx]:
+        # `BEGIN IMMEDIATE` serializes every write, whatever `serial` allows; reads ahead
+        # save nothing without a server to go to.
         with self._lock:
             if write and self._checkpoints is None and self._migrated:
                 self._checkpoints = _Checkpoints(self.path, self)
@@ -98,8 +102,9 @@ class SQLiteStore(Store):
                 cur.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             except sqlite3.Error as exc:
                 raise StoreError(f"cannot use the store at {self.path}: {exc}") from exc
+            tx = Tx(cur, self._queries)
             try:
-                yield Tx(cur, self._queries)
+                yield tx
             except sqlite3.Error as exc:
                 # A driver error is a store failure like any other (disk full, a damaged
                 # file): callers retry StoreError, and must not die of another type.
@@ -113,6 +118,8 @@ class SQLiteStore(Store):
                 raise
             else:
                 try:
+                    tx.run_last_checks()
+                    tx.flush_events()
                     cur.execute("COMMIT")
                 except sqlite3.Error as exc:
                     self._conn.rollback()

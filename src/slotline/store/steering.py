@@ -40,15 +40,33 @@ class SteeringVerbs(StoreCore):
                         stack.append(child.id)
             return load(tx, task.id)
 
-    def terminate(self, ref: str, reason: str = "by request") -> Task:
+    def terminate(
+        self,
+        ref: str,
+        reason: str = "by request",
+        resumable: bool = False,
+        *,
+        attempt_id: str | None = None,
+    ) -> Task:
         """Stop a running task; it fails with "terminated: REASON" and its slot frees.
+        `resumable`: its run is marked so that its next attempt (a restart) continues
+        the agent's session through the agent type's `resume` template. `attempt_id`:
+        only if that attempt is still the task's current one (a node stopping its own
+        run, never another node's later attempt).
 
         Raises:
-            InvalidTransition: the task is not running.
+            InvalidTransition: the task is not running, or not that attempt.
         """
         with self._write() as tx:
             task = resolve(tx, ref)
+            if attempt_id is not None and task.current_attempt != attempt_id:
+                raise InvalidTransition(
+                    f"attempt {attempt_id[:8]} of task {task.id[:8]} is no longer current",
+                    task_id=task.id,
+                )
             terminate_task(tx, task, tx.now(), reason)
+            if resumable and task.current_attempt is not None:
+                tx.run("attempt_resumable", id=task.current_attempt)
             return load(tx, task.id)
 
     def boost(self, ref: str) -> Task:

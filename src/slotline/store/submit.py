@@ -12,7 +12,7 @@ from slotline.errors import BoundExceeded, InvalidInput
 from slotline.isolation import Isolation, KeepPolicy
 from slotline.models import Status, Task, iso
 from slotline.store import dedup, deps, estimates, serving
-from slotline.store.core import StoreCore
+from slotline.store.core import Ahead, Serial, StoreCore
 from slotline.store.queries import Tx
 from slotline.store.rows import dumps, isolation_to_text
 from slotline.store.settings import Settings, read_settings
@@ -70,7 +70,7 @@ class SubmitVerbs(StoreCore):
         # before the transaction: the git calls never hold the writer.
         parsed = [pin(parse_spec(s)) for s in specs]
         try:
-            with self._write() as tx:
+            with self._write(serial_of(parsed, within), _ahead(parsed)) as tx:
                 now = tx.now() if now is None else now
                 return create_tasks(tx, parsed, now, within=within)
         except BoundExceeded as refused:
@@ -90,6 +90,29 @@ class SubmitVerbs(StoreCore):
             refused.details["retry_after"] = estimates.seconds_until_room(
                 tx, now, etas, refused.details.get("parent_id"), refused.details.get("user")
             )
+
+
+def _ahead(parsed: list[TaskSpec]) -> Ahead:
+    """What a submit reads first, sent with the round trip that takes its locks (on
+    PostgreSQL): the count of tasks in line (a submit reads it under the submit lock, and
+    only submits add to it), and the batch's ranks when no key may drop a spec (a rank
+    left unused by a refused batch is rolled back with it)."""
+    if not parsed:
+        return ()
+    ahead: list[tuple[str, dict[str, Any]]] = [("count_pending", {})]
+    if all(spec.key is None for spec in parsed):
+        ahead.append(("counter_add", {"name": "rank", "n": len(parsed)}))
+    return ahead
+
+
+def serial_of(parsed: list[TaskSpec], within: str | None) -> Serial:
+    """What a submit of `parsed` waits for (see `Serial`): only other submits when it
+    reads no other task; else every write, so that it sees a dependency's or parent's
+    end (or a key's task) as committed, never between its check and its insert."""
+    reads_tasks = within is not None or any(
+        spec.depends_on or spec.parent_id is not None or spec.key is not None for spec in parsed
+    )
+    return Serial.BOTH if reads_tasks else Serial.SUBMITS
 
 
 def create_tasks(
@@ -307,7 +330,7 @@ class _Batch:
         self.tx.run_many("task_insert", self.rows)
         self.tx.run_many("task_set_isolation", self.isolated)
         self.tx.run_many("dep_insert", self.edges)
-        self.tx.run_many("event_append", self.events)
+        self.tx.append_events(self.events)
         return serving.annotate(self.tx, self.tasks)
 
 

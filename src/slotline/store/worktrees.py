@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from slotline.errors import NotFound
 from slotline.isolation import DiffStat, WorktreeState
 from slotline.models import Attempt
 from slotline.store.core import StoreCore
 from slotline.store.events import emit
+from slotline.store.queries import Tx
 from slotline.store.rows import attempt_from_row
 from slotline.store.runs import live_attempt
 
@@ -19,7 +22,8 @@ class WorktreeVerbs(StoreCore):
         self, attempt_id: str, token: str, path: str, branch: str, base_commit: str
     ) -> None:
         """Record the worktree a live attempt runs in (before its command starts), in
-        state active; a `worktree` event says so.
+        state active; a `worktree` event says so. An earlier attempt that kept the same
+        folder (this one resumes in it, or follows its task up) no longer holds it.
 
         Raises:
             StaleAttempt: the attempt is no longer current, or the token is wrong.
@@ -33,6 +37,7 @@ class WorktreeVerbs(StoreCore):
                 branch=branch,
                 base_commit=base_commit,
             )
+            tx.run("attempt_worktree_handed_over", path=path, id=attempt.id)
             emit(
                 tx, "worktree", task.id, tx.now(), attempt=attempt.id, state="active",
                 path=path, branch=branch, base_commit=base_commit,
@@ -48,9 +53,7 @@ class WorktreeVerbs(StoreCore):
             NotFound: no attempt has that id, or it has no worktree.
         """
         with self._write() as tx:
-            row = tx.one("attempt_get", id=attempt_id)
-            if row is None or row["worktree_state"] is None:
-                raise NotFound(f"no attempt {attempt_id} with a worktree", attempt_id=attempt_id)
+            row = _with_worktree(tx, attempt_id)
             stat = diff
             if stat is None and row["diff_files"] is not None:  # measured before: keep it
                 stat = DiffStat(row["diff_files"], row["diff_insertions"], row["diff_deletions"])
@@ -71,8 +74,42 @@ class WorktreeVerbs(StoreCore):
             assert updated is not None
             return attempt_from_row(updated)
 
+    def record_merge(self, attempt_id: str, into: str, commit: str, squash: bool) -> Attempt:
+        """Record that an attempt's branch was merged into branch `into`, which now
+        points at `commit`; a `merged` event says so. Merging again records the last.
+
+        Raises:
+            NotFound: no attempt has that id, or it has no worktree.
+        """
+        with self._write() as tx:
+            row = _with_worktree(tx, attempt_id)
+            now = tx.now()
+            tx.run(
+                "attempt_merged", id=attempt_id, into=into, merged_commit=commit, at=now,
+                squash=squash,
+            )  # fmt: skip
+            emit(
+                tx, "merged", row["task_id"], now, attempt=attempt_id,
+                branch=row["worktree_branch"], into=into, commit=commit, squash=squash,
+            )  # fmt: skip
+            updated = tx.one("attempt_get", id=attempt_id)
+            assert updated is not None
+            return attempt_from_row(updated)
+
     def worktrees(self, state: WorktreeState) -> list[Attempt]:
         """The attempts whose worktree is in `state`, oldest first."""
         with self._transaction(write=False) as tx:
             rows = tx.rows("attempts_worktree_in_state", state=state.value)
             return [attempt_from_row(row) for row in rows]
+
+
+def _with_worktree(tx: Tx, attempt_id: str) -> dict[str, Any]:
+    """The row of an attempt that has a worktree.
+
+    Raises:
+        NotFound: no attempt has that id, or it has no worktree.
+    """
+    row = tx.one("attempt_get", id=attempt_id)
+    if row is None or row["worktree_state"] is None:
+        raise NotFound(f"no attempt {attempt_id} with a worktree", attempt_id=attempt_id)
+    return row

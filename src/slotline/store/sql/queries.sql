@@ -95,8 +95,12 @@ WHERE rank = :rank AND status IN ('queued', 'held', 'running') LIMIT 1;
 -- name: first_queued_rank
 SELECT MIN(rank) AS rank FROM tasks WHERE status IN ('queued', 'held');
 
+-- The counts are the rows of status_counts plus their deltas (migration 0023).
 -- name: count_pending
-SELECT SUM(n) AS n FROM status_counts WHERE status IN ('waiting', 'queued', 'held');
+SELECT CAST(SUM(n) AS BIGINT) AS n FROM (
+    SELECT n FROM status_counts WHERE status IN ('waiting', 'queued', 'held')
+    UNION ALL SELECT d FROM status_deltas WHERE status IN ('waiting', 'queued', 'held')
+) AS c;
 
 -- name: count_pending_of_user
 SELECT COUNT(*) AS n FROM tasks
@@ -111,7 +115,9 @@ SELECT COUNT(*) AS n FROM tasks
 WHERE parent_id = :parent_id AND status IN ('waiting', 'queued', 'held', 'running');
 
 -- name: count_by_status
-SELECT status, n FROM status_counts WHERE n > 0;
+SELECT status, CAST(SUM(n) AS BIGINT) AS n FROM (
+    SELECT status, n FROM status_counts UNION ALL SELECT status, d FROM status_deltas
+) AS c GROUP BY status HAVING SUM(n) > 0;
 
 -- name: task_set_status
 UPDATE tasks SET status = :status, status_reason = :status_reason WHERE id = :id;
@@ -184,7 +190,8 @@ WHERE id = :id;
 
 -- name: attempt_end
 UPDATE attempts SET finished_at = :now, exit_code = :exit_code, outcome = :outcome,
-                    reason = :reason
+                    reason = :reason, cost_usd = :cost_usd, input_tokens = :input_tokens,
+                    output_tokens = :output_tokens, session_id = :session_id
 WHERE id = :id;
 
 -- name: attempts_all
@@ -318,7 +325,10 @@ WHERE at >= :since ORDER BY bucket;
 SELECT * FROM tasks WHERE finished_at >= :since ORDER BY finished_at;
 
 -- name: count_queued
-SELECT n FROM status_counts WHERE status = 'queued';
+SELECT CAST(SUM(n) AS BIGINT) AS n FROM (
+    SELECT n FROM status_counts WHERE status = 'queued'
+    UNION ALL SELECT d FROM status_deltas WHERE status = 'queued'
+) AS c;
 
 -- name: attempts_of_finished_since
 SELECT a.* FROM attempts a JOIN tasks t ON t.id = a.task_id
@@ -442,6 +452,22 @@ parent_id = :parent_id
 -- name: attempts_where_task
 task_id = :task_id
 
+-- The rows the reports of one claim read, read ahead in one round trip each (runs.py).
+-- name: tasks_selected
+SELECT * FROM tasks WHERE TRUE /*where*/;
+
+-- name: dependents_selected
+SELECT dep_id, task_id FROM deps WHERE TRUE /*where*/;
+
+-- name: tasks_where_id
+id = :id
+
+-- name: attempts_where_id
+id = :id
+
+-- name: deps_where_dep
+dep_id = :dep_id
+
 -- name: tasks_where_label
 -- :needle is `"NAME":` or `"NAME":"VALUE"` as the labels' JSON spells them (compact,
 -- every value a string): in that JSON an unescaped quote only delimits a string, so the
@@ -536,19 +562,49 @@ DELETE FROM rate_starts WHERE key = :key AND at <= :before;
 DELETE FROM rate_starts WHERE key = :key;
 
 -- name: backoff_all
-SELECT agent, level, cap, not_before, successes, since, reason FROM agent_backoff
+SELECT agent, level, cap, not_before, successes, since, reason, reset_at FROM agent_backoff
 ORDER BY agent;
 
 -- name: backoff_get
-SELECT agent, level, cap, not_before, successes, since, reason FROM agent_backoff
+SELECT agent, level, cap, not_before, successes, since, reason, reset_at FROM agent_backoff
 WHERE agent = :agent;
 
 -- name: backoff_delete
 DELETE FROM agent_backoff WHERE agent = :agent;
 
 -- name: backoff_insert
-INSERT INTO agent_backoff (agent, level, cap, not_before, successes, since, reason)
-VALUES (:agent, :level, :cap, :not_before, :successes, :since, :reason);
+INSERT INTO agent_backoff (agent, level, cap, not_before, successes, since, reason, reset_at)
+VALUES (:agent, :level, :cap, :not_before, :successes, :since, :reason, :reset_at);
+
+-- Budgets (store/budgets.py; migration 0020).
+
+-- name: budgets_all
+SELECT key, value, unit, amount, period FROM budgets ORDER BY key, value, unit;
+
+-- name: budget_delete
+DELETE FROM budgets WHERE key = :key AND value = :value AND unit = :unit;
+
+-- name: budget_insert
+INSERT INTO budgets (key, value, unit, amount, period)
+VALUES (:key, :value, :unit, :amount, :period);
+
+-- name: budget_spend_since
+-- What the runs that finished after :since spent, with the keys of their tasks: a
+-- range of the attempts_finished index (migration 0006).
+SELECT a.finished_at, a.cost_usd, a.input_tokens, a.output_tokens,
+       t.agent, t.workspace, t.owner, t.repo, t.labels
+FROM attempts a JOIN tasks t ON t.id = a.task_id
+WHERE a.finished_at > :since
+  AND (a.cost_usd IS NOT NULL OR a.input_tokens IS NOT NULL OR a.output_tokens IS NOT NULL);
+
+-- name: budgets_reached_all
+SELECT key, value, unit, until FROM budgets_reached;
+
+-- name: budget_reached_delete
+DELETE FROM budgets_reached WHERE key = :key AND value = :value AND unit = :unit;
+
+-- name: budget_reached_insert
+INSERT INTO budgets_reached (key, value, unit, until) VALUES (:key, :value, :unit, :until);
 
 -- name: count_running_of_agent
 SELECT COUNT(*) AS n FROM tasks WHERE status = 'running' AND agent = :agent;
@@ -572,11 +628,62 @@ SET worktree_path = :path, worktree_branch = :branch, worktree_base = :base_comm
     worktree_state = 'active'
 WHERE id = :id;
 
+-- An attempt that resumes in an earlier attempt's worktree (its task's, or the task a
+-- follow-up continues) takes it over: the earlier one no longer holds it (a prune, a
+-- sweep or a listing sees each folder once, as its new run's).
+-- name: attempt_worktree_handed_over
+UPDATE attempts SET worktree_state = 'removed'
+WHERE worktree_path = :path AND id <> :id AND worktree_state = 'kept';
+
 -- name: attempt_worktree_end
 UPDATE attempts
 SET worktree_state = :state, diff_files = :files, diff_insertions = :insertions,
     diff_deletions = :deletions
 WHERE id = :id AND worktree_state IS NOT NULL;
 
+-- name: attempt_merged
+UPDATE attempts
+SET merged_into = :into, merged_commit = :merged_commit, merged_at = :at,
+    merged_squash = :squash
+WHERE id = :id AND worktree_state IS NOT NULL;
+
 -- name: attempts_worktree_in_state
 SELECT * FROM attempts WHERE worktree_state = :state ORDER BY started_at, id;
+
+-- name: attempt_resumable
+UPDATE attempts SET resumable = TRUE WHERE id = :id;
+
+-- name: attempt_resumed
+UPDATE attempts SET resumed_task = :resumed_task, resumed_attempt = :resumed_attempt
+WHERE id = :id;
+
+-- name: task_set_followup
+UPDATE tasks SET follows = :follows, follow_prompt = :follow_prompt WHERE id = :id;
+
+-- name: task_followup
+SELECT follows, follow_prompt FROM tasks WHERE id = :id;
+
+-- The last follow-up of a task still to run or running: a new one runs after it, so
+-- that two follow-ups never run at once in one worktree and session. (Not a blocked one:
+-- a follow-up made after a failed one runs after the task itself.)
+-- name: task_last_open_followup
+SELECT id FROM tasks
+WHERE follows = :follows AND status IN ('waiting', 'queued', 'held', 'running')
+ORDER BY created_at DESC, id DESC LIMIT 1;
+
+-- The runs that reported what they spent, with what `stats` sums them by; `/*where*/`
+-- takes tasks_where_owner (a user's own).
+-- name: spent_runs
+SELECT t.agent AS agent, t.owner AS owner, t.workspace AS workspace,
+       COALESCE(a.finished_at, a.started_at) AS at,
+       a.cost_usd AS cost_usd, a.input_tokens AS input_tokens, a.output_tokens AS output_tokens
+FROM attempts a JOIN tasks t ON t.id = a.task_id
+WHERE (a.cost_usd IS NOT NULL OR a.input_tokens IS NOT NULL OR a.output_tokens IS NOT NULL)
+/*where*/;
+
+-- name: spend_by_agent
+SELECT t.agent AS agent, SUM(a.cost_usd) AS cost_usd, SUM(a.input_tokens) AS input_tokens,
+       SUM(a.output_tokens) AS output_tokens, COUNT(*) AS runs
+FROM attempts a JOIN tasks t ON t.id = a.task_id
+WHERE a.cost_usd IS NOT NULL OR a.input_tokens IS NOT NULL OR a.output_tokens IS NOT NULL
+GROUP BY t.agent;

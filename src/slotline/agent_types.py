@@ -1,0 +1,189 @@
+"""Agent types (`agents:` in slotline.yaml): AgentType, its templates' checks, its argv."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from slotline.bounds import MAX_COUNT, MAX_SECONDS
+from slotline.config_notify import (
+    StallAction,
+    StallAfter,
+    StallPattern,
+    StallRule,
+    check_argv_template,
+)
+from slotline.config_pacing import BackoffConfig, check_budget_text
+from slotline.errors import InvalidInput
+from slotline.isolation import KeepPolicy
+from slotline.scheduler import rates
+from slotline.usage import UsageConfig
+
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+PLACEHOLDERS = frozenset({"prompt", "workspace", "title", "user", "agent"})
+# `resume` also takes the session id its usage rules read from the interrupted run.
+RESUME_PLACEHOLDERS = PLACEHOLDERS | {"session_id"}
+DEFAULT_RESUME_PROMPT = "continue where you stopped"
+
+
+class AgentType(BaseModel):
+    """An agent others may submit by name: the config owns the command, they give a prompt."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+    command: list[str] = Field(min_length=1)
+    max_concurrent: int | None = Field(default=None, ge=0, le=MAX_COUNT)
+    global_pool: bool = True
+    timeout: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
+    max_attempts: int = Field(default=1, ge=1, le=100)
+    memory_mb: int | None = Field(default=None, gt=0, le=16 * 1024 * 1024)
+    expected_duration: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
+    # At most N starts per period of this type (`20/1m`), and its provider back-off.
+    rate: str | None = None
+    backoff: BackoffConfig | None = None
+    # At most so much spend of this type's finished runs per period: `50usd/1d`, or a
+    # list (a dollar and a token budget).
+    budget: str | list[str] | None = None
+    # A prompt that is a whole argv element may start with `-` only if the type says so
+    # (see `check_options`); a command that takes options from its users opts in here.
+    prompt_may_start_with_dash: bool = False
+    # Run each task of this type in a git worktree of `repo` (default: the task's
+    # workspace) at `base` (default: HEAD at submit); `keep` says what happens to it.
+    isolation: Literal["worktree"] | None = None
+    repo: str | None = None
+    base: str | None = None
+    keep: KeepPolicy | None = Field(default=None, strict=False)
+    # How long this type's finished worktrees stay (overrides `worktrees.retain`).
+    retain: float | None = Field(default=None, strict=False)
+
+    @field_validator("retain", mode="before")
+    @classmethod
+    def _retain(cls, value: Any) -> Any:
+        return None if value is None else retain_period(value)
+
+    # A run that prints nothing for `stall_after` (`10m`), or prints `stall_pattern` (a
+    # "waiting for input" prompt, RE2), is stalled; `on_stall: terminate` then stops it.
+    stall_after: StallAfter = None
+    stall_pattern: StallPattern = None
+    on_stall: StallAction = "none"
+
+    @property
+    def stall(self) -> StallRule | None:
+        """Its stall rule, or None when it has none."""
+        if self.stall_after is None and self.stall_pattern is None:
+            return None
+        terminate = self.on_stall == "terminate"
+        return StallRule(after=self.stall_after, pattern=self.stall_pattern, terminate=terminate)
+
+    # Where its runs print what they spent and their session id (`usage.py`), and how
+    # to continue an interrupted run's session instead of starting over.
+    usage: UsageConfig | None = None
+    resume: list[str] | None = Field(default=None, min_length=1)
+    resume_prompt: str = Field(default=DEFAULT_RESUME_PROMPT, min_length=1, max_length=100_000)
+
+    @field_validator("repo")
+    @classmethod
+    def _repo(cls, repo: str | None) -> str | None:
+        if repo is None:
+            return None
+        path = os.path.expanduser(repo)
+        if not os.path.isabs(path):
+            raise ValueError("must be an absolute path (or start with ~)")
+        return path
+
+    @field_validator("budget")
+    @classmethod
+    def _budget(cls, budget: str | list[str] | None) -> str | list[str] | None:
+        for each in [budget] if isinstance(budget, str) else budget or []:
+            check_budget_text(each)
+        return budget
+
+    @field_validator("rate")
+    @classmethod
+    def _rate(cls, rate: str | None) -> str | None:
+        if rate is not None:
+            try:
+                rates.parse_rate(rate)
+            except InvalidInput as exc:
+                raise ValueError(str(exc)) from None
+        return rate
+
+    @field_validator("command")
+    @classmethod
+    def _placeholders(cls, command: list[str]) -> list[str]:
+        return check_argv_template(command, PLACEHOLDERS)
+
+    @field_validator("resume")
+    @classmethod
+    def _resume(cls, resume: list[str] | None) -> list[str] | None:
+        if resume is None:
+            return None
+        check_argv_template(resume, RESUME_PLACEHOLDERS)
+        if not any("{session_id}" in element for element in resume):
+            raise ValueError("must contain {session_id}: the session it continues")
+        return resume
+
+    @pydantic.model_validator(mode="after")
+    def _resume_needs_session(self) -> AgentType:
+        if self.resume is None:
+            return self
+        rules = self.usage
+        if rules is None or ("session_id" not in rules.json_paths | rules.regex):
+            raise ValueError(
+                "resume needs usage rules that read session_id (usage: {json: "
+                "{session_id: PATH}} or usage: {regex: {session_id: PATTERN}})"
+            )
+        return self
+
+    def check_options(
+        self, name: str, values: Mapping[str, str], template: list[str] | None = None
+    ) -> None:
+        """The one rule against option injection: a value (prompt, title, user) must not
+        start an argv element with `-` unless a `--` element comes before it: the command
+        would read it as an option (`--output=/some/file`). `--` before the placeholder,
+        or `--flag={prompt}`, is safe; a type whose command takes options from its users
+        sets `prompt_may_start_with_dash` (for the prompt only).
+
+        Raises:
+            InvalidInput: a value would be read as an option; the message names it.
+        """
+        for element in template or self.command:
+            if element == "--":
+                return  # every later element is an operand
+            first = _PLACEHOLDER.match(element)
+            if first is None or not self._fill(element, values).startswith("-"):
+                continue
+            # The placeholder whose value put the dash there (earlier ones may be empty).
+            field = next(f for f in _PLACEHOLDER.findall(element) if values.get(f, ""))
+            if field == "prompt" and self.prompt_may_start_with_dash:
+                continue
+            opt_in = ", or set prompt_may_start_with_dash: true" if field == "prompt" else ""
+            raise InvalidInput(
+                f"{field}: must not start with '-' for agent type {name!r}: its command "
+                f"would read it as an option (the agent type can put '--' before "
+                f"{{{field}}}, or write it as --flag={{{field}}}{opt_in})"
+            )
+
+    def argv(self, values: Mapping[str, str], template: list[str] | None = None) -> list[str]:
+        """The command (or `template`, e.g. `resume`) with each placeholder replaced
+        inside its own argv element: a prompt with spaces or quotes stays one element
+        and is never shell-parsed."""
+        return [self._fill(element, values) for element in template or self.command]
+
+    @staticmethod
+    def _fill(element: str, values: Mapping[str, str]) -> str:
+        return _PLACEHOLDER.sub(lambda match: values.get(match.group(1), ""), element)
+
+
+def retain_period(value: Any) -> float:
+    """A `retain:` period (`3d`, or seconds) as seconds: an agent type's, or the
+    `worktrees:` default it overrides."""
+    try:
+        return rates.parse_period(value)
+    except InvalidInput as exc:
+        raise ValueError(str(exc).replace("a rate's period", "a period")) from None

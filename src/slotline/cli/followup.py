@@ -1,0 +1,49 @@
+"""`slotline followup TASK --prompt …`: a new task that continues TASK's agent session."""
+
+from __future__ import annotations
+
+import click
+
+from slotline.cli.backend import Backend
+from slotline.cli.context import CliState, json_option, pass_state
+from slotline.cli.plain import print_json, short_id
+from slotline.config import Config
+from slotline.models import Task
+
+
+def submit_followup(backend: Backend, config: Config, ref: str, prompt: str) -> Task:
+    """A follow-up of `ref`: on a store, made from the local configuration's agent type;
+    through a server, by the server from its own (`POST /api/tasks/{ref}/followup`)."""
+    from slotline.client import SlotlineClient
+    from slotline.store import Store
+    from slotline.templates import followup_fields
+
+    if isinstance(backend, SlotlineClient):
+        return backend.followup(ref, prompt)
+    assert isinstance(backend, Store)
+    followed = backend.get(ref)
+    fields = followup_fields(config, followed, prompt)
+    return backend.submit_followup(followed.id, prompt, fields)
+
+
+@click.command()
+@click.argument("task_id", metavar="TASK")
+@click.option("--prompt", "-p", required=True, help="What the agent does next.")
+@json_option
+@pass_state
+def followup(state: CliState, task_id: str, prompt: str) -> None:
+    """Queue a follow-up of TASK: it runs once TASK succeeded, in TASK's worktree and
+    agent session, through the agent type's `resume` template with PROMPT.
+
+    Refused at once when TASK's agent type has no `resume` template, or TASK has ended
+    without a session id; a follow-up that starts and finds no session fails, naming why.
+    """
+    task = submit_followup(state.store, state.config, task_id, prompt)
+    fresh = state.store.get(task.id)
+    if state.json:
+        print_json(fresh.to_dict())
+    else:
+        click.echo(
+            f"follow-up {short_id(fresh.id)} of {short_id(task_id)}: {fresh.status.value}; "
+            "it resumes the session once the task it follows has succeeded"
+        )

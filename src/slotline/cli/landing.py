@@ -1,0 +1,173 @@
+"""`slotline diff`, `merge` and `worktrees`: review and land a worktree run's work. On a
+store git runs here; with --url the server runs it, where its repositories are."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from slotline.cli.context import CliState, json_option, pass_state
+from slotline.cli.plain import print_json
+from slotline.models import utcnow
+
+
+def _task_path(state: CliState, ref: str, verb: str) -> str:
+    return f"/api/tasks/{state.store.get(ref).id}/{verb}"
+
+
+@click.command("diff")
+@click.argument("task_id", metavar="ID")
+@click.option("--stat", "stat_only", is_flag=True, help="Only the diff stat, no patch.")
+@json_option
+@pass_state
+def diff(state: CliState, task_id: str, stat_only: bool) -> None:
+    """Show what the task's latest worktree run changed against the commit it started
+    from: committed and uncommitted work in its worktree (or on its branch once the
+    worktree is gone)."""
+    remote = state.remote
+    if remote is not None:
+        params = {"stat": "true"} if stat_only else {}
+        data = remote.call("GET", _task_path(state, task_id, "diff"), params=params)
+    else:
+        from slotline.landing import verbs
+
+        data = verbs.diff(state.local_store, task_id, stat_only).to_dict()
+    if state.json:
+        print_json(data)
+        return
+    stat = data["stat"]
+    click.echo(
+        f"{data['branch']} ({data['source']}) against {data['base_commit'][:12]}: "
+        f"{stat['files']} file{'s' if stat['files'] != 1 else ''} changed, "
+        f"+{stat['insertions']} -{stat['deletions']}"
+    )
+    if data["text"]:
+        click.echo(data["text"], nl=False)
+    if data["truncated"]:
+        click.echo("… (truncated: the patch is longer than shown)", err=True)
+
+
+@click.command("merge")
+@click.argument("task_id", metavar="ID")
+@click.option(
+    "--into",
+    metavar="BRANCH",
+    help="The branch to merge into (default: the one the task started from).",
+)
+@click.option("--squash", is_flag=True, help="Squash the run's commits into one new commit.")
+@json_option
+@pass_state
+def merge(state: CliState, task_id: str, into: str | None, squash: bool) -> None:
+    """Merge the branch of the task's latest run into a branch, without touching any
+    checkout: the merge is made in a temporary worktree, then the branch is moved only
+    if it has not moved meanwhile. A conflict names the files and changes nothing."""
+    remote = state.remote
+    if remote is not None:
+        body: dict[str, Any] = {"squash": squash}
+        if into is not None:
+            body["into"] = into
+        data = remote.call("POST", _task_path(state, task_id, "merge"), json=body)
+        data.pop("task", None)
+    else:
+        from slotline.landing import verbs
+
+        result, _ = verbs.merge(state.local_store, task_id, into, squash)
+        data = result.to_dict()
+    if state.json:
+        print_json(data)
+    elif data["already"]:
+        click.echo(f"{data['branch']} is already in {data['into']} ({data['commit'][:12]})")
+    else:
+        how = "squashed into" if data["squash"] else "merged into"
+        click.echo(
+            f"{data['branch']} {how} {data['into']}: {data['old'][:12]} -> {data['commit'][:12]}"
+        )
+
+
+@click.group("worktrees", invoke_without_command=True)
+@json_option
+@pass_state
+@click.pass_context
+def worktrees(ctx: click.Context, state: CliState) -> None:
+    """List the worktrees of runs on disk: task, branch, state, age and size."""
+    if ctx.invoked_subcommand is not None:
+        return
+    remote = state.remote
+    if remote is not None:
+        found = remote.call("GET", "/api/worktrees")["worktrees"]
+    else:
+        from slotline.landing import verbs
+
+        found = verbs.worktrees(state.local_store, utcnow())
+    if state.json:
+        print_json(found)
+        return
+    _table(found, ("TASK", "ATTEMPT", "BRANCH", "STATE", "KEEP", "AGE", "SIZE", "PATH"), None)
+
+
+@worktrees.command("prune")
+@click.option("--dry-run", is_flag=True, help="Say what would be removed; remove nothing.")
+@json_option
+@pass_state
+def prune(state: CliState, dry_run: bool) -> None:
+    """Apply the worktree policy of slotline.yaml now (`worktrees:` retain and max_disk,
+    each task's keep): remove finished runs' worktrees, oldest first, never a running
+    one; a branch with commits merged nowhere is kept."""
+    remote = state.remote
+    if remote is not None:
+        found = remote.call("POST", "/api/worktrees/prune", json={"dry_run": dry_run})["pruned"]
+    else:
+        from slotline.landing import verbs
+
+        policy = state.config.worktree_policy()
+        found = verbs.prune(state.local_store, policy, utcnow(), dry_run)
+    if state.json:
+        print_json({"pruned": found, "dry_run": dry_run})
+        return
+    if not found:
+        click.echo("nothing to prune")
+        return
+    header = ("TASK", "ATTEMPT", "BRANCH", "REASON", "SIZE", "PATH")
+    _table(found, header, "would remove" if dry_run else "removed")
+
+
+def _table(found: list[dict[str, Any]], header: tuple[str, ...], verb: str | None) -> None:
+    if verb is not None:
+        click.echo(f"{verb} {len(found)} worktree{'s' if len(found) != 1 else ''}:")
+    rows = [header]
+    for item in found:
+        merged = item["merged"]
+        cells = {
+            "TASK": item["task_id"][:8],
+            "ATTEMPT": str(item["attempt"]),
+            "BRANCH": item["branch"]
+            if verb is None
+            else f"{item['branch']} ({item['branch_fate']})",
+            "STATE": item["state"] + ("" if merged is None else f", merged into {merged['into']}"),
+            "KEEP": item["keep"],
+            "AGE": _age(item["age"]),
+            "SIZE": _size(item["size"]),
+            "REASON": item.get("reason", ""),
+            "PATH": item["path"],
+        }
+        rows.append(tuple(cells[name] for name in header))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    for row in rows:
+        click.echo(
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        )
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"
+
+
+def _size(size: int) -> str:
+    for unit, scale in (("GB", 1000**3), ("MB", 1000**2), ("kB", 1000)):
+        if size >= scale:
+            return f"{size / scale:.1f}{unit}"
+    return f"{size}B"

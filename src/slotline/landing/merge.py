@@ -1,0 +1,209 @@
+"""Landing a run's branch on a target branch without touching anyone's checkout: the
+merge is made in a temporary worktree of the target (detached at its tip), then the
+target ref is moved by compare-and-set (`git update-ref REF NEW OLD`), so a target that
+moved meanwhile is refused, never clobbered. A conflict changes nothing."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from slotline.errors import InvalidInput, InvalidTransition, MergeConflict
+from slotline.isolation import GitFailed, git
+from slotline.landing.diff import latest_run
+from slotline.models import Status, Task
+from slotline.runner import worktree
+
+# The repository's hooks are for its owner's own commits: a merge slotline makes in a
+# temporary worktree runs none (a pre-commit hook could take minutes, or prompt).
+_NO_HOOKS = ("-c", "core.hooksPath=/dev/null")
+# Used only when the repository has no identity of its own configured.
+_IDENTITY = ("-c", "user.name=slotline", "-c", "user.email=slotline@localhost")
+
+
+@dataclass(frozen=True, slots=True)
+class MergeResult:
+    """A run's branch landed on `into`: the target moved from `old` to `commit`
+    (`already`: the target held every commit of the branch; nothing moved)."""
+
+    task_id: str
+    attempt: int
+    branch: str
+    into: str
+    old: str
+    commit: str
+    squash: bool
+    already: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "task_id": self.task_id,
+            "attempt": self.attempt,
+            "branch": self.branch,
+            "into": self.into,
+            "old": self.old,
+            "commit": self.commit,
+            "squash": self.squash,
+            "already": self.already,
+        }
+
+
+def merge_run(task: Task, into: str | None = None, squash: bool = False) -> MergeResult:
+    """Merge the branch of the latest run of `task` into `into` (default: the branch the
+    task started from), as `git merge` would (a fast-forward when the target has not
+    moved; with `squash`, one new commit). Blocking: it runs git.
+
+    Raises:
+        InvalidInput: no target branch (a run started from a detached HEAD or a tag
+            needs `into`), or `into` names no branch.
+        InvalidTransition: the task is still running; its worktree holds uncommitted
+            changes; the run committed nothing; the target is checked out in a
+            worktree (moving it would leave that checkout's files behind); or the target
+            moved while merging. Nothing was changed.
+        MergeConflict: the branch does not merge cleanly (`details["files"]`); nothing
+            was changed.
+    """
+    attempt, checkout = latest_run(task)
+    short = task.id[:8]
+    if task.status in (Status.RUNNING,) or attempt.finished_at is None:
+        raise InvalidTransition(
+            f"task {short} is {task.status.value}: merge it once its run has ended",
+            status=task.status.value,
+        )
+    repo, branch = checkout.repo, checkout.branch
+    target = _target(task, into, repo)
+    old = worktree.branch_tip(repo, target)
+    if old is None:
+        raise InvalidInput(f"into: no branch {target!r} in {repo}")
+    tip = worktree.branch_tip(repo, branch)
+    if tip is None:
+        raise InvalidTransition(f"the branch {branch} of task {short} is gone: nothing to merge")
+    if os.path.isdir(checkout.path) and worktree.has_uncommitted(checkout.path):
+        raise InvalidTransition(
+            f"the worktree of task {short} ({checkout.path}) holds uncommitted changes: "
+            "commit them on its branch (or discard them) there, then merge again"
+        )
+    if tip == checkout.base_commit:
+        raise InvalidTransition(f"nothing to merge: task {short} committed nothing on {branch}")
+    holder = _checked_out_at(repo, target)
+    if holder is not None:
+        raise InvalidTransition(
+            f"branch {target} is checked out in {holder}: slotline does not move a branch "
+            f"under a checkout. Merge it there yourself (git -C {holder} merge {branch}), "
+            "or give --into another branch"
+        )
+    if _contains(repo, old, tip):
+        return MergeResult(task.id, attempt.number, branch, target, old, old, squash, True)
+    title = task.title or " ".join(task.command or ()) or short
+    message = f"Merge slotline run {short}: {title}"[:200]
+    with _scratch(repo, old) as place:
+        new = _merged(place, tip, branch, squash, message)
+    try:
+        git(repo, "update-ref", "-m", f"slotline merge {branch}", f"refs/heads/{target}", new, old)
+    except GitFailed:
+        raise InvalidTransition(
+            f"branch {target} moved while merging (it was at {old[:12]}); nothing was "
+            "changed: merge again"
+        ) from None
+    return MergeResult(task.id, attempt.number, branch, target, old, new, squash, False)
+
+
+def _target(task: Task, into: str | None, repo: str) -> str:
+    target = into if into is not None else (task.isolation.base if task.isolation else None)
+    if target is None:
+        raise InvalidInput(
+            f"task {task.id[:8]} started from a detached HEAD: give the branch to merge "
+            "into (--into BRANCH)"
+        )
+    target = target.removeprefix("refs/heads/")
+    if into is None and worktree.branch_tip(repo, target) is None:
+        raise InvalidInput(
+            f"task {task.id[:8]} started from {target!r}, which is not a branch: give the "
+            "branch to merge into (--into BRANCH)"
+        )
+    return target
+
+
+def _checked_out_at(repo: str, branch: str) -> str | None:
+    """The folder of a worktree (the main checkout included) that has `branch` checked
+    out, or None."""
+    folder = None
+    for line in git(repo, "worktree", "list", "--porcelain").splitlines():
+        if line.startswith("worktree "):
+            folder = line.removeprefix("worktree ")
+        elif line == f"branch refs/heads/{branch}":
+            return folder
+    return None
+
+
+def _contains(repo: str, target: str, commit: str) -> bool:
+    try:
+        git(repo, "merge-base", "--is-ancestor", commit, target)
+    except GitFailed:
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def _scratch(repo: str, commit: str) -> Iterator[str]:
+    """A temporary worktree of `repo` detached at `commit`, removed afterwards whatever
+    happened (its registration too)."""
+    folder = tempfile.mkdtemp(prefix="slotline-merge-")
+    place = os.path.join(folder, "tree")
+    try:
+        try:
+            worktree.retried(
+                lambda: git(repo, "worktree", "add", "--quiet", "--detach", place, commit)
+            )
+        except GitFailed as exc:
+            raise InvalidTransition(f"could not make a worktree to merge in: {exc}") from None
+        yield place
+    finally:
+        with contextlib.suppress(GitFailed):
+            worktree.retried(lambda: git(repo, "worktree", "remove", "--force", "--force", place))
+        shutil.rmtree(folder, ignore_errors=True)
+        with contextlib.suppress(GitFailed):
+            if f"worktree {os.path.realpath(place)}" in git(
+                repo, "worktree", "list", "--porcelain"
+            ):
+                worktree.retried(lambda: git(repo, "worktree", "prune"))
+
+
+def _merged(place: str, tip: str, branch: str, squash: bool, message: str) -> str:
+    """Merge `tip` into the scratch worktree's HEAD; the resulting commit.
+
+    Raises:
+        MergeConflict: the files that conflict.
+    """
+    config = [*_NO_HOOKS]
+    if not _has_identity(place):
+        config.extend(_IDENTITY)
+    try:
+        if squash:
+            git(place, *config, "merge", "--squash", tip)
+            git(place, *config, "commit", "--quiet", "--no-verify", "-m", message)
+        else:
+            git(place, *config, "merge", "--no-edit", "-m", message, tip)
+    except GitFailed as exc:
+        conflicted = git(place, "diff", "--name-only", "--diff-filter=U").splitlines()
+        if conflicted:
+            names = ", ".join(conflicted)
+            raise MergeConflict(
+                f"{branch} conflicts with the target in {names}: nothing was changed "
+                "(rebase the branch, or merge it yourself and resolve them)",
+                files=conflicted,
+            ) from None
+        raise InvalidTransition(f"git merge failed: {exc}; nothing was changed") from None
+    return git(place, "rev-parse", "HEAD")
+
+
+def _has_identity(place: str) -> bool:
+    try:
+        return bool(git(place, "config", "user.email")) and bool(git(place, "config", "user.name"))
+    except GitFailed:
+        return False

@@ -1,0 +1,46 @@
+"""The landing verbs over a store, as every surface calls them (CLI on a store, HTTP,
+Python API): read the task, run git where its repository is, record what changed.
+Blocking: they run git (call them in a worker thread from async code)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slotline.landing import inventory
+from slotline.landing.diff import DIFF_MAX_BYTES, RunDiff, latest_run, run_diff
+from slotline.landing.merge import MergeResult, merge_run
+from slotline.landing.prune import WorktreePolicy
+from slotline.models import Task
+from slotline.store import Store
+
+
+def diff(
+    store: Store, ref: str, stat_only: bool = False, max_bytes: int = DIFF_MAX_BYTES
+) -> RunDiff:
+    """The changes of the latest run of task `ref` (`run_diff`)."""
+    return run_diff(store.get(ref, estimate=False), stat_only, max_bytes)
+
+
+def merge(
+    store: Store, ref: str, into: str | None = None, squash: bool = False
+) -> tuple[MergeResult, Task]:
+    """Merge the branch of the latest run of task `ref` (`merge_run`) and record it on
+    its attempt (a `merged` event), also when the target held it already; the result
+    and the task as it is now."""
+    task = store.get(ref, estimate=False)
+    result = merge_run(task, into, squash)
+    attempt, _ = latest_run(task)
+    store.record_merge(attempt.id, result.into, result.commit, squash)
+    return result, store.get(task.id)
+
+
+def worktrees(store: Store, now: float) -> list[dict[str, Any]]:
+    """The worktrees on disk as JSON (`inventory.Entry.to_dict`), oldest first."""
+    return [entry.to_dict(now) for entry in inventory.entries(store)]
+
+
+def prune(
+    store: Store, policy: WorktreePolicy, now: float, dry_run: bool = False
+) -> list[dict[str, Any]]:
+    """Apply the retention policy now (`inventory.prune`); what was removed, as JSON."""
+    return [p.to_dict(now) for p in inventory.prune(store, policy, now, dry_run=dry_run)]

@@ -1,0 +1,63 @@
+"""Concurrency limits: Limit, the keys a limit counts by, and a key's value for a task."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from slotline.errors import InvalidInput
+
+
+class Keyed(Protocol):
+    """What a limit key is read from: a `Task`, or the ETA simulation's lighter entry."""
+
+    @property
+    def agent(self) -> str | None: ...
+    @property
+    def workspace(self) -> str | None: ...
+    @property
+    def user(self) -> str | None: ...
+    @property
+    def labels(self) -> Mapping[str, str]: ...
+    @property
+    def repo(self) -> str | None: ...
+
+
+def limit_key_value(task: Keyed, key: str) -> str | None:
+    """The value of a limit key (`agent`, `workspace`, `user`, `repo`, `label:NAME`) for
+    `task`."""
+    if key == "repo":
+        return task.repo
+    if key == "agent":
+        return task.agent
+    if key == "workspace":
+        return task.workspace
+    if key == "user":
+        return task.user
+    if key.startswith("label:"):
+        return task.labels.get(key[len("label:") :])
+    raise InvalidInput(f"unknown limit key {key!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Limit:
+    """At most `max` running tasks whose `key` equals `value` (any one value if None)."""
+
+    key: str
+    value: str | None
+    max: int
+
+    @property
+    def name(self) -> str:
+        return self.key if self.value is None else f"{self.key}[{self.value}]"
+
+
+LIMIT_KEYS = ("agent", "workspace", "user", "repo")
+
+
+def check_limit_key(key: str) -> str:
+    """Validate a limit key: agent, workspace, user, repo or label:NAME."""
+    if key in LIMIT_KEYS or (key.startswith("label:") and len(key) > len("label:")):
+        return key
+    raise InvalidInput(f"unknown limit key {key!r}; use agent, workspace, user, repo or label:NAME")

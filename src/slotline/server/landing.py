@@ -1,0 +1,88 @@
+"""REST routes to review and land a worktree run's work: its diff, merging its branch,
+and the worktrees on disk with the retention policy applied on demand. Git runs on the
+server's machine, where the node's repositories and worktrees are."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query
+from pydantic import BaseModel, ConfigDict, Field
+
+from slotline.landing import inventory, verbs
+from slotline.landing.diff import DIFF_MAX_BYTES
+from slotline.models import utcnow
+from slotline.server.context import Admin, Reader, State, Writer
+from slotline.server.errors import ERROR_RESPONSES
+from slotline.server.schemas import task_json
+
+router = APIRouter(prefix="/api", tags=["worktrees"], responses=ERROR_RESPONSES)
+
+
+class MergeBody(BaseModel):
+    """Where to merge a run's branch (default: the branch its task started from), and
+    whether to squash its commits into one."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    into: str | None = Field(None, min_length=1, max_length=255)
+    squash: bool = False
+
+
+class PruneBody(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    dry_run: bool = False
+
+
+@router.get("/tasks/{ref}/diff")
+async def task_diff(
+    state: State,
+    who: Reader,
+    ref: str,
+    stat: Annotated[bool, Query(description="Only the stat, no patch")] = False,
+    max_bytes: Annotated[int, Query(ge=1, le=DIFF_MAX_BYTES)] = DIFF_MAX_BYTES,
+) -> dict[str, Any]:
+    """The changes of the task's latest worktree run against its base commit (committed
+    and uncommitted work in its worktree, else on its branch): `stat`, and the patch as
+    `text`, cut at `max_bytes` at a line end (`truncated`)."""
+    task = await state.visible_task(who, ref, estimate=False)
+    found = await state.call(verbs.diff, state.store, task.id, stat, max_bytes)
+    return found.to_dict()
+
+
+@router.post("/tasks/{ref}/merge")
+async def task_merge(
+    state: State, who: Writer, ref: str, body: MergeBody | None = None
+) -> dict[str, Any]:
+    """Merge the branch of the task's latest run into `into` in a temporary worktree,
+    then move the target by compare-and-set; for an admin or the task's owner. A
+    conflict (409 `MergeConflict`, with `files`), a target checked out somewhere, moved
+    meanwhile, or uncommitted work in the run's worktree (409) change nothing."""
+    task = await state.visible_task(who, ref, estimate=False)
+    if not who.steers(task):
+        raise HTTPException(403, f"token {who.name!r} cannot change task {task.id[:8]}")
+    body = body or MergeBody(into=None)
+    result, fresh = await state.call(verbs.merge, state.store, task.id, body.into, body.squash)
+    return {**result.to_dict(), "task": task_json(fresh)}
+
+
+@router.get("/worktrees")
+async def list_worktrees(state: State, who: Reader) -> dict[str, Any]:
+    """The worktrees on disk (active and kept), oldest first, with task, branch, state,
+    keep policy, age and size in bytes; a user token sees only its own tasks'."""
+    found = await state.call(inventory.entries, state.store)
+    now = utcnow()
+    return {"worktrees": [entry.to_dict(now) for entry in found if who.sees(entry.task)]}
+
+
+@router.post("/worktrees/prune")
+async def prune_worktrees(
+    state: State, who: Admin, body: PruneBody | None = None
+) -> dict[str, Any]:
+    """Apply the retention policy of slotline.yaml now (admins): what was removed (or
+    would be, with `dry_run`), why, and whether each branch was deleted or kept."""
+    dry_run = body.dry_run if body else False
+    policy = state.config.worktree_policy()
+    pruned = await state.call(verbs.prune, state.store, policy, utcnow(), dry_run)
+    return {"pruned": pruned, "dry_run": dry_run}

@@ -1,0 +1,174 @@
+"""Webhook and command-hook delivery state, and stalled runs.
+
+The event log is the outbox: every change already appends its event in the transaction
+that makes it, so a hook needs only a cursor (the last `seq` it delivered), advanced
+after a delivery succeeded. One node delivers at a time, holding a lease row taken by
+compare-and-set with an expiry; a node that dies mid-delivery loses the lease, and the
+next holder delivers again from the cursor (a duplicate carries the same `seq`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from slotline.models import iso
+from slotline.store.core import StoreCore
+from slotline.store.events import emit, last_seq
+from slotline.store.queries import Tx
+
+# How many deliveries `notify log` keeps.
+LOG_KEEP = 5000
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One try to deliver one event to one hook (a webhook or a command)."""
+
+    at: float
+    hook: str
+    event: str
+    seq: int
+    task_id: str | None
+    node_id: str
+    attempt: int
+    ok: bool
+    # The HTTP status of a webhook's answer, or a command's exit code; None: none came.
+    status: int | None = None
+    error: str | None = None
+    took: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "at": iso(self.at),
+            "hook": self.hook,
+            "event": self.event,
+            "seq": self.seq,
+            "task_id": self.task_id,
+            "node_id": self.node_id,
+            "attempt": self.attempt,
+            "ok": self.ok,
+            "status": self.status,
+            "error": self.error,
+            "took": None if self.took is None else round(self.took, 3),
+        }
+
+
+class NotifyVerbs(StoreCore):
+    """Cursors, the delivery lease and log of hooks; marking runs stalled."""
+
+    def notify_cursors(self, hooks: Iterable[str], now: float | None = None) -> dict[str, int]:
+        """Each hook's cursor; a hook seen for the first time starts at the end of the
+        event log (it hears of what happens from now on, not of the past)."""
+        with self._write() as tx:
+            tx.notify = False
+            now = tx.now() if now is None else now
+            end = last_seq(tx)
+            for hook in hooks:
+                tx.run("notify_cursor_add", hook=hook, seq=end, now=now)
+            return {row["hook"]: int(row["seq"]) for row in tx.rows("notify_cursors")}
+
+    def take_notify_lease(self, node_id: str, lease: float, now: float | None = None) -> bool:
+        """Take or renew the delivery lease for `lease` seconds; False if another node
+        holds it and it has not expired."""
+        with self._write() as tx:
+            tx.notify = False
+            now = tx.now() if now is None else now
+            tx.run("notify_lease_add", node=node_id, expires_at=now + lease)
+            taken = tx.rows("notify_lease_take", node=node_id, expires_at=now + lease, now=now)
+            return bool(taken)
+
+    def drop_notify_lease(self, node_id: str) -> None:
+        """Give the lease up (a node stopping), so another node delivers at once."""
+        with self._write() as tx:
+            tx.notify = False
+            tx.run("notify_lease_drop", node=node_id)
+
+    def advance_notify(self, node_id: str, hook: str, seq: int, now: float | None = None) -> bool:
+        """Move `hook`'s cursor to `seq`; False (nothing moved) unless `node_id` still
+        holds the lease."""
+        with self._write() as tx:
+            tx.notify = False
+            now = tx.now() if now is None else now
+            moved = tx.rows("notify_cursor_advance", node=node_id, hook=hook, seq=seq, now=now)
+            return bool(moved)
+
+    def log_notify(self, delivery: Delivery) -> None:
+        """Record one delivery or failure (the oldest beyond LOG_KEEP go)."""
+        with self._write() as tx:
+            tx.notify = False
+            tx.run(
+                "notify_log_add",
+                at=delivery.at,
+                hook=delivery.hook,
+                event=delivery.event,
+                seq=delivery.seq,
+                task_id=delivery.task_id,
+                node=delivery.node_id,
+                attempt=delivery.attempt,
+                ok=delivery.ok,
+                status=delivery.status,
+                error=delivery.error,
+                took=delivery.took,
+            )
+            tx.run("notify_log_prune", keep=LOG_KEEP)
+
+    def notify_log(self, limit: int = 100) -> list[Delivery]:
+        """The last `limit` deliveries and failures, newest first."""
+        with self._transaction(write=False) as tx:
+            return [_delivery(row) for row in tx.rows("notify_log_recent", limit=limit)]
+
+    def mark_stalled(
+        self, task_id: str, attempt_id: str, reason: str, now: float | None = None
+    ) -> bool:
+        """Mark the running attempt's task stalled and log a `stalled` event, once per
+        quiet spell; False if it already was, or the attempt is no longer current."""
+        with self._write() as tx:
+            now = tx.now() if now is None else now
+            if not tx.rows("task_stall", id=task_id, attempt=attempt_id, at=now):
+                tx.notify = False
+                return False
+            emit(tx, "stalled", task_id, now, attempt=attempt_id, reason=reason)
+            return True
+
+    def clear_stalled(self, task_id: str, attempt_id: str, now: float | None = None) -> bool:
+        """The stalled run printed again: no longer stalled (an `unstalled` event)."""
+        with self._write() as tx:
+            now = tx.now() if now is None else now
+            if not tx.rows("task_unstall", id=task_id, attempt=attempt_id):
+                tx.notify = False
+                return False
+            emit(tx, "unstalled", task_id, now, attempt=attempt_id)
+            return True
+
+
+def after_end(tx: Tx, task_id: str, now: float) -> None:
+    """In the transaction that ends a run: it is no longer stalled, and if nothing runs
+    or waits in line to start any more, the queue has drained (a `drained` event)."""
+    tx.run("task_unstall_ended", id=task_id)
+
+    def drained() -> None:
+        # Once per transaction, at its end: a claim that ends several runs and starts
+        # others reads it once, and after its starts.
+        busy = tx.one("tasks_active_any")
+        if busy is not None and not busy["busy"]:
+            emit(tx, "drained", None, now, last_task=task_id)
+
+    tx.once_before_commit("drained", drained)
+
+
+def _delivery(row: dict[str, Any]) -> Delivery:
+    return Delivery(
+        at=float(row["at"]),
+        hook=row["hook"],
+        event=row["event"],
+        seq=int(row["seq"]),
+        task_id=row["task_id"],
+        node_id=row["node_id"],
+        attempt=int(row["attempt"]),
+        ok=bool(row["ok"]),
+        status=row["status"],
+        error=row["error"],
+        took=None if row["took"] is None else float(row["took"]),
+    )

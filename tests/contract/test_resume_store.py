@@ -1,0 +1,81 @@
+"""The store's side of cost and resume, on every backend: a resumable end, the session a
+run resumed (on its attempt and its `started` event), `terminate(resumable=True)`,
+follow-up tasks, and the spend per agent type that /metrics exports."""
+
+from __future__ import annotations
+
+import pytest
+
+from slotline.errors import InvalidInput
+from slotline.models import ResumedFrom, Status, Usage
+from slotline.store import Store
+
+AGENT = {"command": ["true"], "agent": "claude"}
+
+
+def test_an_interrupted_end_is_resumable_and_the_next_start_records_what_it_resumed(
+    store: Store,
+) -> None:
+    task = store.submit({**AGENT, "max_attempts": 2})
+    first = store.claim("node-a").claims[0].attempt
+    store.finish(first.id, first.token, None, "interrupted", session_id="s-1", resumable=True)
+    store.set_setting("max_concurrent", 3)
+    second = store.claim("node-a", now=store.get(task.id).not_before).claims[0].attempt
+    store.record_start(second.id, second.token, 123, None, None, ResumedFrom(task.id, 1))
+
+    one, two = store.get(task.id).attempts
+    assert one.resumable
+    assert one.session_id == "s-1"
+    assert not two.resumable
+    assert two.resumed_from == ResumedFrom(task.id, 1)
+    started = [e for e in store.events(0) if e.kind == "started"]
+    assert started[-1].data["resumed_from"] == {"task_id": task.id, "attempt": 1}
+
+
+def test_terminate_resumable_marks_the_running_attempt(store: Store) -> None:
+    task = store.submit(AGENT)
+    attempt = store.claim("node-a").claims[0].attempt
+    store.terminate(task.id, "reboot", resumable=True)
+    store.finish(attempt.id, attempt.token, None, "stopped")
+    ended = store.get(task.id)
+    assert ended.status is Status.FAILED
+    assert ended.attempts[0].resumable
+    other = store.submit(AGENT)
+    attempt = store.claim("node-a").claims[0].attempt
+    store.terminate(other.id, "done with it")
+    store.finish(attempt.id, attempt.token, None, "stopped")
+    assert not store.get(other.id).attempts[0].resumable
+
+
+def test_a_followup_depends_on_its_task_and_says_what_it_follows(store: Store) -> None:
+    followed = store.submit(AGENT)
+    follow = store.submit_followup(followed.id[:8], "and test it", AGENT)
+    assert list(follow.depends_on) == [followed.id]
+    assert follow.status is Status.WAITING
+    found = store.followup_of(follow.id)
+    assert found is not None
+    assert (found.follows, found.prompt) == (followed.id, "and test it")
+    assert store.followup_of(followed.id) is None
+    assert any(e.kind == "followup" and e.task_id == follow.id for e in store.events(0))
+    plain = store.submit({"command": ["true"]})
+    with pytest.raises(InvalidInput, match="has no agent type"):
+        store.submit_followup(plain.id, "go", AGENT)
+
+
+def test_spend_by_agent_sums_the_runs_that_reported_usage(store: Store) -> None:
+    store.set_setting("max_concurrent", 5)
+    spent = [Usage(0.5, 100, None), Usage(0.25, 50, 7), None]
+    for usage in spent:
+        store.submit(AGENT)
+        attempt = store.claim("node-a").claims[0].attempt
+        store.finish(attempt.id, attempt.token, 0, usage=usage)
+    store.submit({"command": ["true"]})
+    attempt = store.claim("node-a").claims[0].attempt
+    store.finish(attempt.id, attempt.token, 0, usage=Usage(None, None, 3))
+    rows = {row.key: row for row in store.spend_by_agent()}
+    assert set(rows) == {"claude", "-"}
+    claude = rows["claude"]
+    assert (claude.runs, claude.cost_usd, claude.input_tokens, claude.output_tokens) == (
+        2, 0.75, 150, 7,
+    )  # fmt: skip
+    assert (rows["-"].cost_usd, rows["-"].output_tokens) == (None, 3)

@@ -1,0 +1,136 @@
+"""Review and land a run's work through the CLI, on a store and through a server (HTTP):
+two fake agents append to the same file in their own worktrees; both are diffed, the
+first merges, the second is refused on the conflict naming the file and changes
+nothing; `worktrees` lists them and `worktrees prune` applies the policy."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from gitrepos import agent_command, agent_script, branches, make_repo, show, worktree_paths
+from gitrepos import run as git_in
+from waiting import until
+
+from .conftest import Run, Start, ok
+
+
+def _finished(cli: Run, task_id: str, *args: str) -> dict[str, Any] | None:
+    task = ok(cli(*args, "--json", "show", task_id))
+    tree = task["attempts"][0]["worktree"] if task["attempts"] else None
+    return task if tree and tree["state"] != "active" and task["finished_at"] else None
+
+
+def test_two_agents_diffed_and_merged_the_second_refused_on_conflict(
+    run: Run, serve_http: Start, tmp_path: Path
+) -> None:
+    # Given two agents that each append a line to notes.txt in their own worktree,
+    repo = make_repo(tmp_path / "repo", {"notes.txt": "base\n"})
+    script = agent_script(tmp_path)
+    url = serve_http()
+    remote = ("--url", url)
+    ids = []
+    for name in ("alpha", "beta"):
+        command = agent_command(script, name, "notes.txt")
+        submitted = run(
+            *remote, "--json", "submit", "--worktree", "--repo", str(repo),
+            "--keep", "until_merged", "--", *command,
+        )  # fmt: skip
+        ids.append(ok(submitted)["id"])
+    alpha, beta = (until(lambda i=i: _finished(run, i, *remote), what="run ended") for i in ids)
+    assert alpha["status"] == beta["status"] == "succeeded"
+    assert alpha["attempts"][0]["worktree"]["state"] == "kept"  # until_merged
+
+    # When each is diffed (through the server, and on the store),
+    patch = ok(run(*remote, "--json", "diff", ids[0]))
+    assert patch["stat"] == {"files": 2, "insertions": 2, "deletions": 0}
+    assert "+written by alpha" in patch["text"]
+    assert patch["source"] == "worktree"
+    assert patch["truncated"] is False
+    plain = run("diff", ids[1])
+    assert plain.code == 0, plain.err
+    assert "+written by beta" in plain.out
+    assert "2 files changed, +2 -0" in plain.out.splitlines()[0]
+    stat = ok(run("--json", "diff", "--stat", ids[1]))
+    assert stat["text"] == ""
+
+    # Then merging into main is refused while main is the user's checkout,
+    main_before = run(*remote, "merge", ids[0])
+    assert main_before.code == 1
+    assert f"branch main is checked out in {repo}" in main_before.error_line()
+    # and once the user works on another branch, the first merges into main (through
+    # the server), without touching the user's checkout,
+
+    def run_git(*args: str) -> str:
+        return git_in(repo, *args)
+
+    run_git("checkout", "-q", "-b", "work")
+    (repo / "scratch.txt").write_text("the user's own uncommitted file\n")
+    merged = ok(run(*remote, "--json", "merge", ids[0]))
+    assert merged["into"] == "main"
+    assert merged["already"] is False
+    assert show(repo, "main", "notes.txt") == "base\nwritten by alpha"
+    assert run_git("rev-parse", "main") == merged["commit"]
+    shown = ok(run("--json", "show", ids[0]))
+    assert shown["attempts"][0]["worktree"]["merged"]["into"] == "main"
+    assert "merged into main" in run("show", ids[0]).out
+    events = ok(run("--json", "events"))
+    kinds = [(e["kind"], e["task_id"]) for e in events]
+    assert ("merged", ids[0]) in kinds
+
+    # and the second is refused on the conflict, naming the file, changing nothing.
+    main_tip = run_git("rev-parse", "main")
+    trees = worktree_paths(repo)
+    refused = run("merge", ids[1])
+    assert refused.code == 1
+    assert "conflicts with the target in notes.txt" in refused.error_line()
+    assert run_git("rev-parse", "main") == main_tip
+    assert worktree_paths(repo) == trees  # the temporary worktree is gone
+    assert run_git("symbolic-ref", "--short", "HEAD") == "work"
+    assert run_git("status", "--porcelain") == "?? scratch.txt"
+    assert (repo / "notes.txt").read_text() == "base\n"
+    over_http = run(*remote, "--json", "merge", ids[1])
+    assert over_http.code == 1
+    assert '"type": "MergeConflict"' in over_http.err
+    assert "merged" not in [
+        e["kind"] for e in ok(run("--json", "events")) if e["task_id"] == ids[1]
+    ]
+
+    # `worktrees` lists both; a prune removes the merged one (until_merged) and keeps
+    # the other, whose branch holds commits merged nowhere.
+    listed = ok(run(*remote, "--json", "worktrees"))
+    assert [(w["task_id"], w["state"], w["keep"]) for w in listed] == [
+        (ids[0], "kept", "until_merged"), (ids[1], "kept", "until_merged"),
+    ]  # fmt: skip
+    assert all(w["size"] > 0 for w in listed)
+    assert "until_merged" in run("worktrees").out
+    dry = ok(run(*remote, "--json", "worktrees", "prune", "--dry-run"))
+    assert [(p["task_id"], p["reason"]) for p in dry["pruned"]] == [(ids[0], "merged")]
+    assert len(ok(run("--json", "worktrees"))) == 2  # a dry run changes nothing
+    pruned = ok(run("--json", "worktrees", "prune"))
+    assert [(p["task_id"], p["branch_fate"]) for p in pruned["pruned"]] == [(ids[0], "deleted")]
+    assert [w["task_id"] for w in ok(run("--json", "worktrees"))] == [ids[1]]
+    assert alpha["attempts"][0]["worktree"]["branch"] not in branches(repo)
+    assert beta["attempts"][0]["worktree"]["branch"] in branches(repo)
+
+
+def test_merge_refuses_uncommitted_work_and_a_task_without_a_worktree(
+    run: Run, serve_http: Start, tmp_path: Path
+) -> None:
+    # Given a run that leaves its change uncommitted (kept: work is never dropped),
+    repo = make_repo(tmp_path / "repo", {"notes.txt": "base\n"})
+    edit = "open('notes.txt', 'a').write('left uncommitted\\n')"
+    url = serve_http()
+    task = ok(run("--url", url, "--json", "submit", "--worktree", "--repo", str(repo),
+                  "--", sys.executable, "-c", edit))  # fmt: skip
+    until(lambda: _finished(run, task["id"]), what="run ended")
+    # Then its diff shows the uncommitted change, and merge refuses it, saying why.
+    assert "+left uncommitted" in ok(run("--json", "diff", task["id"]))["text"]
+    refused = run("merge", task["id"], "--into", "main")
+    assert refused.code == 1
+    assert "holds uncommitted changes" in refused.error_line()
+    plain = ok(run("--json", "submit", "--", sys.executable, "-c", "pass"))
+    no_tree = run("diff", plain["id"])
+    assert no_tree.code == 1
+    assert "does not run in a worktree" in no_tree.error_line()

@@ -1,0 +1,94 @@
+"""The Python API's `queue.landing` on real git: two fake agents append to one file,
+each diffed; the first squash-merges into a branch nobody has checked out, the second
+is refused on the conflict with nothing changed; `keep: always` worktrees survive a
+prune whatever its retain and max_disk."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import pytest
+
+from gitrepos import agent_command, agent_script, branches, make_repo, run, show
+from slotline.api import open_queue
+from slotline.errors import MergeConflict
+from slotline.landing import verbs
+from slotline.landing.prune import WorktreePolicy
+from slotline.models import Status
+from slotline.node import Node
+
+
+def test_diff_merge_and_prune_through_the_python_api(tmp_path: Path) -> None:
+    asyncio.run(_diff_merge_and_prune(tmp_path))
+
+
+async def _diff_merge_and_prune(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {"notes.txt": "base\n"})
+    run(repo, "branch", "integration")
+    script = agent_script(tmp_path)
+    async with open_queue(tmp_path / "store.db") as queue:
+        ids = [
+            (await queue.submit(
+                agent_command(script, name, "notes.txt"), isolation="worktree",
+                repo=str(repo), keep="always",
+            )).id
+            for name in ("alpha", "beta")
+        ]  # fmt: skip
+        node = Node(queue.store, log_dir=tmp_path / "data" / "logs")
+        await node.run_until_idle()
+        assert [(await queue.get(i)).status for i in ids] == [Status.SUCCEEDED] * 2
+
+        patch = await queue.landing.diff(ids[0])
+        assert "+written by alpha" in patch.text
+        result, task = await queue.landing.merge(ids[0], into="integration", squash=True)
+        assert (result.into, result.squash, result.already) == ("integration", True, False)
+        assert show(repo, "integration", "notes.txt") == "base\nwritten by alpha"
+        assert run(repo, "rev-list", "--count", "main..integration") == "1"  # one squashed commit
+        tree = task.attempts[-1].worktree
+        assert tree is not None
+        assert tree.merged is not None
+        assert tree.merged.into == "integration"
+
+        before = run(repo, "rev-parse", "integration")
+        with pytest.raises(MergeConflict) as refused:
+            await queue.landing.merge(ids[1], into="integration")
+        assert refused.value.details["files"] == ["notes.txt"]
+        assert run(repo, "rev-parse", "integration") == before
+
+        # keep: always is never pruned, whatever retain says.
+        assert await queue.landing.prune(retain="1s", max_disk=0) == []
+        assert len(await queue.landing.worktrees()) == 2
+
+
+def test_retain_prunes_finished_worktrees_past_it_keeping_unmerged_branches(tmp_path: Path) -> None:
+    asyncio.run(_retain(tmp_path))
+
+
+async def _retain(tmp_path: Path) -> None:
+    # Given two failed runs (kept by on_failure): one committed work, one did not,
+    repo = make_repo(tmp_path / "repo", {"notes.txt": "base\n"})
+    failing = "import subprocess, sys; open('notes.txt', 'a').write('x\\n'); "
+    async with open_queue(tmp_path / "store.db") as queue:
+        committed = await queue.submit(
+            [sys.executable, "-c", failing + "subprocess.run(['git', 'commit', '-qam', 'w']); "
+             "sys.exit(1)"], isolation="worktree", repo=str(repo),
+        )  # fmt: skip
+        plain = await queue.submit(
+            [sys.executable, "-c", failing + "sys.exit(1)"], isolation="worktree", repo=str(repo)
+        )
+        await Node(queue.store, log_dir=tmp_path / "data" / "logs").run_until_idle()
+        trees = {t["task_id"]: t for t in await queue.landing.worktrees()}
+        assert set(trees) == {committed.id, plain.id}
+        ended = max([(await queue.get(i)).finished_at or 0.0 for i in trees])
+        policy = WorktreePolicy(retain=3 * 86_400)
+        # When the policy is applied before retain has passed, nothing goes;
+        assert verbs.prune(queue.store, policy, ended + 86_400) == []
+        # once it has, both worktrees go, the branch holding commits stays.
+        pruned = verbs.prune(queue.store, policy, ended + 4 * 86_400)
+    fates = {p["task_id"]: (p["reason"], p["branch_fate"]) for p in pruned}
+    assert fates == {committed.id: ("retain", "kept"), plain.id: ("retain", "deleted")}
+    assert trees[committed.id]["branch"] in branches(repo)
+    assert trees[plain.id]["branch"] not in branches(repo)
+    assert not Path(trees[committed.id]["path"]).exists()
