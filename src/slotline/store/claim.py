@@ -19,11 +19,11 @@ from slotline.store import backoff as provider
 from slotline.store import budgets, estimates, rates
 from slotline.store import fairness as fair
 from slotline.store.core import StoreCore
-from slotline.store.events import change
+from slotline.store.events import change, emit
 from slotline.store.queries import Tx
 from slotline.store.read_ahead import read_ahead
 from slotline.store.rows import task_from_row
-from slotline.store.runs import Report, StartReport, end, expire, record, started
+from slotline.store.runs import Report, StartReport, end, expire, record
 from slotline.store.settings import LEASE_SECONDS, read_settings
 from slotline.store.tasks import count_of
 from slotline.transitions import StopRequest, check_transition
@@ -220,6 +220,7 @@ def _start(
         now=now,
         over_limit=start.over_limit,
         lease_expires_at=attempt.lease_expires_at,
+        log_path=log_path,
     )
     tx.run("task_claim", id=task.id, now=now, attempt_id=attempt_id)
     change(
@@ -234,7 +235,8 @@ def _start(
         over_limit=start.over_limit,
     )
     if log_path is not None:
-        started(tx, task.id, attempt_id, None, None, log_path)
+        # A callable starts with its claim; its log path went in with the attempt's row.
+        emit(tx, "started", task.id, now, attempt=attempt_id, pid=None)
     # The task as `task_claim` left it (a contract test compares it with a fresh read).
     claimed = replace(
         task,

@@ -144,13 +144,16 @@ class NotifyVerbs(StoreCore):
 
 
 def after_end(tx: Tx, task_id: str, now: float) -> None:
-    """In the transaction that ends a run: it is no longer stalled, and if nothing runs
-    or waits in line to start any more, the queue has drained (a `drained` event)."""
-    tx.run("task_unstall_ended", id=task_id)
+    """In the transaction that ends a run: if nothing runs or waits in line to start
+    any more, the queue has drained (a `drained` event). (The statement that ends or
+    requeues the task has cleared its stall mark.)"""
 
     def drained() -> None:
         # Once per transaction, at its end: a claim that ends several runs and starts
-        # others reads it once, and after its starts.
+        # others reads it once, and after its starts; one that started a run need not
+        # ask (a round trip on PostgreSQL): that run is running at the commit.
+        if any(event["kind"] == "claimed" for event in tx.events):
+            return
         busy = tx.one("tasks_active_any")
         if busy is not None and not busy["busy"]:
             emit(tx, "drained", None, now, last_task=task_id)

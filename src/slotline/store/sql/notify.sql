@@ -54,9 +54,6 @@ UPDATE tasks SET stalled_at = NULL
 WHERE id = :id AND current_attempt = :attempt AND stalled_at IS NOT NULL
 RETURNING id;
 
--- name: task_unstall_ended
-UPDATE tasks SET stalled_at = NULL WHERE id = :id AND stalled_at IS NOT NULL;
-
 -- name: tasks_active_any
 -- Whether anything runs or waits in line to start (queue.drained when not).
 SELECT EXISTS (SELECT 1 FROM tasks WHERE status IN ('running', 'queued')) AS busy;

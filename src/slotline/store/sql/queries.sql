@@ -140,13 +140,14 @@ WHERE id = :id AND status = 'queued';
 UPDATE tasks
 SET status = :status, status_reason = :status_reason, finished_at = :now,
     exit_code = :exit_code, failure_reason = :failure_reason, kill_request = NULL,
-    restart_requested = FALSE, start_now = FALSE, boosted = FALSE
+    restart_requested = FALSE, start_now = FALSE, boosted = FALSE, stalled_at = NULL
 WHERE id = :id;
 
 -- name: task_retry
 UPDATE tasks
 SET status = 'queued', status_reason = :status_reason, not_before = :not_before,
-    exit_code = :exit_code, failure_reason = :failure_reason, kill_request = NULL
+    exit_code = :exit_code, failure_reason = :failure_reason, kill_request = NULL,
+    stalled_at = NULL
 WHERE id = :id;
 
 -- name: task_reset
@@ -154,7 +155,7 @@ UPDATE tasks
 SET status = :status, status_reason = :status_reason, rank = :rank, queued_at = :queued_at,
     restarted_at = :now, boosted = FALSE, start_now = FALSE, started_at = NULL, finished_at = NULL,
     exit_code = NULL, failure_reason = NULL, not_before = NULL, kill_request = NULL,
-    restart_requested = FALSE, attempt_base = attempt_count
+    restart_requested = FALSE, attempt_base = attempt_count, stalled_at = NULL
 WHERE id = :id;
 
 -- name: task_place
@@ -175,8 +176,9 @@ WHERE t.status = 'running' AND t.kill_request IS NOT NULL AND a.node_id = :node_
 
 -- name: attempt_insert
 INSERT INTO attempts (id, task_id, number, token, node_id, started_at, over_limit,
-                      lease_expires_at)
-VALUES (:id, :task_id, :number, :token, :node_id, :now, :over_limit, :lease_expires_at);
+                      lease_expires_at, log_path)
+VALUES (:id, :task_id, :number, :token, :node_id, :now, :over_limit, :lease_expires_at,
+        :log_path);
 
 -- name: attempt_get
 SELECT * FROM attempts WHERE id = :id;
@@ -264,7 +266,7 @@ SELECT * FROM nodes WHERE id = :id;
 -- max_attempts.
 UPDATE tasks
 SET status = 'queued', status_reason = :status_reason, not_before = NULL,
-    kill_request = NULL, attempt_base = attempt_base + 1
+    kill_request = NULL, attempt_base = attempt_base + 1, stalled_at = NULL
 WHERE id = :id;
 
 -- name: queue_position
