@@ -117,6 +117,26 @@ def test_missing_command_and_workspace_fail_with_the_reason(store: Store, tmp_pa
     assert store.get(nowhere.id).failure_reason == f"workspace {tmp_path / 'gone'} does not exist"
 
 
+@pytest.mark.parametrize("memory_mb", [None, 4096], ids=["spawned", "forked-for-a-memory-cap"])
+def test_a_program_that_cannot_be_executed_fails_with_exit_127_and_says_why(
+    store: Store, tmp_path: Path, memory_mb: int | None
+) -> None:
+    # Given an executable script whose interpreter does not exist (found on the PATH,
+    # so the node's own check passes; only the exec fails, in the keeper),
+    script = tmp_path / "broken"
+    script.write_text("#!/no/such/interpreter\n")
+    script.chmod(0o755)
+    task = submit(store, str(script), memory_mb=memory_mb)
+    # when it runs,
+    asyncio.run(Node(store, log_dir=tmp_path / "logs").run_until_idle(timeout=30))
+    # then it fails with 127, and its log says what could not be started.
+    done = store.get(task.id)
+    assert done.status is Status.FAILED
+    assert done.exit_code == 127
+    log = Path(done.attempts[-1].log_path or "").read_text()
+    assert f"slotline: cannot start {script}: No such file or directory" in log
+
+
 def test_workspace_is_the_working_directory_and_env_is_set(store: Store, tmp_path: Path) -> None:
     work = tmp_path / "ws"
     work.mkdir()
