@@ -3,6 +3,7 @@ type, user, workspace and day, as `GET /api/stats` sums it, and kept live as run
 
 from __future__ import annotations
 
+import re
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -80,3 +81,37 @@ def test_spend_view_sums_runs_per_agent_and_follows_runs_ending(store: Store, lo
     assert total.locator("[data-field=runs]").inner_text() == "3"
     assert total.locator("[data-field=input_tokens]").inner_text() == "13,345"
     assert cells(page, "agent", "claude") == ["claude", "2", "$2.12", "13,345", "700"]
+
+
+def test_a_budget_reached_is_shown_above_the_line_and_on_the_tasks_it_holds(
+    store: Store, login: Login
+) -> None:
+    # Given a run of claude that spent $2, and a budget of $1 an hour for claude,
+    spend_run(store, "claude", Usage(2.0))
+    store.set_budget("agent", "claude", 1.0, "1h")
+    # and a claude task in line behind it,
+    held = store.submit({"kind": "external", "agent": "claude", "title": "held by <b>it</b>"})
+    page = login()
+    try:
+        shown_and_gone(page, store, held.id)
+    finally:
+        store.set_budget("agent", "claude", None)
+
+
+def shown_and_gone(page: Any, store: Store, held: str) -> None:
+    # then the header names the budget, what was spent and when starts go on,
+    hold = page.locator(".pacing li[data-hold=budget]")
+    hold.wait_for()
+    text = hold.inner_text()
+    assert "BUDGET agent[claude]" in text
+    # (earlier tests of this module spent on claude within the hour too)
+    assert re.search(r"1usd/1h: \$[0-9.]+ spent; starts again at \S", text), text
+    # and the task's row says why it waits, as text.
+    why = page.locator(f'li[data-task-id="{held}"] .why')
+    why.wait_for()
+    assert why.inner_text().startswith("budget agent[claude] 1usd/1h reached")
+    assert page.locator(f'li[data-task-id="{held}"] b').count() == 0
+
+    # When the budget is removed, the header no longer shows it.
+    store.set_budget("agent", "claude", None)
+    hold.wait_for(state="detached")

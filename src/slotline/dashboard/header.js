@@ -2,6 +2,7 @@
 
 import { emergencyStop, pause, resume } from "./actions.js";
 import { percent, plural } from "./format.js";
+import { Pacing } from "./pacing.js";
 import { state } from "./state.js";
 import { Badge, Button, html } from "./ui.js";
 
@@ -44,6 +45,7 @@ export function Header() {
       <span class="queued-count">${line.queued_total} queued</span>
     </div>
     <${Limits} limits=${line.limits} />
+    <${Pacing} line=${line} nowSec=${(line.now ? Date.parse(line.now) : Date.now()) / 1000} />
     ${me && me.is_admin && html`<div class="global-actions">
       ${line.paused
         ? html`<${Button} label="Resume" action="resume" onClick=${resume} />`

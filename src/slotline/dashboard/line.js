@@ -138,7 +138,7 @@ function Row({ task, now, ids, next }) {
       checked=${checked} onClick=${(e) => select(task, e, ids)} />`}
     <span class="pos">${task.position ? `#${task.position}` : "–"}</span>
     ${next && html`<${Badge} kind="next">NEXT UP<//>`}
-    <span class="title" title=${task.title}>${task.title}</span>
+    <span class="title" title=${task.title}>${task.title}${queued && task.status_reason && html`<span class="why" title=${task.status_reason}>${task.status_reason}</span>`}</span>
     <span class="meta">
       <${Badge} kind=${`pri-${task.priority}`}>${task.priority}<//>
       ${task.boosted && html`<${Badge} kind="boost">BOOSTED<//>`}
