@@ -23,6 +23,7 @@ from slotline.models import Priority, Status
 R = TypeVar("R")
 TaskId = Annotated[str, Field(description="A task id, or a unique prefix of one")]
 MAX_LOG_TAIL = 64 * 1024
+MAX_DIFF = 1024 * 1024
 # How often wait_for_task reports progress; it looks again at once when the store changes.
 WAIT_TICK = 1.0
 
@@ -188,6 +189,32 @@ def build_server(calls_for: Callable[[Context[Any, Any, Any]], Calls], **setting
     ) -> str:
         """The tail of the output (stdout and stderr) of a task's latest run."""
         return await call(ctx, lambda c: c.log(task_id, max_bytes))
+
+    @server.tool()
+    async def task_diff(
+        ctx: Context[Any, Any, Any],
+        task_id: TaskId,
+        stat_only: Annotated[bool, Field(description="Only the diff stat, no patch")] = False,
+        max_bytes: Annotated[int, Field(ge=1, le=MAX_DIFF)] = 64 * 1024,
+    ) -> dict[str, Any]:
+        """What a worktree task's latest run changed against the commit it started from
+        (committed and uncommitted work): {branch, base_commit, stat, text, truncated}.
+        Review it before `merge_task`."""
+        return await call(ctx, lambda c: c.diff(task_id, stat_only, max_bytes))
+
+    @server.tool()
+    async def merge_task(
+        ctx: Context[Any, Any, Any],
+        task_id: TaskId,
+        into: Annotated[
+            str | None, Field(description="The branch to merge into (default: its base)")
+        ] = None,
+        squash: Annotated[bool, Field(description="Squash the run's commits into one")] = False,
+    ) -> dict[str, Any]:
+        """Land an ended worktree run: merge its branch into `into` in a temporary
+        worktree, then move that branch if it has not moved meanwhile. A conflict names
+        the files and changes nothing; so does a target branch checked out somewhere."""
+        return await call(ctx, lambda c: c.merge(task_id, into, squash))
 
     @server.tool()
     async def cancel_task(

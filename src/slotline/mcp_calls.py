@@ -14,7 +14,7 @@ from typing import Any, Protocol, TypeVar
 from slotline.cli.backend import Backend, agent_type_fields
 from slotline.config import Config
 from slotline.models import Status, Task
-from slotline.store import Watcher
+from slotline.store import Store, Watcher
 from slotline.taskfilter import TaskFilter
 
 R = TypeVar("R")
@@ -38,6 +38,10 @@ class Calls(Protocol):
     async def steer(self, verb: str, ref: str, **options: Any) -> dict[str, Any]: ...
 
     async def followup(self, ref: str, prompt: str) -> dict[str, Any]: ...
+
+    async def diff(self, ref: str, stat_only: bool, max_bytes: int) -> dict[str, Any]: ...
+
+    async def merge(self, ref: str, into: str | None, squash: bool) -> dict[str, Any]: ...
 
     def watcher(self) -> Watcher: ...
 
@@ -150,6 +154,38 @@ class BackendCalls:
 
         task = await self._run(submit_followup, self.backend, self.config, ref, prompt)
         return (await self._run(self.backend.get, task.id)).to_dict()
+
+    async def diff(self, ref: str, stat_only: bool, max_bytes: int) -> dict[str, Any]:
+        from slotline.client import SlotlineClient
+
+        if isinstance(self.backend, SlotlineClient):
+            task = await self._run(self.backend.get, ref)
+            params = {"stat": "true" if stat_only else "false", "max_bytes": str(max_bytes)}
+            path = f"/api/tasks/{task.id}/diff"
+            found: dict[str, Any] = await self._run(self.backend.call, "GET", path, params=params)
+            return found
+        from slotline.landing import verbs
+
+        store = self._store()
+        return (await self._run(verbs.diff, store, ref, stat_only, max_bytes)).to_dict()
+
+    async def merge(self, ref: str, into: str | None, squash: bool) -> dict[str, Any]:
+        from slotline.client import SlotlineClient
+
+        if isinstance(self.backend, SlotlineClient):
+            task = await self._run(self.backend.get, ref)
+            body: dict[str, Any] = {"squash": squash, **({"into": into} if into else {})}
+            path = f"/api/tasks/{task.id}/merge"
+            merged: dict[str, Any] = await self._run(self.backend.call, "POST", path, json=body)
+            return merged
+        from slotline.landing import verbs
+
+        result, task = await self._run(verbs.merge, self._store(), ref, into, squash)
+        return {**result.to_dict(), "task": task.to_dict()}
+
+    def _store(self) -> Store:
+        assert isinstance(self.backend, Store)
+        return self.backend
 
     async def steer(self, verb: str, ref: str, **options: Any) -> dict[str, Any]:
         verbs: dict[str, Callable[..., Task]] = {

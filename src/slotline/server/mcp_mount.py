@@ -23,7 +23,7 @@ from starlette.types import Receive, Scope, Send
 
 from slotline import mcp, mcp_calls
 from slotline.models import Priority, Status
-from slotline.server import queue, routes
+from slotline.server import landing, queue, routes
 from slotline.server.auth import Principal
 from slotline.server.context import ServerState, presented_token, resolve
 from slotline.server.errors import error_body
@@ -115,6 +115,13 @@ class RouteCalls:
     async def followup(self, ref: str, prompt: str) -> dict[str, Any]:
         body = FollowupBody(prompt=prompt)
         return await routes.followup(self.state, self._writer(), ref, body)
+
+    async def diff(self, ref: str, stat_only: bool, max_bytes: int) -> dict[str, Any]:
+        return await landing.task_diff(self.state, self.who, ref, stat_only, max_bytes)
+
+    async def merge(self, ref: str, into: str | None, squash: bool) -> dict[str, Any]:
+        body = landing.MergeBody(into=into, squash=squash)
+        return await landing.task_merge(self.state, self._writer(), ref, body)
 
 
 def _calls_for(state: ServerState) -> Any:
