@@ -3,11 +3,13 @@ in turn, with the node's CPU per task.
 
 .venv/bin/python bench/ab.py --before /tmp/base               # 5 rounds of every drain
 .venv/bin/python bench/ab.py --before /tmp/base --rounds 7 --only noop,sleep
+.venv/bin/python bench/ab.py --before /tmp/base --url postgresql://postgres@127.0.0.1:5432/test
 
 `--before` is the root of another checkout (`git worktree add`, or `git archive REV | tar
 -x -C DIR`): its `src` and `bench` run the "before" side, this tree's the "after" side,
 both with this interpreter. Each drain runs in a fresh child (`bench.child`) on a queue
-filled by its own tree; the sides alternate, and which goes first alternates by round.
+filled by its own tree (a SQLite file, or with `--url` a fresh schema on that PostgreSQL
+server, dropped afterwards); the sides alternate, and which goes first alternates by round.
 CPU is the child's user + system time (`RUSAGE_CHILDREN` around it): the node process
 alone, not the commands it starts (keepers are not its children).
 """
@@ -38,19 +40,27 @@ DRAINS = {
 }
 
 
-def drain(root: Path, workload: str, folder: Path) -> dict[str, float]:
+def drain(root: Path, workload: str, folder: Path, base: str | None) -> dict[str, float]:
     """Fill a queue with `root`'s code, drain it in a child of `root`; wall, CPU, gaps."""
+    if base is None:
+        return _drain(root, workload, folder / f"{root.name}-{workload}.db", None)
+    from bench.pg import fresh
+
+    with fresh("slotline", base) as url:
+        return _drain(root, workload, folder, url)
+
+
+def _drain(root: Path, workload: str, path: Path, url: str | None) -> dict[str, float]:
     n, limit = DRAINS[workload]
     env = {**os.environ, "PYTHONPATH": f"{root / 'src'}{os.pathsep}{root}"}
-    path = folder / f"{root.name}-{workload}.db"
-    fill = (
-        f"from bench import slotline_side as s; s.fill({str(path)!r}, {workload!r}, {n}, {limit})"
-    )
+    where = str(path) if url is None else url
+    fill = f"from bench import slotline_side as s; s.fill({where!r}, {workload!r}, {n}, {limit})"
     subprocess.run([sys.executable, "-c", fill], env=env, cwd=root, check=True)
     os.sync()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    extra = [] if url is None else [f"--url={url}"]
     done = subprocess.run(
-        [sys.executable, "-m", "bench.child", "slotline", "drain", str(path)],
+        [sys.executable, "-m", "bench.child", "slotline", "drain", str(path), *extra],
         env=env,
         cwd=root,
         capture_output=True,
@@ -74,6 +84,7 @@ def main() -> int:
     parser.add_argument("--before", type=Path, required=True, help="the other tree's root")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--only", default=",".join(DRAINS), help="workloads, comma-separated")
+    parser.add_argument("--url", help="drain on this PostgreSQL server instead of SQLite files")
     args = parser.parse_args()
     sides = {"before": args.before.resolve(), "after": HERE}
     workloads = args.only.split(",")
@@ -86,7 +97,8 @@ def main() -> int:
             folder.mkdir()
             for workload in workloads:
                 for side in order:
-                    for metric, value in drain(sides[side], workload, folder).items():
+                    found = drain(sides[side], workload, folder, args.url)
+                    for metric, value in found.items():
                         samples.setdefault((workload, metric, side), []).append(value)
             print(f"round {index + 1}/{args.rounds}, load {load_average()}", file=sys.stderr)
     print(
