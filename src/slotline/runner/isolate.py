@@ -213,8 +213,8 @@ class Isolator:
             return 0  # another store's, or another machine's
         task = self.store.get(attempt.task_id)
         checkout = self.find(task, attempt)
-        if checkout is None or task.isolation is None:
-            return 0
+        if checkout is None or task.isolation is None or not worktree.here(checkout):
+            return 0  # (not here: a machine with the same root path made it)
         ended = _ended(attempt.outcome)
         state, diff = worktree.settle(self.root, checkout, task.isolation.keep, ended)
         self.store.end_worktree(attempt.id, state, diff)
