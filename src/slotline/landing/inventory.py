@@ -78,6 +78,10 @@ class Pruned:
     reason: str
     fate: Fate
 
+    @property
+    def removed(self) -> bool:
+        return self.fate.folder == "removed"
+
     def to_dict(self, now: float) -> dict[str, Any]:
         return {**self.entry.to_dict(now), "reason": self.reason, **self.fate.to_dict()}
 
@@ -90,6 +94,10 @@ class Orphan:
     folder: Path
     size: int
     note: str | None
+
+    @property
+    def removed(self) -> bool:
+        return self.note is None
 
     def to_dict(self, now: float) -> dict[str, Any]:
         named = worktree.parse_name(self.folder)

@@ -161,10 +161,11 @@ class Isolator:
 
     def prune(self, now: float) -> int:
         """Apply the retention policy to this node's worktrees (those under `root`);
-        how many it removed (blocking: call it in a worker thread)."""
+        how many folders it removed (blocking: call it in a worker thread)."""
         if self.policy is None or not self.root.is_dir():
             return 0
-        return len(inventory.prune(self.store, self.policy, now, under=self.root))
+        found = inventory.prune(self.store, self.policy, now, under=self.root)
+        return sum(1 for done in found if done.removed)
 
     async def ending(self, task: Task, outcome: Outcome, requeue: bool) -> str:
         """How a run ended, for the keep policy: succeeded, failed, or cancelled (a
