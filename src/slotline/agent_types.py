@@ -21,6 +21,7 @@ from slotline.config_notify import (
 from slotline.config_pacing import BackoffConfig, check_budget_text
 from slotline.errors import InvalidInput
 from slotline.isolation import KeepPolicy
+from slotline.landing.prune import parse_size
 from slotline.scheduler import rates
 from slotline.usage import UsageConfig
 
@@ -58,13 +59,21 @@ class AgentType(BaseModel):
     repo: str | None = None
     base: str | None = None
     keep: KeepPolicy | None = Field(default=None, strict=False)
-    # How long this type's finished worktrees stay (overrides `worktrees.retain`).
+    # How long this type's finished worktrees stay (overrides `worktrees.retain`), and
+    # how much disk they may take together (besides `worktrees.max_disk`, which counts
+    # every type's).
     retain: float | None = Field(default=None, strict=False)
+    max_disk: int | None = Field(default=None, strict=False)
 
     @field_validator("retain", mode="before")
     @classmethod
     def _retain(cls, value: Any) -> Any:
         return None if value is None else retain_period(value)
+
+    @field_validator("max_disk", mode="before")
+    @classmethod
+    def _max_disk(cls, value: Any) -> Any:
+        return None if value is None else disk_size(value)
 
     # A run that prints nothing for `stall_after` (`10m`), or prints `stall_pattern` (a
     # "waiting for input" prompt, RE2), is stalled; `on_stall: terminate` then stops it.
@@ -178,6 +187,15 @@ class AgentType(BaseModel):
     @staticmethod
     def _fill(element: str, values: Mapping[str, str]) -> str:
         return _PLACEHOLDER.sub(lambda match: values.get(match.group(1), ""), element)
+
+
+def disk_size(value: Any) -> int:
+    """A `max_disk:` size (`20GB`, or bytes) as bytes: an agent type's, or the
+    `worktrees:` one."""
+    try:
+        return parse_size(value)
+    except InvalidInput as exc:
+        raise ValueError(str(exc)) from None
 
 
 def retain_period(value: Any) -> float:

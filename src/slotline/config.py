@@ -16,13 +16,13 @@ import pydantic
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
-from slotline.agent_types import AgentType, retain_period
+from slotline.agent_types import AgentType, disk_size, retain_period
 from slotline.bounds import MAX_COUNT, MAX_SECONDS
 from slotline.config_notify import OnEvent, Webhooks, public_url
 from slotline.config_pacing import BudgetConfig, FairnessConfig, RateConfig
 from slotline.errors import InvalidInput
 from slotline.isolation import KeepPolicy
-from slotline.landing.prune import WorktreePolicy, parse_size
+from slotline.landing.prune import WorktreePolicy
 from slotline.limits import check_limit_key
 
 
@@ -63,12 +63,7 @@ class WorktreesConfig(BaseModel):
     @field_validator("max_disk", mode="before")
     @classmethod
     def _max_disk(cls, value: Any) -> Any:
-        if value is None:
-            return None
-        try:
-            return parse_size(value)
-        except InvalidInput as exc:
-            raise ValueError(str(exc)) from None
+        return None if value is None else disk_size(value)
 
 
 class Admission(BaseModel):
@@ -152,9 +147,12 @@ class Config(BaseModel):
         return value
 
     def worktree_policy(self) -> WorktreePolicy:
-        """The retention policy of `worktrees:` and the agent types' `retain`."""
-        retains = {name: a.retain for name, a in self.agents.items() if a.retain is not None}
-        return WorktreePolicy(self.worktrees.retain, self.worktrees.max_disk, retains)
+        """The retention policy of `worktrees:` and the agent types' `retain` and
+        `max_disk`."""
+        agents = self.agents.items()
+        retains = {name: a.retain for name, a in agents if a.retain is not None}
+        caps = {name: a.max_disk for name, a in agents if a.max_disk is not None}
+        return WorktreePolicy(self.worktrees.retain, self.worktrees.max_disk, retains, caps)
 
     def agent(self, name: str) -> AgentType:
         try:

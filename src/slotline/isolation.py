@@ -35,7 +35,9 @@ class WorktreeState(enum.StrEnum):
 
 
 class KeepPolicy(enum.StrEnum):
-    """What happens to a run's worktree when the run ends (docs/config.md)."""
+    """What happens to a run's worktree when the run ends (docs/config.md). Whatever
+    it is, a prune removes a finished run's folder past `retain` or over `max_disk`,
+    keeping its work on its branch (`landing/removal.py`)."""
 
     # Kept after a failed run (for a look at what went wrong); removed after a success
     # without uncommitted changes, or a cancel.
@@ -44,8 +46,8 @@ class KeepPolicy(enum.StrEnum):
     # Kept after the run (removed after a cancel) until its branch is merged
     # (`slotline merge`); then the next prune removes it.
     UNTIL_MERGED = "until_merged"
-    # Removed whatever the outcome, uncommitted changes with it (branches stay; a
-    # prune may delete them too).
+    # Removed whatever the outcome, uncommitted changes with it, and its branch with
+    # it: the one policy that drops a run's committed work.
     NEVER = "never"
 
 

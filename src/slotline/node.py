@@ -30,7 +30,7 @@ from slotline.runner.callable import Entry, Registry, TaskFunction
 from slotline.runner.env import BASE_ALLOW
 from slotline.runner.isolate import SWEEP_INTERVAL
 from slotline.runner.process import DEFAULT_LOG_MAX, process_start_time
-from slotline.runner.run import RunSettings
+from slotline.runner.run import RunSettings, default_log_dir
 from slotline.runner.supervisor import Supervisor
 from slotline.store import LEASE_SECONDS, Store
 
@@ -40,14 +40,6 @@ log = logging.getLogger("slotline.node")
 def default_node_id() -> str:
     """Stable across restarts on one host, so a restarted node finds its own attempts."""
     return socket.gethostname()
-
-
-def default_log_dir(store: Store) -> Path:
-    path = getattr(store, "path", None)
-    if isinstance(path, Path):
-        return path.parent / "logs"
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "slotline" / "logs"
 
 
 class Node:

@@ -58,7 +58,12 @@ def test_two_agents_diffed_and_merged_the_second_refused_on_conflict(
     # Then merging into main is refused while main is the user's checkout,
     main_before = run(*remote, "merge", ids[0])
     assert main_before.code == 1
-    assert f"branch main is checked out in {repo}" in main_before.error_line()
+    refusal = main_before.error_line()
+    assert f"branch main is checked out in {repo}" in refusal
+    # naming the two ways forward: merge there, or merge into a branch nobody has out.
+    branch = alpha["attempts"][0]["worktree"]["branch"]
+    assert f"Either merge it there yourself: git -C {repo} merge {branch};" in refusal
+    assert f"or merge into a branch no checkout has: slotline merge {ids[0][:8]} --into" in refusal
     # and once the user works on another branch, the first merges into main (through
     # the server), without touching the user's checkout,
 

@@ -1,7 +1,8 @@
 """The Python API's `queue.landing` on real git: two fake agents append to one file,
 each diffed; the first squash-merges into a branch nobody has checked out, the second
-is refused on the conflict with nothing changed; `keep: always` worktrees survive a
-prune whatever its retain and max_disk."""
+is refused on the conflict with nothing changed; a prune over max_disk removes even
+`keep: always` worktrees' folders, their branches kept; past retain, work a run left
+uncommitted is committed on its branch by slotline before its folder goes."""
 
 from __future__ import annotations
 
@@ -57,9 +58,16 @@ async def _diff_merge_and_prune(tmp_path: Path) -> None:
         assert refused.value.details["files"] == ["notes.txt"]
         assert run(repo, "rev-parse", "integration") == before
 
-        # keep: always is never pruned, whatever retain says.
-        assert await queue.landing.prune(retain="1s", max_disk=0) == []
-        assert len(await queue.landing.worktrees()) == 2
+        # Over max_disk, even keep: always worktrees' folders go; their branches stay
+        # (alpha's was squashed: its own commits are on no other branch).
+        paths = [w["path"] for w in await queue.landing.worktrees()]
+        pruned = await queue.landing.prune(max_disk=0)
+        assert [(p["reason"], p["folder_fate"], p["branch_fate"]) for p in pruned] == [
+            ("max_disk", "removed", "kept"), ("max_disk", "removed", "kept"),
+        ]  # fmt: skip
+        assert await queue.landing.worktrees() == []
+        assert not any(Path(path).exists() for path in paths)
+        assert {p["branch"] for p in pruned} <= set(branches(repo))
 
 
 def test_retain_prunes_finished_worktrees_past_it_keeping_unmerged_branches(tmp_path: Path) -> None:
@@ -67,7 +75,8 @@ def test_retain_prunes_finished_worktrees_past_it_keeping_unmerged_branches(tmp_
 
 
 async def _retain(tmp_path: Path) -> None:
-    # Given two failed runs (kept by on_failure): one committed work, one did not,
+    # Given three failed runs (kept by on_failure): one committed work, one left its
+    # change uncommitted, one changed nothing,
     repo = make_repo(tmp_path / "repo", {"notes.txt": "base\n"})
     failing = "import subprocess, sys; open('notes.txt', 'a').write('x\\n'); "
     async with open_queue(tmp_path / "store.db") as queue:
@@ -75,20 +84,40 @@ async def _retain(tmp_path: Path) -> None:
             [sys.executable, "-c", failing + "subprocess.run(['git', 'commit', '-qam', 'w']); "
              "sys.exit(1)"], isolation="worktree", repo=str(repo),
         )  # fmt: skip
-        plain = await queue.submit(
+        uncommitted = await queue.submit(
             [sys.executable, "-c", failing + "sys.exit(1)"], isolation="worktree", repo=str(repo)
         )
+        idle = await queue.submit(
+            [sys.executable, "-c", "import sys; sys.exit(1)"], isolation="worktree",
+            repo=str(repo),
+        )  # fmt: skip
         await Node(queue.store, log_dir=tmp_path / "data" / "logs").run_until_idle()
         trees = {t["task_id"]: t for t in await queue.landing.worktrees()}
-        assert set(trees) == {committed.id, plain.id}
+        assert set(trees) == {committed.id, uncommitted.id, idle.id}
         ended = max([(await queue.get(i)).finished_at or 0.0 for i in trees])
         policy = WorktreePolicy(retain=3 * 86_400)
         # When the policy is applied before retain has passed, nothing goes;
         assert verbs.prune(queue.store, policy, ended + 86_400) == []
-        # once it has, both worktrees go, the branch holding commits stays.
+        # once it has, every folder goes, and no work with it:
         pruned = verbs.prune(queue.store, policy, ended + 4 * 86_400)
-    fates = {p["task_id"]: (p["reason"], p["branch_fate"]) for p in pruned}
-    assert fates == {committed.id: ("retain", "kept"), plain.id: ("retain", "deleted")}
+        events = [e.data for e in await queue.events() if e.kind == "worktree"]
+    fates = {p["task_id"]: (p["reason"], p["folder_fate"], p["branch_fate"]) for p in pruned}
+    assert fates == {
+        committed.id: ("retain", "removed", "kept"),
+        uncommitted.id: ("retain", "removed", "kept"),
+        idle.id: ("retain", "removed", "deleted"),
+    }
+    assert not any(Path(t["path"]).exists() for t in trees.values())
+    # the committed work stays on its branch; the uncommitted change was committed on
+    # its branch by slotline, saying so;
     assert trees[committed.id]["branch"] in branches(repo)
-    assert trees[plain.id]["branch"] not in branches(repo)
-    assert not Path(trees[committed.id]["path"]).exists()
+    saved = next(p for p in pruned if p["task_id"] == uncommitted.id)["saved_commit"]
+    branch = trees[uncommitted.id]["branch"]
+    assert run(repo, "rev-parse", branch) == saved
+    assert show(repo, branch, "notes.txt") == "base\nx"
+    assert run(repo, "log", "-1", "--format=%an", branch) == "slotline"
+    assert "Committed by slotline" in run(repo, "log", "-1", "--format=%B", branch)
+    # the branch of the run that changed nothing goes; and each removal is recorded.
+    assert trees[idle.id]["branch"] not in branches(repo)
+    recorded = {e["branch"]: (e["pruned"], e["branch_fate"]) for e in events if "pruned" in e}
+    assert recorded[branch] == ("retain", "kept")

@@ -23,7 +23,8 @@ from slotline.isolation import DiffStat, WorktreeState
 from slotline.models import Status, Task
 from slotline.node import Node
 from slotline.runner import worktree
-from slotline.runner.isolate import Isolator, store_root
+from slotline.runner.isolate import Isolator
+from slotline.runner.orphans import store_root
 from slotline.store import Store, open_store
 from waiting import until, until_async
 
@@ -314,3 +315,33 @@ def test_a_cancelled_run_loses_its_worktree_but_not_its_commits(
     assert tree is not None
     assert show(repo, tree.branch, "delta.txt") == "delta"
     assert worktree_paths(repo) == [str(repo)]
+
+
+def test_keep_never_removes_the_worktree_and_its_branch_commits_and_all(
+    store: Store, repo: Path, tmp_path: Path
+) -> None:
+    # Given a run under `keep: never` that commits work, and one under `on_failure`
+    # that fails after committing too,
+    script = agent_script(tmp_path)
+    never = store.submit(
+        {"command": agent_command(script, "eps", "notes.txt"), "isolation": "worktree",
+         "repo": str(repo), "keep": "never"}
+    )  # fmt: skip
+    failing = [sys.executable, "-c", "import subprocess, sys; open('x.txt', 'w').write('x'); "
+               "subprocess.run(['git', 'add', 'x.txt']); "
+               "subprocess.run(['git', 'commit', '-qm', 'x']); sys.exit(1)"]  # fmt: skip
+    kept = store.submit({"command": failing, "isolation": "worktree", "repo": str(repo)})
+    # When both have run,
+    asyncio.run(Node(store, log_dir=tmp_path / "data" / "logs").run_until_idle())
+    # Then the `never` run's folder and branch are gone (the one policy that drops
+    # committed work),
+    tree = store.get(never.id).attempts[0].worktree
+    assert tree is not None
+    assert tree.state is WorktreeState.REMOVED
+    assert not Path(tree.path).exists()
+    assert tree.branch not in branches(repo)
+    # while the failed run's branch stays with its commit.
+    other = store.get(kept.id).attempts[0].worktree
+    assert other is not None
+    assert other.branch in branches(repo)
+    assert worktree_paths(repo) == [str(repo), other.path]

@@ -178,3 +178,17 @@ def test_the_environment_allow_list_comes_from_slotline_env_allow_or_a_flag(
     assert from_env.env_allow == ["ONE", "TWO", "THREE"]
     flagged = load_config(path, env={"SLOTLINE_ENV_ALLOW": "ONE"}, overrides={"env_allow": ["X"]})
     assert flagged.env_allow == ["X"]
+
+
+def test_an_agent_type_has_its_own_max_disk_beside_the_global_one(tmp_path: Path) -> None:
+    text = (
+        "worktrees:\n  max_disk: 20GB\n  retain: 3d\nagents:\n  claude:\n"
+        "    command: [claude, -p, '{prompt}']\n    isolation: worktree\n"
+        "    max_disk: 5GB\n    retain: 1d\n  aider:\n    command: [aider, '{prompt}']\n"
+    )
+    policy = load_config(write(tmp_path, text), env={}).worktree_policy()
+    assert (policy.max_disk, policy.agent_max_disk) == (20 * 10**9, {"claude": 5 * 10**9})
+    assert policy.agent_retain == {"claude": 86_400}
+    bad = write(tmp_path, "agents:\n  claude:\n    command: [claude]\n    max_disk: lots\n")
+    with pytest.raises(InvalidInput, match=r":4: agents.claude.max_disk: .*'lots' is not a size"):
+        load_config(bad, env={})

@@ -1,6 +1,7 @@
 """The worktree retention policy as a pure decision (`landing.prune.plan`): oldest
-finished first under max_disk, past retain (the agent type's first), until_merged kept
-until merged, never a running or `always` worktree."""
+finished first under max_disk (an agent type's own cap counting only its worktrees),
+past retain (the agent type's first), until_merged removed once merged, every keep mode
+held to retain and max_disk, never a running worktree nor one a retry resumes in."""
 
 from __future__ import annotations
 
@@ -54,16 +55,57 @@ def test_retain_removes_those_older_than_it_the_agent_types_own_first() -> None:
     assert plan(trees, WorktreePolicy(), NOW) == []
 
 
-def test_until_merged_stays_until_merged_whatever_retain_and_max_disk_say() -> None:
+def test_until_merged_goes_once_merged_and_is_held_to_retain_and_max_disk() -> None:
     waiting = tree("waiting", NOW - 9 * DAY, size=10_000, keep=KeepPolicy.UNTIL_MERGED)
     landed = tree("landed", NOW - 1, keep=KeepPolicy.UNTIL_MERGED, merged=True)
-    policy = WorktreePolicy(retain=DAY, max_disk=1)
-    assert plan([waiting, landed], policy, NOW) == [Removal("landed", "merged")]
+    assert plan([waiting, landed], WorktreePolicy(), NOW) == [Removal("landed", "merged")]
+    # Past retain, or over max_disk, an unmerged one's folder goes too (its work stays
+    # on its branch: `inventory.prune`).
+    assert plan([waiting, landed], WorktreePolicy(retain=DAY), NOW) == [
+        Removal("waiting", "retain"), Removal("landed", "merged"),
+    ]  # fmt: skip
+    assert plan([waiting], WorktreePolicy(max_disk=1), NOW) == [Removal("waiting", "max_disk")]
 
 
-def test_keep_always_is_never_pruned() -> None:
-    kept = tree("kept", NOW - 9 * DAY, keep=KeepPolicy.ALWAYS)
-    assert plan([kept], WorktreePolicy(retain=DAY, max_disk=0), NOW) == []
+def test_keep_always_is_held_to_retain_and_max_disk_but_never_removed_for_a_merge() -> None:
+    kept = tree("kept", NOW - 9 * DAY, keep=KeepPolicy.ALWAYS, merged=True)
+    assert plan([kept], WorktreePolicy(), NOW) == []
+    assert plan([kept], WorktreePolicy(retain=DAY), NOW) == [Removal("kept", "retain")]
+    assert plan([kept], WorktreePolicy(max_disk=0), NOW) == [Removal("kept", "max_disk")]
+
+
+def test_a_worktree_a_retry_resumes_in_stays_whatever_the_policy() -> None:
+    resumed = Candidate("resumed", None, WorktreeState.KEPT, KeepPolicy.ON_FAILURE,
+                        NOW - 9 * DAY, 100, False, resumes=True)  # fmt: skip
+    assert plan([resumed], WorktreePolicy(retain=DAY, max_disk=0), NOW) == []
+
+
+def test_an_agent_types_max_disk_counts_only_its_own_worktrees() -> None:
+    # Given two claude worktrees (the older one ended first) and a bigger aider one,
+    trees = [
+        tree("claude-old", NOW - 30, size=300, agent="claude"),
+        tree("claude-new", NOW - 10, size=300, agent="claude"),
+        tree("aider", NOW - 40, size=1000, agent="aider"),
+        tree("claude-running", None, size=300, agent="claude"),
+    ]
+    # When claude's worktrees may take 700 bytes (900 on disk, the running one's too),
+    policy = WorktreePolicy(agent_max_disk={"claude": 700})
+    # Then only the oldest finished claude one goes: aider's, older and bigger, stays.
+    assert plan(trees, policy, NOW) == [Removal("claude-old", "max_disk")]
+    # And the global cap still counts them all, oldest first, after the type's cap.
+    both = WorktreePolicy(max_disk=1000, agent_max_disk={"claude": 700})
+    assert plan(trees, both, NOW) == [
+        Removal("aider", "max_disk"),
+        Removal("claude-old", "max_disk"),
+    ]
+
+
+def test_bytes_nothing_owns_count_against_the_global_max_disk() -> None:
+    trees = [tree("old", NOW - 30, size=100), tree("new", NOW - 10, size=100)]
+    assert plan(trees, WorktreePolicy(max_disk=250), NOW) == []
+    assert plan(trees, WorktreePolicy(max_disk=250), NOW, unowned=100) == [
+        Removal("old", "max_disk")
+    ]
 
 
 @pytest.mark.parametrize(

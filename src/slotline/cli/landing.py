@@ -90,7 +90,8 @@ def merge(state: CliState, task_id: str, into: str | None, squash: bool) -> None
 @pass_state
 @click.pass_context
 def worktrees(ctx: click.Context, state: CliState) -> None:
-    """List the worktrees of runs on disk: task, branch, state, age and size."""
+    """List the worktrees of runs on disk: task, branch, state, age and size (another
+    machine's sharing the store: `remote`, without a size)."""
     if ctx.invoked_subcommand is not None:
         return
     remote = state.remote
@@ -111,9 +112,12 @@ def worktrees(ctx: click.Context, state: CliState) -> None:
 @json_option
 @pass_state
 def prune(state: CliState, dry_run: bool) -> None:
-    """Apply the worktree policy of slotline.yaml now (`worktrees:` retain and max_disk,
-    each task's keep): remove finished runs' worktrees, oldest first, never a running
-    one; a branch with commits merged nowhere is kept."""
+    """Apply the worktree policy of slotline.yaml now to this machine's worktrees
+    (`worktrees:` and each agent type's retain and max_disk, each task's keep): remove
+    finished runs' worktree folders, oldest first, never a running one, committing what
+    they left uncommitted on their branch; a branch with commits merged nowhere is kept
+    (unless keep is never). Folders no run holds (after a crash) go too, unless they
+    hold work."""
     remote = state.remote
     if remote is not None:
         found = remote.call("POST", "/api/worktrees/prune", json={"dry_run": dry_run})["pruned"]
@@ -128,8 +132,8 @@ def prune(state: CliState, dry_run: bool) -> None:
     if not found:
         click.echo("nothing to prune")
         return
-    header = ("TASK", "ATTEMPT", "BRANCH", "REASON", "SIZE", "PATH")
-    _table(found, header, "would remove" if dry_run else "removed")
+    header = ("TASK", "ATTEMPT", "BRANCH", "REASON", "FOLDER", "SIZE", "PATH")
+    _table(found, header, "would prune" if dry_run else "pruned")
 
 
 def _table(found: list[dict[str, Any]], header: tuple[str, ...], verb: str | None) -> None:
@@ -137,18 +141,20 @@ def _table(found: list[dict[str, Any]], header: tuple[str, ...], verb: str | Non
         click.echo(f"{verb} {len(found)} worktree{'s' if len(found) != 1 else ''}:")
     rows = [header]
     for item in found:
-        merged = item["merged"]
+        merged, branch, fate = item["merged"], item["branch"] or "-", item.get("branch_fate")
+        folder = item.get("folder_fate", "")
+        if item.get("saved_commit"):
+            folder += f", work committed as {item['saved_commit'][:12]}"
         cells = {
-            "TASK": item["task_id"][:8],
-            "ATTEMPT": str(item["attempt"]),
-            "BRANCH": item["branch"]
-            if verb is None
-            else f"{item['branch']} ({item['branch_fate']})",
+            "TASK": (item["task_id"] or "-")[:8],
+            "ATTEMPT": str(item["attempt"] or "-"),
+            "BRANCH": branch if fate is None else f"{branch} ({fate})",
             "STATE": item["state"] + ("" if merged is None else f", merged into {merged['into']}"),
-            "KEEP": item["keep"],
-            "AGE": _age(item["age"]),
-            "SIZE": _size(item["size"]),
+            "KEEP": item["keep"] or "-",
+            "AGE": "-" if item["age"] is None else _age(item["age"]),
+            "SIZE": "remote" if item["remote"] else _size(item["size"]),
             "REASON": item.get("reason", ""),
+            "FOLDER": folder + (f" ({item['note']})" if item.get("note") else ""),
             "PATH": item["path"],
         }
         rows.append(tuple(cells[name] for name in header))

@@ -1,23 +1,24 @@
 """The worktrees on disk, as `slotline worktrees` lists them (task, branch, state, age,
-size), and a prune that applies the retention policy (`prune.plan`) to them: each
-removal through git, recorded on its attempt; a branch deleted only when nothing of it
-would be lost."""
+size; another machine's without a size, marked remote), and a prune that applies the
+retention policy (`prune.plan`) to this machine's: each folder removed without losing
+its work (`removal.remove_folder`), and the folders no attempt holds (after a crash)
+removed too unless they hold work (`runner.orphans`)."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from slotline.errors import NotFound
-from slotline.isolation import GitFailed, KeepPolicy, WorktreeState, git
+from slotline.isolation import KeepPolicy, WorktreeState
 from slotline.landing.prune import Candidate, WorktreePolicy, plan
+from slotline.landing.removal import Fate, remove_folder
 from slotline.models import Attempt, Task
-from slotline.runner import worktree
+from slotline.runner import orphans, worktree
 from slotline.runner.worktree import Checkout
 from slotline.store import Store
 
@@ -26,20 +27,23 @@ log = logging.getLogger("slotline.worktrees")
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """A run's worktree on disk: its task and attempt, branch, state, keep policy, when
-    it was made and when its run ended, its size on disk (bytes) and its merge."""
+    """A run's worktree: its task and attempt, keep policy, whether it is on this
+    machine (`here`) and then its size on disk (bytes), and whether its task's next
+    attempt will resume in it (`resumes`: a prune leaves it)."""
 
     task: Task
     attempt: Attempt
     keep: KeepPolicy
-    size: int
+    here: bool
+    size: int | None
+    resumes: bool = False
 
     def candidate(self) -> Candidate:
         tree = self.attempt.worktree
         assert tree is not None
         return Candidate(
             self.attempt.id, self.task.agent, tree.state, self.keep,
-            self.attempt.finished_at, self.size, tree.merged is not None,
+            self.attempt.finished_at, self.size or 0, tree.merged is not None, self.resumes,
         )  # fmt: skip
 
     def to_dict(self, now: float) -> dict[str, Any]:
@@ -60,6 +64,7 @@ class Entry:
             if self.attempt.finished_at is None
             else max(0.0, now - self.attempt.finished_at),
             "size": self.size,
+            "remote": not self.here,
             "merged": None if tree.merged is None else tree.merged.to_dict(),
         }
 
@@ -67,35 +72,68 @@ class Entry:
 @dataclass(frozen=True, slots=True)
 class Pruned:
     """A worktree a prune removed (or would remove, on a dry run), why, and what became
-    of its branch: `deleted`, or `kept` (it holds commits merged nowhere)."""
+    of its folder and branch (`Fate`)."""
 
     entry: Entry
     reason: str
-    branch: str
+    fate: Fate
+
+    @property
+    def removed(self) -> bool:
+        return self.fate.folder == "removed"
 
     def to_dict(self, now: float) -> dict[str, Any]:
-        return {**self.entry.to_dict(now), "reason": self.reason, "branch_fate": self.branch}
+        return {**self.entry.to_dict(now), "reason": self.reason, **self.fate.to_dict()}
 
 
-def entries(store: Store, under: Path | None = None) -> list[Entry]:
-    """The worktrees the store says are on disk (active or kept), oldest first, with
-    their size; only those under `under` when given (a node's own)."""
+@dataclass(frozen=True, slots=True)
+class Orphan:
+    """A folder under this machine's worktree root that no attempt holds (after a
+    crash): removed, or kept because it holds work (`note` says what)."""
+
+    folder: Path
+    size: int
+    note: str | None
+
+    @property
+    def removed(self) -> bool:
+        return self.note is None
+
+    def to_dict(self, now: float) -> dict[str, Any]:
+        named = worktree.parse_name(self.folder)
+        return {
+            "task_id": None if named is None else named[0],
+            "title": None, "agent": None, "user": None,
+            "attempt": None if named is None else named[1],
+            "path": str(self.folder),
+            "branch": None, "state": "orphan", "keep": None, "age": None, "ended_age": None,
+            "size": self.size, "remote": False, "merged": None, "reason": "orphan",
+            "folder_fate": "kept" if self.note else "removed", "branch_fate": None,
+            "uncommitted": None, "saved_commit": None, "note": self.note,
+        }  # fmt: skip
+
+
+def entries(store: Store) -> list[Entry]:
+    """The worktrees the store says are on disk (active or kept), oldest first, each
+    with its size when it is on this machine (`worktree.here`). Blocking: it runs git."""
     found = []
     for state in (WorktreeState.ACTIVE, WorktreeState.KEPT):
         for attempt in store.worktrees(state):
             tree = attempt.worktree
             assert tree is not None
-            if under is not None and not tree.path.startswith(str(under) + os.sep):
-                continue
             with contextlib.suppress(NotFound):  # its task was deleted meanwhile
                 task = store.get(attempt.task_id, estimate=False)
                 keep = task.isolation.keep if task.isolation else KeepPolicy.ON_FAILURE
                 last = max(a.number for a in task.attempts) if task.attempts else 0
-                if attempt.resumable and attempt.number == last:
-                    # Its next attempt (a retry, or a restart of the ended task) resumes in
-                    # it: kept until that attempt takes it over.
-                    keep = KeepPolicy.ALWAYS
-                found.append(Entry(task, attempt, keep, disk_usage(tree.path)))
+                # Its next attempt (a retry, or a restart of the ended task) resumes in
+                # it: kept until that attempt takes it over.
+                resumes = attempt.resumable and attempt.number == last
+                checkout = Checkout(task.repo or "", tree.path, tree.branch, tree.base_commit)
+                here = worktree.here(checkout)
+                found.append(Entry(
+                    task, attempt, KeepPolicy.ALWAYS if resumes else keep, here,
+                    disk_usage(tree.path) if here else None, resumes,
+                ))  # fmt: skip
     return sorted(found, key=lambda e: (e.attempt.started_at, e.attempt.id))
 
 
@@ -106,85 +144,50 @@ def prune(
     *,
     dry_run: bool = False,
     under: Path | None = None,
-    visible: Callable[[Task], bool] | None = None,
-) -> list[Pruned]:
-    """Apply `policy` now: remove the worktrees `plan` picks (none whose run is on),
-    oldest first, and record each as removed. A branch is deleted with its worktree
-    only when every commit of it is on another local branch, or its merge is recorded,
-    or its task's `keep` is `never`; else it stays. Blocking: it runs git.
+) -> list[Pruned | Orphan]:
+    """Apply `policy` now to this machine's worktrees: first the folders under its
+    worktree root(s) that no attempt holds (removed, or kept when they hold work: those
+    count against `max_disk`), then the runs' worktrees `plan` picks (none whose run is
+    on), oldest first, each folder removed with its work kept on its branch and recorded
+    as removed. Blocking: it runs git.
 
     Args:
         dry_run: decide and report, change nothing.
-        under: only worktrees under this folder (a node prunes its own).
-        visible: only worktrees of tasks this accepts (a user prunes only their own).
+        under: only this worktree root (a node prunes its own).
     """
-    listed = [e for e in entries(store, under) if visible is None or visible(e.task)]
+    listed = [
+        e for e in entries(store)
+        if e.here and (under is None or (e.attempt.worktree is not None
+                       and e.attempt.worktree.path.startswith(str(under) + os.sep)))
+    ]  # fmt: skip
+    roots = [under] if under is not None else orphans.roots_here(store, [
+        e.attempt.worktree.path for e in listed if e.attempt.worktree is not None
+    ])  # fmt: skip
+    found: list[Pruned | Orphan] = []
+    for root in roots:
+        found.extend(_orphans(store, root, dry_run))
+    unowned = sum(o.size for o in found if isinstance(o, Orphan) and o.note is not None)
     by_id = {e.attempt.id: e for e in listed}
-    done = []
-    for removal in plan([e.candidate() for e in listed], policy, now):
+    for removal in plan([e.candidate() for e in listed], policy, now, unowned):
         entry = by_id[removal.attempt_id]
-        fate = _branch_fate(entry)
-        if not dry_run:
-            fate = _remove(store, entry, fate)
-        done.append(Pruned(entry, removal.reason, fate))
-    return done
+        fate = remove_folder(store, entry.task, entry.attempt, entry.keep, removal.reason, dry_run)
+        found.append(Pruned(entry, removal.reason, fate))
+    return found
 
 
-def _branch_fate(entry: Entry) -> str:
-    tree = entry.attempt.worktree
-    assert tree is not None
-    if entry.keep is KeepPolicy.NEVER:
-        return "deleted"
-    repo = entry.task.repo or ""
-    tip = worktree.branch_tip(repo, tree.branch) if os.path.isdir(repo) else None
-    if tip is None or tip == tree.base_commit:
-        return "deleted"
-    if tree.merged is not None and _contains(repo, tree.merged.into, tip):
-        return "deleted"  # merged, and nothing committed on it since (a follow-up's)
-    try:
-        holders = git(
-            repo, "for-each-ref", "--contains", tip, "--format=%(refname)", "refs/heads"
-        ).split()
-    except GitFailed:
-        return "kept"
-    return "deleted" if any(ref != f"refs/heads/{tree.branch}" for ref in holders) else "kept"
-
-
-def _contains(repo: str, branch: str, commit: str) -> bool:
-    """Whether `branch` holds `commit`."""
-    try:
-        git(repo, "merge-base", "--is-ancestor", commit, f"refs/heads/{branch}")
-    except GitFailed:
-        return False
-    return True
-
-
-def _remove(store: Store, entry: Entry, fate: str) -> str:
-    tree = entry.attempt.worktree
-    assert tree is not None
-    assert entry.task.repo is not None
-    checkout = Checkout(entry.task.repo, tree.path, tree.branch, tree.base_commit)
-    # The lock file sits beside the repository folders of the node's worktree root.
-    root = Path(tree.path).parent.parent
-    worktree.remove(root, checkout)  # deletes the branch too if it holds no commit
-    tip = (
-        worktree.branch_tip(checkout.repo, checkout.branch)
-        if os.path.isdir(checkout.repo)
-        else None
-    )
-    if fate == "deleted" and tip is not None:
-        try:
-            git(checkout.repo, "update-ref", "-d", f"refs/heads/{checkout.branch}", tip)
-        except GitFailed as exc:
-            log.warning("could not delete branch %s: %s", checkout.branch, exc)
-            fate = "kept"
-    with contextlib.suppress(NotFound):
-        store.end_worktree(entry.attempt.id, WorktreeState.REMOVED, None)
-    log.info(
-        "pruned a worktree",
-        extra={"task_id": entry.task.id, "path": tree.path, "branch": fate},
-    )
-    return fate
+def _orphans(store: Store, root: Path, dry_run: bool) -> list[Orphan]:
+    """The folders under `root` no attempt holds, each removed unless it holds work."""
+    found = []
+    for item in orphans.unheld(store, root):
+        size = disk_usage(str(item.folder))
+        if dry_run:
+            note = None if item.checkout is not None else worktree.orphan_work(item.folder)
+        else:
+            note = item.clear(root)
+            if note is None:
+                log.info("removed a worktree nothing owns", extra={"path": str(item.folder)})
+        found.append(Orphan(item.folder, size, note))
+    return found
 
 
 def disk_usage(path: str) -> int:

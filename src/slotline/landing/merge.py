@@ -93,9 +93,10 @@ def merge_run(task: Task, into: str | None = None, squash: bool = False) -> Merg
     holder = _checked_out_at(repo, target)
     if holder is not None:
         raise InvalidTransition(
-            f"branch {target} is checked out in {holder}: slotline does not move a branch "
-            f"under a checkout. Merge it there yourself (git -C {holder} merge {branch}), "
-            "or give --into another branch"
+            f"branch {target} is checked out in {holder}, and slotline does not move a "
+            "branch under a checkout (its files and index would be left behind); nothing "
+            f"was changed. Either merge it there yourself: git -C {holder} merge {branch}; "
+            f"or merge into a branch no checkout has: slotline merge {short} --into BRANCH"
         )
     if _contains(repo, old, tip):
         return MergeResult(task.id, attempt.number, branch, target, old, old, squash, True)

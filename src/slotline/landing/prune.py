@@ -2,11 +2,13 @@
 prune removes, given what is on disk and `now` (`plan`). Effects are `inventory.prune`'s.
 
 A worktree is a candidate once its run has ended and it was kept (`kept`); a run's
-worktree still `active` (running, or its end not applied yet) never is, nor one with
-`keep: always`. `until_merged` ones go once merged, and stay until then (`retain` and
-`max_disk` do not touch them). The others go once older than `retain` (the agent type's,
-else the global one), then, oldest first, while the worktrees on disk take more than
-`max_disk`.
+worktree still `active` (running, or its end not applied yet) never is, nor one whose
+task's next attempt resumes in it. `until_merged` ones go once merged. Whatever its
+`keep`, a finished worktree goes once older than `retain` (the agent type's, else the
+global one), then, oldest first, while its agent type's worktrees take more than that
+type's `max_disk`, then while all of them (and the folders nothing owns that a prune
+keeps) take more than the global `max_disk`. What goes is the folder: its work is kept
+on its branch (`inventory.prune`).
 """
 
 from __future__ import annotations
@@ -45,16 +47,19 @@ def parse_size(text: str | int) -> int:
 @dataclass(frozen=True, slots=True)
 class WorktreePolicy:
     """How long finished runs' worktrees stay (seconds; None: no limit by age), how much
-    disk they may take together (bytes; None: no limit), and per agent type `retain`."""
+    disk they may take together (bytes; None: no limit), and per agent type `retain`
+    and `max_disk` (a type's cap counts only its own worktrees)."""
 
     retain: float | None = None
     max_disk: int | None = None
     agent_retain: Mapping[str, float] = field(default_factory=dict)
+    agent_max_disk: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """One worktree on disk, as the policy sees it: `ended_at` None while its run is on."""
+    """One worktree on disk, as the policy sees it: `ended_at` None while its run is on;
+    `resumes`: its task's next attempt will resume in it (it stays)."""
 
     attempt_id: str
     agent: str | None
@@ -63,6 +68,7 @@ class Candidate:
     ended_at: float | None
     size: int
     merged: bool
+    resumes: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,34 +79,48 @@ class Removal:
     reason: str
 
 
-def plan(candidates: Sequence[Candidate], policy: WorktreePolicy, now: float) -> list[Removal]:
-    """The worktrees to remove, oldest first (see the module's docstring)."""
+def plan(
+    candidates: Sequence[Candidate], policy: WorktreePolicy, now: float, unowned: int = 0
+) -> list[Removal]:
+    """The worktrees to remove, oldest first (see the module's docstring); `unowned`:
+    bytes on disk that no attempt holds and that stay (they count against `max_disk`)."""
     removals: dict[str, str] = {}
     finished = sorted(
         (c for c in candidates if _prunable(c)), key=lambda c: (c.ended_at or 0.0, c.attempt_id)
     )
     for c in finished:
         retain = policy.agent_retain.get(c.agent or "", policy.retain)
-        if c.keep is KeepPolicy.UNTIL_MERGED:
-            if c.merged:
-                removals[c.attempt_id] = "merged"
+        if c.keep is KeepPolicy.UNTIL_MERGED and c.merged:
+            removals[c.attempt_id] = "merged"
         elif retain is not None and now - (c.ended_at or now) >= retain:
             removals[c.attempt_id] = "retain"
+    for agent, cap in sorted(policy.agent_max_disk.items()):
+        mine = [c for c in candidates if c.agent == agent]
+        _cap(removals, mine, [c for c in finished if c.agent == agent], cap, 0)
     if policy.max_disk is not None:
-        used = sum(c.size for c in candidates if c.attempt_id not in removals)
-        for c in finished:
-            if used <= policy.max_disk:
-                break
-            if c.attempt_id in removals or c.keep is KeepPolicy.UNTIL_MERGED:
-                continue
-            removals[c.attempt_id] = "max_disk"
-            used -= c.size
+        _cap(removals, candidates, finished, policy.max_disk, unowned)
     return [
         Removal(c.attempt_id, removals[c.attempt_id]) for c in finished if c.attempt_id in removals
     ]
 
 
+def _cap(
+    removals: dict[str, str],
+    counted: Sequence[Candidate],
+    finished: Sequence[Candidate],
+    cap: int,
+    extra: int,
+) -> None:
+    """Add to `removals` the oldest of `finished` while `counted` (and `extra` bytes)
+    take more than `cap` bytes."""
+    used = extra + sum(c.size for c in counted if c.attempt_id not in removals)
+    for c in finished:
+        if used <= cap:
+            return
+        if c.attempt_id not in removals:
+            removals[c.attempt_id] = "max_disk"
+            used -= c.size
+
+
 def _prunable(c: Candidate) -> bool:
-    return (
-        c.state is WorktreeState.KEPT and c.ended_at is not None and c.keep is not KeepPolicy.ALWAYS
-    )
+    return c.state is WorktreeState.KEPT and c.ended_at is not None and not c.resumes

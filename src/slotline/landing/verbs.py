@@ -4,6 +4,7 @@ Blocking: they run git (call them in a worker thread from async code)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from slotline.landing import inventory
@@ -34,13 +35,19 @@ def merge(
     return result, store.get(task.id)
 
 
-def worktrees(store: Store, now: float) -> list[dict[str, Any]]:
-    """The worktrees on disk as JSON (`inventory.Entry.to_dict`), oldest first."""
-    return [entry.to_dict(now) for entry in inventory.entries(store)]
+def worktrees(
+    store: Store, now: float, visible: Callable[[Task], bool] | None = None
+) -> list[dict[str, Any]]:
+    """The worktrees on disk as JSON (`inventory.Entry.to_dict`), oldest first: those of
+    tasks `visible` accepts (default: all); another machine's without a size."""
+    found = inventory.entries(store)
+    return [e.to_dict(now) for e in found if visible is None or visible(e.task)]
 
 
 def prune(
     store: Store, policy: WorktreePolicy, now: float, dry_run: bool = False
 ) -> list[dict[str, Any]]:
-    """Apply the retention policy now (`inventory.prune`); what was removed, as JSON."""
+    """Apply the retention policy now to this machine's worktrees (`inventory.prune`):
+    what was removed or kept, as JSON. Another machine's worktrees are left to a prune
+    there (their folders are not here)."""
     return [p.to_dict(now) for p in inventory.prune(store, policy, now, dry_run=dry_run)]

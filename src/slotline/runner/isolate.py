@@ -14,20 +14,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import os
 from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
 from typing import Any
 
-from slotline.config import redact_url
 from slotline.errors import NotFound, SlotlineError
 from slotline.isolation import KeepPolicy, Worktree, WorktreeState
 from slotline.landing import inventory
 from slotline.landing.prune import WorktreePolicy
 from slotline.models import Attempt, Task
-from slotline.runner import worktree
+from slotline.runner import orphans, worktree
 from slotline.runner.process import Outcome
 from slotline.runner.worktree import Checkout
 from slotline.store import Store
@@ -44,14 +42,15 @@ class Isolator:
 
     def __init__(self, store: Store, base: Path, retry: Retry) -> None:
         self.store = store
-        self.root = store_root(base, store.url)
+        self.root = orphans.store_root(base, store.url)
         # Calls a store verb, retrying while the store is unreachable (the outbox's).
         self.retry = retry
         # Worktrees nothing owns that hold work, kept (each warned about once).
         self.kept: set[Path] = set()
         # The retention policy a prune applies after each sweep (None: none).
         self.policy: WorktreePolicy | None = None
-        # Set when a run's worktree was closed: the sweeper prunes soon after.
+        # Set once a run whose worktree was closed has its outcome committed (a prune
+        # only removes a finished run's): the sweeper prunes soon after.
         self.closed = asyncio.Event()
 
     async def open(
@@ -131,16 +130,7 @@ class Isolator:
     def find(self, task: Task, attempt: Attempt) -> Checkout | None:
         """The worktree of an attempt: as recorded, else where its node would have made
         it before dying (if that folder exists), else None."""
-        if task.repo is None or task.isolation is None:
-            return None
-        if attempt.worktree is not None:
-            recorded = attempt.worktree
-            return Checkout(task.repo, recorded.path, recorded.branch, recorded.base_commit)
-        path, branch = worktree.place(self.root, task.repo, task.id, attempt.number)
-        base = task.isolation.base_commit
-        if base is None or not path.is_dir():
-            return None
-        return Checkout(task.repo, str(path), branch, base)
+        return orphans.checkout_of(self.root, task, attempt)
 
     async def close(
         self,
@@ -168,14 +158,14 @@ class Isolator:
                 await self.retry(self.store.end_worktree, attempt.id, state, diff)
         except Exception:
             log.exception("closing a worktree failed", extra={"task_id": task.id})
-        self.closed.set()
 
     def prune(self, now: float) -> int:
         """Apply the retention policy to this node's worktrees (those under `root`);
-        how many it removed (blocking: call it in a worker thread)."""
+        how many folders it removed (blocking: call it in a worker thread)."""
         if self.policy is None or not self.root.is_dir():
             return 0
-        return len(inventory.prune(self.store, self.policy, now, under=self.root))
+        found = inventory.prune(self.store, self.policy, now, under=self.root)
+        return sum(1 for done in found if done.removed)
 
     async def ending(self, task: Task, outcome: Outcome, requeue: bool) -> str:
         """How a run ended, for the keep policy: succeeded, failed, or cancelled (a
@@ -208,22 +198,12 @@ class Isolator:
                 done += self._close_ended(attempt, running)
             except Exception:  # one bad worktree must not stop the sweep of the others
                 log.exception("sweeping a worktree failed", extra={"task_id": attempt.task_id})
-        # The folders an attempt still holds (read after the closes above, which may have
-        # removed some): a resumed run or a follow-up works in the folder named after the
-        # attempt it continues, which no longer holds it.
-        held = {
-            a.worktree.path
-            for state in (WorktreeState.ACTIVE, WorktreeState.KEPT)
-            for a in self.store.worktrees(state)
-            if a.worktree is not None
-        }
-        for folder in self._folders():
-            if str(folder) in held:
-                continue
+        # Read after the closes above, which may have removed some.
+        for item in orphans.unheld(self.store, self.root, running):
             try:
-                done += self._sweep_folder(folder, running)
+                done += self._clear(item)
             except Exception:
-                log.exception("sweeping a worktree failed", extra={"path": str(folder)})
+                log.exception("sweeping a worktree failed", extra={"path": str(item.folder)})
         return done
 
     def _close_ended(self, attempt: Attempt, running: Collection[str]) -> int:
@@ -234,50 +214,19 @@ class Isolator:
             return 0  # another store's, or another machine's
         task = self.store.get(attempt.task_id)
         checkout = self.find(task, attempt)
-        if checkout is None or task.isolation is None:
-            return 0
+        if checkout is None or task.isolation is None or not worktree.here(checkout):
+            return 0  # (not here: a machine with the same root path made it)
         ended = _ended(attempt.outcome)
         state, diff = worktree.settle(self.root, checkout, task.isolation.keep, ended)
         self.store.end_worktree(attempt.id, state, diff)
         return 1
 
-    def _folders(self) -> list[Path]:
-        found = []
-        for repo_folder in sorted(self.root.iterdir()):
-            if repo_folder.is_dir():
-                found.extend(sorted(p for p in repo_folder.iterdir() if p.is_dir()))
-        return found
-
-    def _sweep_folder(self, folder: Path, running: Collection[str]) -> int:
-        named = worktree.parse_name(folder)
-        if named is None:
-            return 0  # not slotline's
-        task_id, number = named
-        try:
-            task = self.store.get(task_id)
-        except NotFound:
-            task = None
-        attempt = None
-        if task is not None:
-            attempt = next((a for a in task.attempts if a.number == number), None)
-        if task is None or attempt is None:
-            return self._remove_orphan(folder)
-        if attempt.finished_at is None or attempt.id in running:
-            return 0
-        recorded = attempt.worktree
-        if recorded is not None and recorded.state is not WorktreeState.REMOVED:
-            return 0  # kept by policy, or closed above
-        # Never recorded (its command never started), or a removal cut short.
-        checkout = self.find(task, attempt)
-        if checkout is None:
-            return self._remove_orphan(folder)
-        worktree.remove(self.root, checkout)
-        return 1
-
-    def _remove_orphan(self, folder: Path) -> int:
-        """Remove a worktree folder nothing owns, unless it holds work: then it is kept,
-        with a warning naming it (once per node) for a person to look at and remove."""
-        kept = worktree.remove_orphan(self.root, folder)
+    def _clear(self, item: orphans.Unheld) -> int:
+        """Remove a worktree folder no attempt holds, unless it holds work and nothing
+        owns it: then it is kept, with a warning naming it (once per node) for a person
+        to look at and remove."""
+        folder = item.folder
+        kept = item.clear(self.root)
         if kept is not None:
             if folder in self.kept:
                 return 0
@@ -298,16 +247,3 @@ def _ended(outcome: str | None) -> str:
     if outcome in ("cancelled", "interrupted"):  # interrupted: requeued before it ran
         return "cancelled"
     return "failed"
-
-
-def default_root(log_dir: Path) -> Path:
-    """Where a node keeps its worktrees: beside its logs, in the data folder."""
-    return log_dir.parent / "worktrees"
-
-
-def store_root(base: Path, store_url: str) -> Path:
-    """The folder of one store's worktrees under `base`: nodes of several stores on one
-    machine (PostgreSQL stores share the default data folder) never sweep each other's.
-    Absolute: git runs in the repository, where a relative path would land inside it."""
-    key = hashlib.sha256(redact_url(store_url).encode()).hexdigest()[:12]
-    return Path(os.path.abspath(base)) / f"store-{key}"

@@ -4,16 +4,20 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slotline.agent_types import AgentType
 from slotline.models import Attempt, Task
 from slotline.runner.callable import Registry
 from slotline.runner.process import Outcome, ProcessHandle
 from slotline.runner.worktree import Checkout
+
+if TYPE_CHECKING:
+    from slotline.store import Store
 
 
 @dataclass
@@ -61,3 +65,13 @@ class RunSettings:
     # The agent types of this node's configuration: their `usage` rules read what a run
     # spent at its end, their `resume` templates continue interrupted sessions.
     agents: Mapping[str, AgentType] = field(default_factory=dict)
+
+
+def default_log_dir(store: Store) -> Path:
+    """Where a node keeps its runs' logs (and, beside them, its worktrees) by default:
+    beside a SQLite store's file, else in the user's data folder."""
+    path = getattr(store, "path", None)
+    if isinstance(path, Path):
+        return path.parent / "logs"
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "slotline" / "logs"

@@ -21,7 +21,8 @@ from slotline.runner.callable import (
 )
 from slotline.runner.env import build_env
 from slotline.runner.functions import FunctionRef, ProcessRun, run_in_process
-from slotline.runner.isolate import Isolator, default_root
+from slotline.runner.isolate import Isolator
+from slotline.runner.orphans import default_root
 from slotline.runner.outbox import Batch, Outbox
 from slotline.runner.process import Outcome, ProcessHandle, SpawnError, spawn
 from slotline.runner.proctree import TreeSampler
@@ -309,6 +310,8 @@ class Supervisor:
             refused = exc
         finally:
             self._release(run, refused)
+            if run.task.isolation is not None:
+                self.isolator.closed.set()  # now finished, its worktree may be pruned
 
     def _release(self, run: Run, refused: SlotlineError | None) -> None:
         """After an outcome's commit (or its refusal): the run is over."""

@@ -243,15 +243,47 @@ def settle(
     root: Path, checkout: Checkout, keep: KeepPolicy, ended: str
 ) -> tuple[WorktreeState, DiffStat | None]:
     """At a run's end: measure its changes, then keep or remove its worktree by `keep`.
-    A branch is deleted only when it holds no commit of its own."""
+    A branch is deleted only when it holds no commit of its own, or with its folder when
+    `keep` is `never` (the one policy that drops the run's work)."""
     diff = measure(checkout)
     if not os.path.isdir(checkout.path):
         remove(root, checkout)  # its registration and an empty branch
         return WorktreeState.REMOVED, diff
     if should_remove(keep, ended, has_uncommitted(checkout.path)):
         remove(root, checkout)
+        if keep is KeepPolicy.NEVER:
+            delete_branch(root, checkout.repo, checkout.branch)
         return WorktreeState.REMOVED, diff
     return WorktreeState.KEPT, diff
+
+
+def delete_branch(root: Path, repo: str, branch: str, expected: str | None = None) -> bool:
+    """Delete `branch` of `repo` (its commits with it, unless another ref holds them),
+    unless it is checked out in a worktree or (given `expected`) has moved from there;
+    whether it is gone. Never fails."""
+    with repo_lock(root, repo):
+        tip = _branch_tip(repo, branch)
+        if tip is None:
+            return True
+        if expected is not None and tip != expected:
+            return False
+        with contextlib.suppress(GitFailed):
+            listed = git(repo, "worktree", "list", "--porcelain").splitlines()
+            if f"branch refs/heads/{branch}" in listed:
+                return False
+            retried(lambda: git(repo, "update-ref", "-d", f"refs/heads/{branch}", tip))
+            return True
+    return False
+
+
+def here(checkout: Checkout) -> bool:
+    """Whether a run's worktree is on this machine: its folder is here, or (its folder
+    removed) its repository here holds its branch. Another machine's worktree, at the
+    same path under the same data folder layout, has neither: its branch was made in
+    that machine's clone."""
+    if os.path.isdir(checkout.path):
+        return True
+    return os.path.isdir(checkout.repo) and _branch_tip(checkout.repo, checkout.branch) is not None
 
 
 def remove(root: Path, checkout: Checkout) -> None:
@@ -288,7 +320,7 @@ def remove_orphan(root: Path, folder: Path) -> str | None:
     try:
         common = os.path.join(folder, git(path, "rev-parse", "--git-common-dir"))
     except GitFailed as exc:
-        return f"git cannot read it ({exc})"
+        return _unreadable(exc)
     branch = _branch_of(folder)  # None: a detached HEAD
     common = os.path.realpath(common)
     repo = str(Path(common).parent) if Path(common).name == ".git" else common
@@ -311,6 +343,20 @@ def remove_orphan(root: Path, folder: Path) -> str | None:
                 if any(ref != f"refs/heads/{branch}" for ref in holders):
                     retried(lambda: git(repo, "update-ref", "-d", f"refs/heads/{branch}", tip))
     return None
+
+
+def orphan_work(folder: Path) -> str | None:
+    """What `remove_orphan` would keep the folder for (see there), or None: it would
+    remove it. Reads only."""
+    try:
+        git(str(folder), "rev-parse", "--git-common-dir")
+    except GitFailed as exc:
+        return _unreadable(exc)
+    return _work_in(str(folder))
+
+
+def _unreadable(exc: GitFailed) -> str:
+    return f"git cannot read it ({exc})"
 
 
 def _work_in(path: str) -> str | None:

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from slotline.landing import inventory, verbs
+from slotline.landing import verbs
 from slotline.landing.diff import DIFF_MAX_BYTES
 from slotline.models import utcnow
 from slotline.server.context import Admin, Reader, State, Writer
@@ -70,18 +70,18 @@ async def task_merge(
 @router.get("/worktrees")
 async def list_worktrees(state: State, who: Reader) -> dict[str, Any]:
     """The worktrees on disk (active and kept), oldest first, with task, branch, state,
-    keep policy, age and size in bytes; a user token sees only its own tasks'."""
-    found = await state.call(inventory.entries, state.store)
-    now = utcnow()
-    return {"worktrees": [entry.to_dict(now) for entry in found if who.sees(entry.task)]}
+    keep policy, age and size in bytes (null, and `remote`, for another machine's); a
+    user token sees only its own tasks'."""
+    return {"worktrees": await state.call(verbs.worktrees, state.store, utcnow(), who.sees)}
 
 
 @router.post("/worktrees/prune")
 async def prune_worktrees(
     state: State, who: Admin, body: PruneBody | None = None
 ) -> dict[str, Any]:
-    """Apply the retention policy of slotline.yaml now (admins): what was removed (or
-    would be, with `dry_run`), why, and whether each branch was deleted or kept."""
+    """Apply the retention policy of slotline.yaml now to this machine's worktrees
+    (admins), orphaned folders included: what was removed or kept (or would be, with
+    `dry_run`), why, and what became of each folder and branch."""
     dry_run = body.dry_run if body else False
     policy = state.config.worktree_policy()
     pruned = await state.call(verbs.prune, state.store, policy, utcnow(), dry_run)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from slotline.errors import NotFound
@@ -43,11 +44,18 @@ class WorktreeVerbs(StoreCore):
                 path=path, branch=branch, base_commit=base_commit,
             )  # fmt: skip
 
-    def end_worktree(self, attempt_id: str, state: WorktreeState, diff: DiffStat | None) -> Attempt:
+    def end_worktree(
+        self,
+        attempt_id: str,
+        state: WorktreeState,
+        diff: DiffStat | None,
+        note: Mapping[str, Any] | None = None,
+    ) -> Attempt:
         """Record what became of an attempt's worktree once its run is over: its diff
         stat against the base commit (None: keep the one recorded before), and whether
         it was kept or removed. Also for an attempt that has ended already (a sweep
-        applies the end a crash left undone).
+        applies the end a crash left undone), and for a prune, whose `note` (why, what
+        became of the branch) the `worktree` event carries.
 
         Raises:
             NotFound: no attempt has that id, or it has no worktree.
@@ -69,6 +77,7 @@ class WorktreeVerbs(StoreCore):
             emit(
                 tx, "worktree", row["task_id"], tx.now(), attempt=attempt_id,
                 state=state.value, branch=row["worktree_branch"], diff=diff_json,
+                **(note or {}),
             )  # fmt: skip
             updated = tx.one("attempt_get", id=attempt_id)
             assert updated is not None

@@ -1,0 +1,158 @@
+"""A prune's removal of one finished run's worktree folder, without losing its work:
+changes left uncommitted in it are first committed on its branch (a commit by slotline
+that says so), and the branch stays while it holds commits merged nowhere (only `keep:
+never` deletes it). What became of the folder and the branch is recorded on the
+attempt's `worktree` event and returned (`Fate`). Blocking: it runs git."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from slotline.errors import NotFound
+from slotline.isolation import GitFailed, KeepPolicy, Worktree, WorktreeState, git, git_env
+from slotline.models import Attempt, Task
+from slotline.runner import worktree
+from slotline.runner.worktree import Checkout
+from slotline.store import Store
+
+log = logging.getLogger("slotline.worktrees")
+
+# Who commits the work a run left uncommitted, when a prune removes its folder.
+IDENTITY = {"name": "slotline", "email": "slotline@localhost"}
+
+
+@dataclass(frozen=True, slots=True)
+class Fate:
+    """What a prune did (or would do) to a run's worktree: its folder `removed` or
+    `kept` (`note` says why), its branch `deleted` or `kept`, and the commit slotline
+    made of the changes it held uncommitted (`uncommitted`: it held some)."""
+
+    folder: str
+    branch: str
+    uncommitted: bool = False
+    commit: str | None = None
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "folder_fate": self.folder,
+            "branch_fate": self.branch,
+            "uncommitted": self.uncommitted,
+            "saved_commit": self.commit,
+            "note": self.note,
+        }
+
+
+def remove_folder(
+    store: Store, task: Task, attempt: Attempt, keep: KeepPolicy, reason: str, dry_run: bool
+) -> Fate:
+    """Remove the folder of a finished run's worktree for a prune (`reason`), keeping
+    its work (see the module's docstring), and record it as removed. The folder stays
+    when its work cannot be kept: its checkout is off its branch, or git cannot commit."""
+    tree = attempt.worktree
+    assert tree is not None
+    assert task.repo is not None
+    never = keep is KeepPolicy.NEVER
+    uncommitted = os.path.isdir(tree.path) and worktree.has_uncommitted(tree.path)
+    if os.path.isdir(tree.path) and not never:
+        off = _off_branch(tree)
+        if off is not None:
+            return _kept(task, tree, off)
+    if dry_run:
+        branch = "kept" if uncommitted and not never else _branch_fate(task.repo, tree, never)
+        return Fate("removed", branch, uncommitted)
+    commit = None
+    if uncommitted and not never:
+        try:
+            commit = _commit_work(task, attempt, tree, reason)
+        except GitFailed as exc:
+            return _kept(task, tree, f"its uncommitted changes could not be committed ({exc})")
+    fate = _branch_fate(task.repo, tree, never)
+    root = Path(tree.path).parent.parent  # the lock files sit in the node's worktree root
+    worktree.remove(root, Checkout(task.repo, tree.path, tree.branch, tree.base_commit))
+    tip = worktree.branch_tip(task.repo, tree.branch) if os.path.isdir(task.repo) else None
+    if fate == "deleted" and tip is not None:
+        fate = "deleted" if worktree.delete_branch(root, task.repo, tree.branch, tip) else "kept"
+    done = Fate("removed", fate, uncommitted, commit)
+    note = {"pruned": reason, **done.to_dict()}
+    with contextlib.suppress(NotFound):
+        store.end_worktree(attempt.id, WorktreeState.REMOVED, None, note)
+    log.info(
+        "pruned a worktree",
+        extra={"task_id": task.id, "path": tree.path, "branch": fate, "saved_commit": commit},
+    )
+    return done
+
+
+def _kept(task: Task, tree: Worktree, why: str) -> Fate:
+    log.warning(
+        "not pruning the worktree %s: %s", tree.path, why,
+        extra={"task_id": task.id, "path": tree.path, "reason": why},
+    )  # fmt: skip
+    return Fate("kept", "kept", note=why)
+
+
+def _off_branch(tree: Worktree) -> str | None:
+    """Why committing in the folder would not land on the run's branch, or None."""
+    try:
+        head = git(tree.path, "symbolic-ref", "--quiet", "--short", "HEAD")
+    except GitFailed:
+        head = None
+    if head != tree.branch:
+        where = "a detached HEAD" if head is None else f"branch {head}"
+        return f"its checkout is on {where}, not on its run's branch {tree.branch}"
+    return None
+
+
+def _commit_work(task: Task, attempt: Attempt, tree: Worktree, reason: str) -> str:
+    """Commit everything left uncommitted in the worktree (new files included, ignored
+    ones not) on its branch, as slotline, with no hook run; the new commit."""
+    env = git_env()
+    for role in ("AUTHOR", "COMMITTER"):
+        env[f"GIT_{role}_NAME"], env[f"GIT_{role}_EMAIL"] = IDENTITY["name"], IDENTITY["email"]
+    message = (
+        f"slotline: uncommitted work of task {task.id[:8]} (attempt {attempt.number})\n\n"
+        f"Committed by slotline, not by the run: these changes were left uncommitted in "
+        f"{tree.path}, which a prune removed ({reason}); they are kept on this branch."
+    )
+    path = tree.path
+    git(path, "add", "--all", env=env)
+    git(
+        path, "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgSign=false", "commit",
+        "--quiet", "--no-verify", "-m", message, env=env,
+    )  # fmt: skip
+    return git(path, "rev-parse", "HEAD")
+
+
+def _branch_fate(repo: str, tree: Worktree, never: bool) -> str:
+    """Whether the run's branch goes with its folder: under `keep: never`, or when no
+    commit of it would be lost (none of its own; merged as recorded, nothing since; or
+    held by another local branch)."""
+    if never:
+        return "deleted"
+    tip = worktree.branch_tip(repo, tree.branch) if os.path.isdir(repo) else None
+    if tip is None or tip == tree.base_commit:
+        return "deleted"
+    if tree.merged is not None and _contains(repo, tree.merged.into, tip):
+        return "deleted"  # merged, and nothing committed on it since (a follow-up's)
+    try:
+        holders = git(
+            repo, "for-each-ref", "--contains", tip, "--format=%(refname)", "refs/heads"
+        ).split()
+    except GitFailed:
+        return "kept"
+    return "deleted" if any(ref != f"refs/heads/{tree.branch}" for ref in holders) else "kept"
+
+
+def _contains(repo: str, branch: str, commit: str) -> bool:
+    """Whether `branch` holds `commit`."""
+    try:
+        git(repo, "merge-base", "--is-ancestor", commit, f"refs/heads/{branch}")
+    except GitFailed:
+        return False
+    return True
