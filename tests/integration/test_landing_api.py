@@ -1,7 +1,7 @@
 """The Python API's `queue.landing` on real git: two fake agents append to one file,
 each diffed; the first squash-merges into a branch nobody has checked out, the second
-is refused on the conflict with nothing changed; a prune over max_disk removes even
-`keep: always` worktrees' folders, their branches kept; past retain, work a run left
+is refused on the conflict with nothing changed; a prune over max_disk removes
+`until_merged` worktrees' folders, their branches kept; past retain, work a run left
 uncommitted is committed on its branch by slotline before its folder goes."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ async def _diff_merge_and_prune(tmp_path: Path) -> None:
         ids = [
             (await queue.submit(
                 agent_command(script, name, "notes.txt"), isolation="worktree",
-                repo=str(repo), keep="always",
+                repo=str(repo), keep="until_merged",
             )).id
             for name in ("alpha", "beta")
         ]  # fmt: skip
@@ -58,13 +58,16 @@ async def _diff_merge_and_prune(tmp_path: Path) -> None:
         assert refused.value.details["files"] == ["notes.txt"]
         assert run(repo, "rev-parse", "integration") == before
 
-        # Over max_disk, even keep: always worktrees' folders go; their branches stay
-        # (alpha's was squashed: its own commits are on no other branch).
+        # Then a prune over max_disk removes both until_merged folders: alpha's as merged
+        # (squashed into integration), beta's to make room; both branches stay (alpha's
+        # own commits are on no other branch, beta's are merged nowhere).
         paths = [w["path"] for w in await queue.landing.worktrees()]
         pruned = await queue.landing.prune(max_disk=0)
-        assert [(p["reason"], p["folder_fate"], p["branch_fate"]) for p in pruned] == [
-            ("max_disk", "removed", "kept"), ("max_disk", "removed", "kept"),
-        ]  # fmt: skip
+        fates = {p["task_id"]: (p["reason"], p["folder_fate"], p["branch_fate"]) for p in pruned}
+        assert fates == {
+            ids[0]: ("merged", "removed", "kept"),
+            ids[1]: ("max_disk", "removed", "kept"),
+        }
         assert await queue.landing.worktrees() == []
         assert not any(Path(path).exists() for path in paths)
         assert {p["branch"] for p in pruned} <= set(branches(repo))

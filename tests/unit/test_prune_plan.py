@@ -67,11 +67,14 @@ def test_until_merged_goes_once_merged_and_is_held_to_retain_and_max_disk() -> N
     assert plan([waiting], WorktreePolicy(max_disk=1), NOW) == [Removal("waiting", "max_disk")]
 
 
-def test_keep_always_is_held_to_retain_and_max_disk_but_never_removed_for_a_merge() -> None:
-    kept = tree("kept", NOW - 9 * DAY, keep=KeepPolicy.ALWAYS, merged=True)
+def test_keep_always_stays_and_counts_against_max_disk_while_the_others_make_room() -> None:
+    kept = tree("kept", NOW - 9 * DAY, keep=KeepPolicy.ALWAYS, merged=True, size=500)
     assert plan([kept], WorktreePolicy(), NOW) == []
-    assert plan([kept], WorktreePolicy(retain=DAY), NOW) == [Removal("kept", "retain")]
-    assert plan([kept], WorktreePolicy(max_disk=0), NOW) == [Removal("kept", "max_disk")]
+    assert plan([kept], WorktreePolicy(retain=DAY), NOW) == []
+    assert plan([kept], WorktreePolicy(max_disk=0), NOW) == []
+    # Its 500 bytes count: a newer on_failure one goes to make room under 600.
+    newer = tree("newer", NOW - DAY, size=200)
+    assert plan([kept, newer], WorktreePolicy(max_disk=600), NOW) == [Removal("newer", "max_disk")]
 
 
 def test_a_worktree_a_retry_resumes_in_stays_whatever_the_policy() -> None:

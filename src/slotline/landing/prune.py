@@ -3,8 +3,9 @@ prune removes, given what is on disk and `now` (`plan`). Effects are `inventory.
 
 A worktree is a candidate once its run has ended and it was kept (`kept`); a run's
 worktree still `active` (running, or its end not applied yet) never is, nor one whose
-task's next attempt resumes in it. `until_merged` ones go once merged. Whatever its
-`keep`, a finished worktree goes once older than `retain` (the agent type's, else the
+task's next attempt resumes in it, nor one kept `always` (it counts against `max_disk`,
+the others make room). `until_merged` ones go once merged. Whatever its other `keep`, a
+finished worktree goes once older than `retain` (the agent type's, else the
 global one), then, oldest first, while its agent type's worktrees take more than that
 type's `max_disk`, then while all of them (and the folders nothing owns that a prune
 keeps) take more than the global `max_disk`. What goes is the folder: its work is kept
@@ -123,4 +124,11 @@ def _cap(
 
 
 def _prunable(c: Candidate) -> bool:
-    return c.state is WorktreeState.KEPT and c.ended_at is not None and not c.resumes
+    # `always` is the user's word that this worktree stays: it counts against max_disk,
+    # but only the others make room.
+    return (
+        c.state is WorktreeState.KEPT
+        and c.ended_at is not None
+        and not c.resumes
+        and c.keep is not KeepPolicy.ALWAYS
+    )
