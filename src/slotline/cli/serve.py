@@ -20,8 +20,6 @@ if TYPE_CHECKING:
     from slotline.config import Config
     from slotline.node import Node
     from slotline.runner.callable import Entry
-    from slotline.scheduler.budgets import Budget
-    from slotline.scheduler.rates import RateLimit
     from slotline.server.context import ServerOptions
     from slotline.store import Store
 
@@ -317,6 +315,8 @@ def apply_rates_and_backoff(store: Store, config: Config) -> None:
     (those set at run time with `slotline limits` stay), as a type's back-off rule left
     out of the file does. A node started without a file leaves the declared ones alone."""
     if config.source is not None:
+        from slotline.config_pacing import declared_budgets, declared_rates
+
         store.sync_declared_pacing(declared_rates(config), declared_budgets(config))
     wanted = {
         name: agent.backoff.model_dump() for name, agent in config.agents.items() if agent.backoff
@@ -328,33 +328,6 @@ def apply_rates_and_backoff(store: Store, config: Config) -> None:
         store.set_backoff(name, rule)
     if config.fairness is not None:
         store.set_fairness(config.fairness.key, config.fairness.weights)
-
-
-def declared_rates(config: Config) -> list[RateLimit]:
-    """The rate limits the file declares: `rates:` and each agent type's `rate:`."""
-    from slotline.scheduler.rates import parse_rate
-    from slotline.store.rates import check_rate
-
-    wanted = [(rate.key, rate.value, rate.rate) for rate in config.rates]
-    wanted += [("agent", name, a.rate) for name, a in config.agents.items() if a.rate is not None]
-    return [check_rate(key, value, *parse_rate(rate)) for key, value, rate in wanted]
-
-
-def declared_budgets(config: Config) -> list[Budget]:
-    """The budgets the file declares: `budgets:` and each agent type's `budget:` (one,
-    or a list of several windows and units)."""
-    from slotline.scheduler.budgets import parse_budget
-    from slotline.store.budgets import check_budget
-
-    wanted = [(b.key, b.value, b.budget) for b in config.budgets]
-    for name, agent in config.agents.items():
-        given = [agent.budget] if isinstance(agent.budget, str) else agent.budget or []
-        wanted += [("agent", name, budget) for budget in given]
-    declared = []
-    for key, value, budget in wanted:
-        amount, unit, period = parse_budget(budget)
-        declared.append(check_budget(key, value, amount, period, unit))
-    return declared
 
 
 async def _run(
