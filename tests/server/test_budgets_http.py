@@ -37,6 +37,7 @@ def test_limits_keep_several_windows_and_remove_one_by_its_period(http: httpx.Cl
     day = {"key": "agent", "value": "claude", "amount": 100, "period": "1d"}
     both = http.post("/api/limits", json={"budgets": [hour, day]}).json()
     assert sorted(b["budget"] for b in both["budgets"]) == ["100usd/1d", "10usd/1h"]
+    assert {b["origin"] for b in both["budgets"]} == {"api"}  # set at run time
 
     gone = {"key": "agent", "value": "claude", "amount": None, "period": "1h"}
     left = http.post("/api/limits", json={"budgets": [gone]}).json()

@@ -100,6 +100,9 @@ class RateOut(BaseModel):
     max: int
     period: float
     rate: str = Field(description="As `slotline limits` spells it: 20/1m")
+    origin: Literal["config", "api"] = Field(
+        "api", description="config: slotline.yaml declares it (and owns it); api: set at run time"
+    )
 
 
 class BudgetOut(BaseModel):
@@ -109,6 +112,9 @@ class BudgetOut(BaseModel):
     unit: str = Field(description="usd or tok (input and output tokens together)")
     period: float
     budget: str = Field(description="As `slotline limits` spells it: 50usd/1d, 2Mtok/1h")
+    origin: Literal["config", "api"] = Field(
+        "api", description="config: slotline.yaml declares it (and owns it); api: set at run time"
+    )
 
 
 class LimitsOut(BaseModel):
