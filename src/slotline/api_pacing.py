@@ -49,7 +49,10 @@ async def set_budget(
     the runs that finished in the last `period` (seconds, or "1h", "1d") of the tasks
     whose `key` (global, agent, workspace, user, repo, label:NAME) is `value` (each
     value apart if None). Once reached, no new task of it starts until enough spend
-    ages out. `amount` None removes the budget of `unit` (of every unit if None).
+    ages out. A budget is one window: a key may hold several of one unit (10 dollars an
+    hour and 100 a day, both enforced); setting one replaces only the budget of that
+    key, value, unit and `period`. `amount` None removes budgets: of `unit` (of every
+    unit if None) and of the window `period` (of every window if None).
 
     Raises:
         InvalidInput: an unknown key or unit, an amount not more than 0 (or not a

@@ -1,7 +1,10 @@
 """The sections of slotline.yaml that pace starts: `rates`, `budgets`, `fairness`, and
-an agent type's `backoff` (validated once, with the same checks as every other surface)."""
+an agent type's `backoff` (validated once, with the same checks as every other surface),
+and the rates and budgets a file declares, as the store takes them."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -12,6 +15,11 @@ from slotline.scheduler import rates
 from slotline.scheduler.backoff import check_pattern
 from slotline.scheduler.budgets import parse_budget
 from slotline.scheduler.fairness import check_fairness
+
+if TYPE_CHECKING:
+    from slotline.config import Config
+    from slotline.scheduler.budgets import Budget
+    from slotline.scheduler.rates import RateLimit
 
 
 class RateConfig(BaseModel):
@@ -139,3 +147,29 @@ def checked_pattern(pattern: str | None) -> str | None:
         except InvalidInput as exc:
             raise ValueError(str(exc).removeprefix("backoff: ")) from None
     return pattern
+
+
+def declared_rates(config: Config) -> list[RateLimit]:
+    """The rate limits the file declares: `rates:` and each agent type's `rate:`."""
+    from slotline.scheduler.rates import parse_rate
+    from slotline.store.rates import check_rate
+
+    wanted = [(rate.key, rate.value, rate.rate) for rate in config.rates]
+    wanted += [("agent", name, a.rate) for name, a in config.agents.items() if a.rate is not None]
+    return [check_rate(key, value, *parse_rate(rate)) for key, value, rate in wanted]
+
+
+def declared_budgets(config: Config) -> list[Budget]:
+    """The budgets the file declares: `budgets:` and each agent type's `budget:` (one,
+    or a list of several windows and units)."""
+    from slotline.store.budgets import check_budget
+
+    wanted = [(b.key, b.value, b.budget) for b in config.budgets]
+    for name, agent in config.agents.items():
+        given = [agent.budget] if isinstance(agent.budget, str) else agent.budget or []
+        wanted += [("agent", name, budget) for budget in given]
+    declared = []
+    for key, value, budget in wanted:
+        amount, unit, period = parse_budget(budget)
+        declared.append(check_budget(key, value, amount, period, unit))
+    return declared

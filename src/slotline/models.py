@@ -266,6 +266,10 @@ class Task:
     eta_start: float | None = field(default=None, compare=False)
     eta_finish: float | None = field(default=None, compare=False)
     eta_basis: str | None = field(default=None, compare=False)
+    # Filled in by queue reads: a queued task that a reached budget holds, the moment
+    # every budget holding it has room again (its `status_reason` says which); None: no
+    # budget holds it.
+    budget_until: float | None = field(default=None, compare=False)
     # Set by submit only: the task already existed with this key (nothing was created).
     deduplicated: bool = field(default=False, compare=False)
 
@@ -287,6 +291,7 @@ class Task:
             "labels": dict(self.labels),
             "status": self.status.value,
             "status_reason": self.status_reason,
+            "budget_until": iso(self.budget_until),
             "priority": self.priority.label,
             "boosted": self.boosted,
             "position": self.position,

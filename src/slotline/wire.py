@@ -135,6 +135,7 @@ def task_from_json(data: dict[str, Any]) -> Task:
         rank="",
         status=Status(data["status"]),
         status_reason=data.get("status_reason"),
+        budget_until=_epoch(data.get("budget_until")),
         depends_on=tuple(data.get("depends_on", ())),
         parent_id=data.get("parent_id"),
         depth=int(data.get("depth", 0)),
@@ -186,11 +187,20 @@ def settings_from_json(data: dict[str, Any]) -> Settings:
     values = {k: v for k, v in data.items() if k not in ("limits", "rates", "budgets")}
     per_key = tuple(Limit(x["key"], x.get("value"), int(x["max"])) for x in data["limits"])
     rates = tuple(
-        RateLimit(x["key"], x.get("value"), int(x["max"]), float(x["period"]))
+        RateLimit(
+            x["key"], x.get("value"), int(x["max"]), float(x["period"]), x.get("origin", "api")
+        )
         for x in data.get("rates") or ()
     )
     budgets = tuple(
-        Budget(x["key"], x.get("value"), float(x["amount"]), x["unit"], float(x["period"]))
+        Budget(
+            x["key"],
+            x.get("value"),
+            float(x["amount"]),
+            x["unit"],
+            float(x["period"]),
+            x.get("origin", "api"),
+        )
         for x in data.get("budgets") or ()
     )
     return Settings(values, per_key, rates, budgets)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -39,3 +41,52 @@ def test_the_task_page_shows_a_worktree_runs_diff_as_text(
     assert "notes.txt" in text
     assert page.locator("#task-diff b").count() == 0
     assert page.locator("#diff-truncated").count() == 0
+
+
+def test_a_running_tasks_diff_stays_current_while_its_page_is_open(
+    store: Store, login: Login, tmp_path: Path
+) -> None:
+    # Given a worktree run that writes a first line, then a second when told, then waits,
+    repo = make_repo(tmp_path / "repo", {"notes.txt": "base\n"})
+    go, done = tmp_path / "go", tmp_path / "done"
+    script = (
+        "import os, time\n"
+        "def wait(path):\n"
+        "    while not os.path.exists(path): time.sleep(0.05)\n"
+        "open('notes.txt', 'a').write('first line\\n')\n"
+        f"wait({str(go)!r})\n"
+        "open('notes.txt', 'a').write('second line\\n')\n"
+        f"wait({str(done)!r})\n"
+    )
+    task = store.submit({
+        "command": [sys.executable, "-c", script], "title": "slow edit",
+        "isolation": "worktree", "repo": str(repo),
+    }).id  # fmt: skip
+    try:
+        until(lambda: store.get(task).status is Status.RUNNING, what="started")
+        worktree = until(lambda: store.get(task).attempts[-1].worktree, what="its worktree")
+        until(lambda: "first" in (Path(worktree.path) / "notes.txt").read_text(), what="line 1")
+        page = login()
+        reads: list[float] = []
+        page.on("request", lambda r: "/diff" in r.url and reads.append(time.monotonic()))
+        page.locator(f'#running [data-task-id="{task}"] [data-action=view]').click()
+        page.wait_for_selector("#task-diff")
+        assert "+first line" in page.locator("#task-diff").inner_text()
+
+        # When the run writes more while its page is open (no event tells the page),
+        go.touch()
+        until(lambda: "second" in (Path(worktree.path) / "notes.txt").read_text(), what="line 2")
+
+        # Then the page shows it within a few seconds, read again at a pace,
+        page.locator("#task-diff", has_text="+second line").wait_for()
+        assert "1 file changed, +2 -0" in page.locator("#diff-stat").inner_text()
+        gaps = [b - a for a, b in itertools.pairwise(reads)]
+        assert gaps
+        assert min(gaps) >= 3.0, gaps  # no more often than every few seconds
+
+        # and its Refresh button reads it again at once.
+        with page.expect_request(lambda r: "/diff" in r.url):
+            page.click("#task-panel [data-action=refresh-diff]")
+    finally:
+        done.touch()
+    until(lambda: store.get(task).status is Status.SUCCEEDED, what="finished")

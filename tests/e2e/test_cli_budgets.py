@@ -33,6 +33,23 @@ def test_limits_set_show_and_remove_budgets(cli: Run) -> None:
     assert ("agent", "claude") not in {(b["key"], b["value"]) for b in removed["budgets"]}
 
 
+def test_limits_keeps_several_windows_and_removes_one_by_its_window(cli: Run) -> None:
+    ok(
+        cli(
+            "--json", "limits",
+            "--set", "budget:agent[claude]=10usd/1h", "--set", "budget:agent[claude]=100usd/1d",
+        )
+    )  # fmt: skip
+    budgets = ok(cli("--json", "limits"))["budgets"]
+    assert sorted(b["budget"] for b in budgets) == ["100usd/1d", "10usd/1h"]
+    table = cli("limits").out
+    assert "budget:agent[claude] = 10usd/1h" in table
+    assert "budget:agent[claude] = 100usd/1d" in table
+
+    left = ok(cli("--json", "limits", "--set", "budget:agent[claude]=none/1h"))["budgets"]
+    assert [b["budget"] for b in left] == ["100usd/1d"]
+
+
 @pytest.mark.parametrize(
     ("assignment", "message"),
     [
@@ -74,6 +91,7 @@ def test_status_ls_and_show_say_why_a_task_waits_and_until_when(cli: Run, store:
     assert status["queued"][0]["id"] == waiting["id"]
     reason = status["queued"][0]["status_reason"]
     assert reason.startswith("budget agent[claude] 1usd/1h reached ($1.50 spent); may start at ")
+    assert status["queued"][0]["budget_until"] == reason.rpartition("may start at ")[2]
     text = cli("status").out
     assert "BUDGET REACHED agent[claude] 1usd/1h: $1.50 spent · starts again in 60m" in text
     assert "budget agent[claude] 1usd/1h reached" in text

@@ -191,3 +191,36 @@ def test_followup_is_refused_without_a_resume_template(cli: Run, tmp_path: Path)
     refused = cli("followup", task["id"], "--prompt", "more")
     assert refused.code != 0
     assert "agent type 'aider' has no resume template" in refused.err
+
+
+@pytest.mark.timeout(120)
+def test_a_run_ended_by_its_timeout_resumes_its_session_on_its_next_attempt(
+    cli: Run, tmp_path: Path, store_path: Path, serve: Serve
+) -> None:
+    # Given an agent type whose first run prints its session id at once, then works until
+    # a file that never comes, and a task with a timeout and a second attempt,
+    write_config(tmp_path, tmp_path / "never")
+    repo = make_repo(tmp_path / "repo", {"notes.txt": "base\n"})
+    ok(cli("--json", "limits", "--set", "retry_backoff_max=0"))  # retry at once
+    serve()
+    store = open_store(store_path)
+    try:
+        # When its timeout ends the first run,
+        task = ok(cli("--json", "submit", "--agent", "claude", "--prompt", "fix it",
+                      "--workspace", str(repo), "--timeout", "3"))  # fmt: skip
+        # Then the next attempt runs the resume template with its session id, and succeeds.
+        done = until(lambda: (t := store.get(task["id"])).status.terminal and t, timeout=60)
+        assert done.status is Status.SUCCEEDED, done.status_reason
+        one, two = done.attempts
+        assert "timed out" in (one.reason or "")
+        assert one.session_id == "sess-42"
+        assert one.resumable
+        assert two.resumed_from is not None
+        assert two.resumed_from.to_dict() == {"task_id": task["id"], "attempt": 1}
+        assert one.worktree is not None
+        assert two.worktree is not None
+        assert two.worktree.path == one.worktree.path
+        notes = (Path(two.worktree.path) / "notes.txt").read_text()
+        assert "continue where you stopped (resumed sess-42)" in notes
+    finally:
+        store.close()

@@ -129,3 +129,46 @@ def test_top_shows_the_line_live_and_steers_it_with_keys(
     tmux("send-keys", "-t", "top", "q")
     screen = until_pane(tmux, "top exited 0")
     assert "NEXT UP" not in screen  # the full-screen view is gone, the terminal restored
+
+
+def until_gone(tmux: Callable[..., str], text: str) -> str:
+    """The screen once it no longer shows `text` (polled, with a deadline)."""
+    deadline = time.monotonic() + 30
+    while True:
+        screen = tmux("capture-pane", "-p", "-t", "top")
+        if text not in screen:
+            return screen
+        assert time.monotonic() < deadline, f"{text!r} never went; the screen:\n{screen}"
+        time.sleep(0.05)
+
+
+def test_a_stalled_run_shows_its_badge_in_top_status_and_ls(
+    cli: Run, tmux: Callable[..., str], store: Store, line: dict[str, str], tmp_path: Path
+) -> None:
+    # Given top running live on a line whose running task has not stalled,
+    command = shlex.join([sys.executable, "-m", "slotline", "top"])
+    shell = f'cd {shlex.quote(str(tmp_path))} && {command}; echo "top exited $?"; exec sleep 600'
+    tmux("new-session", "-d", "-s", "top", "-x", "150", "-y", "40", shell)
+    assert "STALLED" not in until_pane(tmux, "NEXT UP")
+    running = store.get(line["agent"])
+    assert running.current_attempt is not None
+
+    # When its run goes quiet (as the node's stall watch marks it),
+    assert store.mark_stalled(running.id, running.current_attempt, "no output for 10m")
+
+    # Then top shows the badge on its row, and so do status and ls,
+    screen = until_pane(tmux, "STALLED")
+    row = next(r for r in screen.splitlines() if "STALLED" in r)
+    assert "agent" in row
+    for args in (("status",), ("ls",), ("top",)):
+        out = cli(*args).out
+        stalled = [r for r in out.splitlines() if "STALLED" in r]
+        assert len(stalled) == 1, (args, out)
+        assert line["agent"][:8] in stalled[0] or "agent" in stalled[0], (args, out)
+
+    # and once it prints again, the badge goes.
+    assert store.clear_stalled(running.id, running.current_attempt)
+    until_gone(tmux, "STALLED")
+    assert "STALLED" not in cli("status").out
+    tmux("send-keys", "-t", "top", "q")
+    until_pane(tmux, "top exited 0")

@@ -30,3 +30,12 @@ def test_the_async_queue_sets_a_budget(tmp_path: Path) -> None:
             return [b.budget for b in (await queue.settings()).budgets]
 
     assert asyncio.run(main()) == ["3.5usd/1h"]
+
+
+def test_the_queue_keeps_several_windows_and_removes_one_by_its_period(tmp_path: Path) -> None:
+    with slotline.open(tmp_path / "q.db") as queue:
+        queue.set_budget("agent", "claude", 10, "1h")
+        queue.set_budget("agent", "claude", 100, "1d")
+        assert sorted(b.budget for b in queue.settings().budgets) == ["100usd/1d", "10usd/1h"]
+        queue.set_budget("agent", "claude", None, "1h")
+        assert [b.budget for b in queue.settings().budgets] == ["100usd/1d"]

@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 from collections import Counter
 from pathlib import Path
 
@@ -16,6 +18,7 @@ import pytest
 import yaml
 
 from receiver import Receiver
+from slotline.models import Status
 from slotline.store import Store, open_store
 from waiting import until
 
@@ -197,3 +200,51 @@ def test_a_failing_webhook_is_retried_then_logged_as_failed(
     assert [(d.attempt, d.ok, d.status) for d in tries] == [(2, False, 500), (1, False, 500)]
     assert tries[0].error == "answered HTTP 500"
     store.close()
+
+
+class Silent:
+    """A receiver on 127.0.0.1 that accepts connections and never answers."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}/hook"
+        self.accepted: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:  # closed
+                return
+            self.accepted.append(conn)
+
+    def close(self) -> None:
+        self.listener.close()
+        for conn in self.accepted:
+            conn.close()
+
+
+@pytest.mark.timeout(120)
+def test_dispatch_goes_on_while_a_webhook_receiver_hangs(store_url: str, tmp_path: Path) -> None:
+    # Given a webhook for every start and end whose receiver accepts and never answers,
+    store = open_store(store_url)
+    silent = Silent()
+    hook = {"url": silent.url, "events": ["task.started", "task.succeeded"], "timeout": 60}
+    config = write_config(tmp_path, max_concurrent=2, notify=[hook])
+    node = start_node(store_url, tmp_path, config)
+    try:
+        until(lambda: hooks_ready(store), 60, "the node's hooks")
+        # When tasks are submitted while the first delivery hangs,
+        first = store.submit({"command": ["true"], "title": "first"})
+        until(lambda: silent.accepted, 60, "the receiver's first connection")
+        ids = [first.id] + [
+            store.submit({"command": ["true"], "title": f"t{i}"}).id for i in range(5)
+        ]
+        # Then every task still starts and succeeds, the delivery still hanging.
+        until(lambda: all(store.get(i).status is Status.SUCCEEDED for i in ids), 60, "all succeed")
+        assert not [d for d in store.notify_log() if d.ok]
+    finally:
+        stop(node)
+        silent.close()
+        store.close()

@@ -32,6 +32,18 @@ def test_limits_set_show_and_remove_budgets(http: httpx.Client) -> None:
     assert [b["budget"] for b in removed["budgets"]] == ["50usd/1d"]
 
 
+def test_limits_keep_several_windows_and_remove_one_by_its_period(http: httpx.Client) -> None:
+    hour = {"key": "agent", "value": "claude", "amount": 10, "period": "1h"}
+    day = {"key": "agent", "value": "claude", "amount": 100, "period": "1d"}
+    both = http.post("/api/limits", json={"budgets": [hour, day]}).json()
+    assert sorted(b["budget"] for b in both["budgets"]) == ["100usd/1d", "10usd/1h"]
+    assert {b["origin"] for b in both["budgets"]} == {"api"}  # set at run time
+
+    gone = {"key": "agent", "value": "claude", "amount": None, "period": "1h"}
+    left = http.post("/api/limits", json={"budgets": [gone]}).json()
+    assert [b["budget"] for b in left["budgets"]] == ["100usd/1d"]
+
+
 @pytest.mark.parametrize(
     ("budget", "message"),
     [

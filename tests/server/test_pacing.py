@@ -22,8 +22,11 @@ def test_limits_set_and_show_rates_fairness_and_backoff(http: httpx.Client) -> N
     assert changed.status_code == 200, changed.text
     data = changed.json()
     assert data["rates"] == [
-        {"key": "agent", "value": "claude", "max": 20, "period": 60.0, "rate": "20/1m"}
-    ]
+        {
+            "key": "agent", "value": "claude", "max": 20, "period": 60.0, "rate": "20/1m",
+            "origin": "api",
+        }
+    ]  # fmt: skip
     assert data["fairness"] == {"key": "user", "weights": {"alice": 2.0}}
     assert data["backoff"]["claude"]["exit_codes"] == [75]
     # Absent fields are left as they are; null fairness turns it off.

@@ -64,3 +64,58 @@ def test_a_bad_budget_names_the_file_line_and_key(tmp_path: Path, text: str, whe
     with pytest.raises(InvalidInput) as caught:
         load_config(path, env={})
     assert f"{path}{where}" in str(caught.value)
+
+
+def test_the_file_owns_its_budgets_and_rates_and_run_time_ones_stay(tmp_path: Path) -> None:
+    # Given: a file with two windows of one unit, a rate, and rules set at run time
+    path = tmp_path / "slotline.yaml"
+    path.write_text(
+        "budgets:\n"
+        "  - {key: user, budget: 10usd/1h}\n"
+        "  - {key: user, budget: 100usd/1d}\n"
+        "rates:\n"
+        "  - {key: user, rate: 5/1m}\n"
+        "agents:\n"
+        "  claude:\n"
+        "    command: [claude, -p, '{prompt}']\n"
+        "    budget: [1usd/1h, 20usd/1d]\n"
+        "    rate: 10/1m\n"
+    )
+    store = open_store(tmp_path / "q.db")
+    try:
+        apply_config(store, load_config(path, env={}))
+        store.set_budget("global", None, 500, "1d")  # at run time: kept
+        store.set_rate("workspace", None, 3, "1m")  # at run time: kept
+        store.set_budget("agent", "claude", 2, "1h")  # a declared one changed at run time
+        first = store.settings()
+
+        # When: the file drops a window, the agent's budgets and its rate, and serve runs again
+        path.write_text(
+            "budgets:\n"
+            "  - {key: user, budget: 10usd/1h}\n"
+            "agents:\n"
+            "  claude:\n"
+            "    command: [claude, -p, '{prompt}']\n"
+        )
+        apply_config(store, load_config(path, env={}))
+        told = [e.seq for e in store.events() if e.kind in ("budget", "rate")]
+        apply_config(store, load_config(path, env={}))  # unchanged: nothing to tell
+        second = store.settings()
+        assert [e.seq for e in store.events() if e.kind in ("budget", "rate")] == told
+    finally:
+        store.close()
+
+    assert {(b.key, b.value, b.budget, b.origin) for b in first.budgets} == {
+        ("user", None, "10usd/1h", "config"),
+        ("user", None, "100usd/1d", "config"),
+        ("agent", "claude", "2usd/1h", "api"),
+        ("agent", "claude", "20usd/1d", "config"),
+        ("global", None, "500usd/1d", "api"),
+    }
+    # Then: what the file no longer declares is gone; what was set at run time stays
+    assert {(b.key, b.value, b.budget) for b in second.budgets} == {
+        ("user", None, "10usd/1h"),
+        ("agent", "claude", "2usd/1h"),
+        ("global", None, "500usd/1d"),
+    }
+    assert {(r.key, r.value, r.rate) for r in second.rates} == {("workspace", None, "3/1m")}

@@ -98,7 +98,9 @@ def parse_assignment(text: str) -> Assignment | Pacing:
     "workspace=1, 'label:team[infra]=1'; N=none removes a per-key limit. Rates: "
     "'rate:agent[claude]=20/1m', rate:global=100/1h, rate:user=5/1m (per user). "
     "Budgets: 'budget:agent[claude]=50usd/1d', 'budget:user=2Mtok/1h' (tokens in+out), "
-    "'budget:agent[claude]=none'. Fairness: fairness=user (or workspace, agent, parent, "
+    "several windows at once ('budget:agent[claude]=10usd/1h' and '=100usd/1d'), "
+    "'budget:agent[claude]=none/1h' (that window), 'budget:agent[claude]=none' (all). "
+    "Fairness: fairness=user (or workspace, agent, parent, "
     "label:NAME), "
     "'fairness[alice]=2', fairness=none. Back-off: "
     '\'backoff[claude]={"exit_codes": [75], "pattern": "429"}\', backoff[claude]=none.',

@@ -17,7 +17,7 @@ from slotline.models import utcnow
 from slotline.scheduler.backoff import BackoffRule
 from slotline.scheduler.budgets import format_amount, parse_budget
 from slotline.scheduler.fairness import check_fairness
-from slotline.scheduler.rates import GLOBAL, check_rate_key, parse_rate
+from slotline.scheduler.rates import GLOBAL, check_rate_key, parse_period, parse_rate
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -44,10 +44,11 @@ class BudgetAssignment:
     key: str
     value: str | None
     budget: tuple[float, str, float] | None  # amount, unit, period; None: remove
+    window: float | None = None  # the window removed (`none/1h`); None: every one
 
     def apply(self, store: Backend) -> None:
         if self.budget is None:
-            store.set_budget(self.key, self.value, None, unit=None)
+            store.set_budget(self.key, self.value, None, self.window, unit=None)
         else:
             amount, unit, period = self.budget
             store.set_budget(self.key, self.value, amount, period, unit)
@@ -134,8 +135,9 @@ def _budget(key: str, value: str | None, given: str) -> BudgetAssignment:
         raise InvalidInput("the global budget takes no [VALUE]")
     if key in ("workspace", "repo") and value is not None:
         value = str(Path(value).expanduser().resolve())
-    if given.lower() == "none":
-        return BudgetAssignment(key, value, None)
+    amount, _, window = given.partition("/")
+    if amount.strip().lower() == "none":  # none: every window; none/1h: that one
+        return BudgetAssignment(key, value, None, parse_period(window.strip()) if window else None)
     return BudgetAssignment(key, value, parse_budget(given))
 
 
@@ -177,6 +179,9 @@ def _when(at: float | None, now: float) -> str:
     return f"in {left / 60:.0f}m" if left < 7200 else f"in {left / 3600:.1f}h"
 
 
+_FROM_FILE = "; from slotline.yaml"
+
+
 def limits_lines(settings: Settings) -> list[str]:
     """The rates, fairness and back-off rules, one line each, for `slotline limits`."""
     lines = []
@@ -184,7 +189,10 @@ def limits_lines(settings: Settings) -> list[str]:
         who = "every task" if rate.key == GLOBAL else f"each {rate.key}"
         if rate.value is not None:
             who = f"{rate.key} {rate.value}"
-        lines.append(f"rate:{_name(rate.key, rate.value)} = {rate.rate}  (starts of {who})")
+        lines.append(
+            f"rate:{_name(rate.key, rate.value)} = {rate.rate}  (starts of {who}"
+            f"{_FROM_FILE if rate.origin == 'config' else ''})"
+        )
     for budget in settings.budgets:
         who = "all runs" if budget.key == GLOBAL else f"the runs of each {budget.key}"
         if budget.value is not None:
@@ -192,7 +200,8 @@ def limits_lines(settings: Settings) -> list[str]:
         unit = "dollars" if budget.unit == "usd" else "tokens in and out"
         lines.append(
             f"budget:{_name(budget.key, budget.value)} = {budget.budget}  "
-            f"({unit} spent by {who} finished in the window)"
+            f"({unit} spent by {who} finished in the window"
+            f"{_FROM_FILE if budget.origin == 'config' else ''})"
         )
     fairness = settings.values.get("fairness")  # a server of an older version has none
     if fairness:

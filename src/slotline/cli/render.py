@@ -187,8 +187,8 @@ def queue_status(
             until(task.eta_start, now),
         )
     parts.append(keep_widths(queued) if status.queued else Text("nothing queued", style="dim"))
-    for task in shown:  # a function no live node serves: why it does not start
-        held = (task.status_reason or "").startswith("budget ")  # by a budget reached
+    for task in shown:  # a function no live node serves, or a budget: why it does not start
+        held = task.budget_until is not None
         if (task.kind is Kind.CALLABLE or held) and task.status_reason:
             parts.append(Text(f"{ids[task.id]}: {printable(task.status_reason)}", style="yellow"))
     if len(shown) < total:

@@ -278,7 +278,8 @@ def apply_config(store: Store, config: Config) -> str | None:
     """Write the configuration's settings and limits into the store; returns the file used.
 
     What the file (or SLOTLINE_* / flags) sets wins over what the store holds; limits from
-    the file are added to those set at runtime with `slotline limits`.
+    the file are added to those set at runtime with `slotline limits`; its rates and
+    budgets are its own (`apply_rates_and_backoff`).
     """
     given = config.model_fields_set
     settings = (
@@ -309,16 +310,14 @@ def apply_config(store: Store, config: Config) -> str | None:
 
 
 def apply_rates_and_backoff(store: Store, config: Config) -> None:
-    """Write the file's rate limits, back-off rules and fairness into the store (rates
-    are added to those set with `slotline limits`; the back-off rules of the file are
-    the store's, a type's rule left out of the file is removed)."""
-    from slotline.scheduler.rates import parse_rate
+    """Write the file's rate limits, budgets, back-off rules and fairness into the store.
+    The file owns what it declares: a rate or budget it declared and no longer does goes
+    (those set at run time with `slotline limits` stay), as a type's back-off rule left
+    out of the file does. A node started without a file leaves the declared ones alone."""
+    if config.source is not None:
+        from slotline.config_pacing import declared_budgets, declared_rates
 
-    for rate in config.rates:
-        store.set_rate(rate.key, rate.value, *parse_rate(rate.rate))
-    for name, agent in config.agents.items():
-        if agent.rate is not None:
-            store.set_rate("agent", name, *parse_rate(agent.rate))
+        store.sync_declared_pacing(declared_rates(config), declared_budgets(config))
     wanted = {
         name: agent.backoff.model_dump() for name, agent in config.agents.items() if agent.backoff
     }
@@ -329,21 +328,6 @@ def apply_rates_and_backoff(store: Store, config: Config) -> None:
         store.set_backoff(name, rule)
     if config.fairness is not None:
         store.set_fairness(config.fairness.key, config.fairness.weights)
-    apply_budgets(store, config)
-
-
-def apply_budgets(store: Store, config: Config) -> None:
-    """Write the file's budgets into the store (added to those set with `slotline
-    limits`, as the rates are)."""
-    from slotline.scheduler.budgets import parse_budget
-
-    wanted = [(b.key, b.value, b.budget) for b in config.budgets]
-    for name, agent in config.agents.items():
-        given = [agent.budget] if isinstance(agent.budget, str) else agent.budget or []
-        wanted += [("agent", name, budget) for budget in given]
-    for key, value, budget in wanted:
-        amount, unit, period = parse_budget(budget)
-        store.set_budget(key, value, amount, period, unit)
 
 
 async def _run(

@@ -1,7 +1,8 @@
-// Opening and closing the task panel (its log followed while it runs).
+// Opening and closing the task panel (its log followed while it runs, and its diff read
+// again at a pace while it runs in a worktree).
 
 import { followLog } from "./api.js";
-import { loadTask } from "./refresh.js";
+import { loadTask, paceDiff, stopDiff } from "./refresh.js";
 import { state, update } from "./state.js";
 
 let following = null;
@@ -9,6 +10,7 @@ let following = null;
 export function close() {
   if (following) following.abort();
   following = null;
+  stopDiff();
   update({ open: null, task: null });
 }
 
@@ -16,6 +18,7 @@ export function open(id) {
   close();
   update({ open: id, task: { log: "", following: true } });
   loadTask();
+  paceDiff();
   following = followLog(
     id,
     (text) => {

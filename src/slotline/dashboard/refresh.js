@@ -67,15 +67,30 @@ export async function loadTask() {
 
 // The patch shown on a task's page is capped: a page stays small whatever a run wrote.
 const DIFF_PAGE_BYTES = 200_000;
+// A running worktree run's diff is read again at most this often while its page is open
+// (git runs on the server for each read).
+export const DIFF_EVERY = 5000;
+let diffReads = 0;
+let diffReading = null; // the worktree whose diff a read in flight is for
+let diffTimer = null;
 
-// A worktree run's diff, read again only when its latest worktree changed (git runs on
-// the server for each read).
-async function loadDiff(id, task) {
+/** The attempt of `task` whose worktree the page shows: its latest with one. */
+function lastTree(task) {
   const trees = task.attempts.filter((a) => a.worktree);
-  if (!trees.length) return;
-  const last = trees[trees.length - 1];
+  return trees.length ? trees[trees.length - 1] : null;
+}
+
+// A worktree run's diff, read again when its latest worktree changed, or when `force`d
+// (the Refresh button, the pace of a running run); a read answered after a later one is
+// dropped.
+async function loadDiff(id, task, { force = false } = {}) {
+  const last = lastTree(task);
+  if (!last) return;
   const key = JSON.stringify([last.id, last.finished_at, last.worktree]);
-  if (state.task && state.task.diffKey === key) return;
+  if (!force && ((state.task && state.task.diffKey === key) || diffReading === key)) return;
+  const read = ++diffReads;
+  diffReading = key;
+  update({ task: { ...state.task, diffAt: Date.now() } });
   let diff = null;
   let diffError = null;
   try {
@@ -83,8 +98,37 @@ async function loadDiff(id, task) {
   } catch (error) {
     diffError = error.message;
   }
+  if (read !== diffReads) return;
+  diffReading = null;
   if (state.open !== id) return;
-  update({ task: { ...state.task, diff, diffError, diffKey: key } });
+  update({ task: { ...state.task, diff, diffError, diffKey: key, diffAt: Date.now() } });
+}
+
+/** Read the open task's diff again now (its Refresh button). */
+export function refreshDiff() {
+  const id = state.open;
+  const task = state.task && state.task.task;
+  if (id && task) loadDiff(id, task, { force: true });
+}
+
+/**
+ * While the open task runs in a worktree, read its diff again every DIFF_EVERY ms (not
+ * while the page is hidden), so the page shows what the run has changed so far.
+ */
+export function paceDiff() {
+  stopDiff();
+  diffTimer = setInterval(() => {
+    const task = state.task && state.task.task;
+    if (!task || task.status !== "running" || document.hidden) return;
+    const last = lastTree(task);
+    if (!last || last.finished_at) return;
+    if (Date.now() - (state.task.diffAt || 0) >= DIFF_EVERY) refreshDiff();
+  }, 1000);
+}
+
+export function stopDiff() {
+  clearInterval(diffTimer);
+  diffTimer = null;
 }
 
 export async function loadHistory() {

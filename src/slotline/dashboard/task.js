@@ -3,6 +3,7 @@
 import * as actions from "./actions.js";
 import { bytes, clock, dollars, shortId, tokens } from "./format.js";
 import { close, open } from "./open.js";
+import { refreshDiff } from "./refresh.js";
 import { state } from "./state.js";
 import { Badge, Button, html } from "./ui.js";
 
@@ -58,12 +59,15 @@ function Actions({ task }) {
   </div>`;
 }
 
-// A worktree run's changes, as text (never markup), with its stat and a note when cut.
+// A worktree run's changes, as text (never markup), with its stat and a note when cut; read
+// again with its Refresh button, and every few seconds while the run goes on.
 function Changes({ view }) {
   const diff = view.diff;
-  if (!diff) return view.diffError ? html`<h3>Changes</h3><p class="muted">${view.diffError}</p>` : null;
+  const heading = html`<h3>Changes <${Button} label="Refresh" action="refresh-diff"
+    title="Read the diff again" onClick=${refreshDiff} /></h3>`;
+  if (!diff) return view.diffError ? html`${heading}<p class="muted">${view.diffError}</p>` : null;
   const { files, insertions, deletions } = diff.stat;
-  return html`<h3>Changes</h3>
+  return html`${heading}
     <p id="diff-stat">${diff.branch} (${diff.source}): ${files} file${files === 1 ? "" : "s"} changed, +${insertions} -${deletions}</p>
     <pre class="log diff" id="task-diff" tabindex="0" aria-label="Diff">${diff.text}</pre>
     ${diff.truncated && html`<p class="muted" id="diff-truncated">Truncated: the diff is longer than shown; see <code>slotline diff ${shortId(diff.task_id)}</code>.</p>`}`;

@@ -1,13 +1,16 @@
 """Budgets: at most so much spend of finished runs in a trailing window per limit key,
 as pure values.
 
-A rule (`Budget`) caps the spend, in US dollars (`50usd/1d`) or in tokens in and out
-(`2Mtok/1h`), of the runs that finished in the last `period` seconds among the tasks
-whose `key` has a value (every value counted apart when the rule names none; a named
-rule beats a generic one, as for the rate limits). `BudgetBook` holds the rules and the
-spend of every (key, value) they count, and answers the question the policy asks: until
-when is this task held? Spend only grows when a run finishes, so nothing a claim starts
-changes the book: a budget stops new starts once reached, and runs in flight finish.
+A rule (`Budget`) caps the spend, in US dollars (`50usd/1d`) or in
+tokens in and out (`2Mtok/1h`), of the runs that finished in the last `period` seconds
+among the tasks whose `key` has a value (every value counted apart when the rule names
+none; a named value's rules of a unit replace the generic ones of that unit, as for the
+rate limits). A key may hold several windows of one unit (`10usd/1h` and `100usd/1d`):
+each holds on its own, and a task starts only when every one of them has room.
+`BudgetBook` holds the rules and the spend of every (key, value) they count, and answers
+the question the policy asks: until when is this task held? Spend only grows when a run
+finishes, so nothing a claim starts changes the book: a budget stops new starts once
+reached, and runs in flight finish.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import math
 import re
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from slotline.bounds import MAX_COUNT
@@ -42,13 +45,16 @@ _EPSILON = 1e-9
 @dataclass(frozen=True, slots=True)
 class Budget:
     """At most `amount` (`unit`: usd or tok) spent by the runs that finished in any
-    `period` seconds of the tasks whose `key` is `value` (each value apart if None)."""
+    `period` seconds of the tasks whose `key` is `value` (each value apart if None).
+    A budget is one (key, value, unit, period); `origin` says who set it: `config`
+    (slotline.yaml owns it) or `api` (set at run time)."""
 
     key: str
     value: str | None
     amount: float
     unit: str
     period: float
+    origin: str = field(default="api", compare=False)
 
     @property
     def budget(self) -> str:
@@ -63,7 +69,18 @@ class Budget:
             "unit": self.unit,
             "period": self.period,
             "budget": self.budget,
+            "origin": self.origin,
         }
+
+
+class Reached(NamedTuple):
+    """Which budget a value has reached: the value ('' for the global one) and the
+    budget's unit and window."""
+
+    key: str
+    value: str
+    unit: str
+    period: float
 
 
 class Spend(NamedTuple):
@@ -172,16 +189,14 @@ class BudgetBook:
         return book
 
     def rules_for(self, key: str, value: str) -> list[Budget]:
-        """The rules that count `value` of `key`, one per unit: a named one beats a
-        generic one."""
-        found: dict[str, Budget] = {}
-        for rule in self.rules:
-            if rule.key != key:
-                continue
-            named = rule.value == value or (key == GLOBAL and rule.value in (None, ""))
-            if named or (rule.value is None and rule.unit not in found):
-                found[rule.unit] = rule
-        return [found[unit] for unit in UNITS if unit in found]
+        """The rules that count `value` of `key`, shortest window first within a unit:
+        the rules that name `value` of a unit, or else the generic ones of that unit."""
+        found: list[Budget] = []
+        for unit in UNITS:
+            mine = [r for r in self.rules if r.key == key and r.unit == unit]
+            named = [r for r in mine if r.value == value or key == GLOBAL]
+            found += sorted(named or [r for r in mine if r.value is None], key=_by_period)
+        return found
 
     def counted(self, task: Keyed) -> list[tuple[str, str]]:
         """The (key, value) pairs whose budgets count the spend of `task`."""
@@ -237,14 +252,18 @@ class BudgetBook:
                 )
         return shown
 
-    def reached(self, now: float) -> dict[tuple[str, str, str], dict[str, Any]]:
-        """The budgets reached at `now`, by (key, value, unit), with what `state` says of
-        each (value '' for the global one)."""
+    def reached(self, now: float) -> dict[Reached, dict[str, Any]]:
+        """The budgets reached at `now`, by (key, value, unit, period), with what `state`
+        says of each (value '' for the global one)."""
         return {
-            (s["key"], s["value"] or "", s["unit"]): s
+            Reached(s["key"], s["value"] or "", s["unit"], float(s["period"])): s
             for s in self.state(now)
             if s["until"] is not None
         }
+
+
+def _by_period(rule: Budget) -> float:
+    return rule.period
 
 
 def _window(items: Sequence[Spend], period: float, now: float) -> Sequence[Spend]:

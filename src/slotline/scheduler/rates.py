@@ -14,7 +14,7 @@ import math
 import re
 from bisect import bisect_right, insort
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from slotline.bounds import MAX_COUNT, MAX_SECONDS
@@ -35,12 +35,14 @@ class Keyed(Protocol):
 @dataclass(frozen=True, slots=True)
 class RateLimit:
     """At most `max_starts` starts in any `period` seconds of the tasks whose `key` is
-    `value` (each value apart if None)."""
+    `value` (each value apart if None). `origin` says who set it: `config`
+    (slotline.yaml owns it) or `api` (set at run time)."""
 
     key: str
     value: str | None
     max_starts: int
     period: float
+    origin: str = field(default="api", compare=False)
 
     @property
     def rate(self) -> str:
@@ -54,6 +56,7 @@ class RateLimit:
             "max": self.max_starts,
             "period": self.period,
             "rate": self.rate,
+            "origin": self.origin,
         }
 
 

@@ -38,7 +38,10 @@ class BudgetSet(BaseModel):
     """At most `amount` spent (`unit` usd: dollars; tok: tokens in and out) by the runs
     that finished in the last `period` (seconds, or `1h`, `1d`) of the tasks whose `key`
     (global, agent, workspace, user, repo, label:NAME) is `value` (each value apart if
-    null); `amount` null removes the budget of `unit` (of every unit if `unit` is null)."""
+    null). A budget is one window: setting one replaces the budget of that key, value,
+    unit and period, and keeps the others (`10usd/1h` and `100usd/1d` hold together).
+    `amount` null removes budgets: of `unit` (every unit if null) and of the window
+    `period` (every window if null)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -97,6 +100,9 @@ class RateOut(BaseModel):
     max: int
     period: float
     rate: str = Field(description="As `slotline limits` spells it: 20/1m")
+    origin: Literal["config", "api"] = Field(
+        "api", description="config: slotline.yaml declares it (and owns it); api: set at run time"
+    )
 
 
 class BudgetOut(BaseModel):
@@ -106,6 +112,9 @@ class BudgetOut(BaseModel):
     unit: str = Field(description="usd or tok (input and output tokens together)")
     period: float
     budget: str = Field(description="As `slotline limits` spells it: 50usd/1d, 2Mtok/1h")
+    origin: Literal["config", "api"] = Field(
+        "api", description="config: slotline.yaml declares it (and owns it); api: set at run time"
+    )
 
 
 class LimitsOut(BaseModel):

@@ -32,7 +32,7 @@ from slotline.server.schemas import (
 )
 from slotline.spend import Spend, runs_of, sum_spend
 from slotline.store import QueueStatus, Store, check_limit_max, check_setting
-from slotline.store.budgets import check_budget
+from slotline.store.budgets import check_budget, check_period
 from slotline.store.rates import check_rate
 
 router = APIRouter(prefix="/api", tags=["queue"], responses=ERROR_RESPONSES)
@@ -211,6 +211,8 @@ def _apply_limits(store: Store, body: LimitsBody) -> None:
                 )
             else:
                 check_rate_key(budget.key)
+                if budget.period is not None:
+                    check_period(budget.period)
         except InvalidInput as exc:
             raise InvalidInput(f"budgets: {budget.key}: {exc}") from None
     if "fairness" in body.model_fields_set and body.fairness is not None:

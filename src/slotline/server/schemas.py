@@ -103,6 +103,11 @@ class TaskOut(BaseModel):
     labels: dict[str, str]
     status: Status
     status_reason: str | None
+    budget_until: str | None = Field(
+        None,
+        description="Queued and held by a reached budget: when every budget holding it has "
+        "room again (ISO 8601 UTC); its status_reason says which",
+    )
     priority: PriorityName
     boosted: bool
     position: int | None

@@ -1,16 +1,16 @@
-"""The store: domain verbs, each one transaction that checks the transition and logs events.
-
-Backends (SQLite, PostgreSQL) supply the connector (`StoreCore`): a connection, a
-serialized write transaction and change notification. The verbs come in sibling groups
-over it, each in its own module: reads (`reads.py`), submit (`submit.py`), steering of one
-task (`steering.py`) and of many (`bulk.py`), the claim (`claim.py`) and the rest of a
-run's life (`runs.py`), settings (`settings.py`), the event log (`events.py`), node
-bookkeeping (`nodes.py`), the dashboard's samples (`samples.py`), the functions
-nodes serve (`serving.py`), recurring schedules (`schedules.py`) and the worktrees of
-isolated runs (`worktrees.py`), hooks' delivery and stalled runs (`notify.py`), and
-follow-up tasks (`followups.py`). No group calls
-another's methods: the steps they share are functions over the caller's transaction
-(`tasks.py`, `deps.py`, `events.py`, and the steering steps).
+"""The store: domain verbs, each one transaction that checks the transition and logs
+events. Backends (SQLite, PostgreSQL) supply the connector (`StoreCore`): a connection,
+a serialized write transaction and change notification. The verbs come in sibling groups
+over it, each in its own module: reads (`reads.py`), submit (`submit.py`), steering of
+one task (`steering.py`) and of many (`bulk.py`), the claim (`claim.py`) and the rest of
+a run's life (`runs.py`), settings (`settings.py`), the event log (`events.py`), node
+bookkeeping (`nodes.py`), the dashboard's samples (`samples.py`), the functions nodes
+serve (`serving.py`), the rates and budgets slotline.yaml owns (`declared.py`),
+recurring schedules (`schedules.py`) and the worktrees of isolated runs
+(`worktrees.py`), hooks' delivery and stalled runs (`notify.py`), and follow-up tasks
+(`followups.py`). No group calls another's methods: the steps they share are functions
+over the caller's transaction (`tasks.py`, `deps.py`, `events.py`, and the steering
+steps).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from slotline.store.backoff import BackoffVerbs
 from slotline.store.budgets import BudgetVerbs
 from slotline.store.bulk import BulkVerbs
 from slotline.store.claim import ClaimVerbs
+from slotline.store.declared import DeclaredVerbs
 from slotline.store.events import EventVerbs
 from slotline.store.fairness import FairnessVerbs
 from slotline.store.followups import FollowupVerbs
@@ -51,6 +52,7 @@ class Store(
     RateVerbs,
     BackoffVerbs,
     BudgetVerbs,
+    DeclaredVerbs,
     FairnessVerbs,
     ScheduleVerbs,
     WorktreeVerbs,

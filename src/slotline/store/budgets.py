@@ -1,6 +1,6 @@
-"""Budgets in the store: the rules (table budgets), the spend they count (the usage of
-finished attempts, migration 0017), the budgets reached (table budgets_reached) and the
-verb that changes the rules.
+"""Budgets in the store: the rules (table budgets, one per key, value, unit and window),
+the spend they count (the usage of finished attempts, migration 0017), the budgets
+reached (table budgets_reached) and the verb that changes the rules.
 
 Exact across nodes: the claim reads the spend of each budgeted key's window under the
 store's write lock (SQLite's `BEGIN IMMEDIATE`, PostgreSQL's advisory lock), and a
@@ -19,7 +19,7 @@ from slotline.bounds import normalize_workspace
 from slotline.errors import InvalidInput
 from slotline.limits import limit_key_value
 from slotline.models import Status, Task, iso
-from slotline.scheduler.budgets import UNITS, Budget, BudgetBook, Spend, check_amount
+from slotline.scheduler.budgets import UNITS, Budget, BudgetBook, Reached, Spend, check_amount
 from slotline.scheduler.rates import GLOBAL, check_rate_key, parse_period
 from slotline.store.core import StoreCore
 from slotline.store.events import emit
@@ -43,9 +43,12 @@ def rules(tx: Tx) -> tuple[Budget, ...]:
     """Every budget in force."""
     rows = tx.rows("budgets_all")
     return tuple(
-        Budget(r["key"], r["value"] or None, float(r["amount"]), r["unit"], float(r["period"]))
+        Budget(
+            r["key"], r["value"] or None, float(r["amount"]), r["unit"], float(r["period"]),
+            r["origin"],
+        )
         for r in rows
-    )
+    )  # fmt: skip
 
 
 def load_book(tx: Tx, budgets: Iterable[Budget], now: float) -> BudgetBook | None:
@@ -74,31 +77,36 @@ def sync_reached(tx: Tx, book: BudgetBook | None, now: float) -> list[float]:
     reached one frees, for the claim to wake then (so the release is told on time)."""
     reached = {} if book is None else book.reached(now)
     rows = tx.rows("budgets_reached_all")
-    stored = {(r["key"], r["value"], r["unit"]): float(r["until"]) for r in rows}
-    for pair in stored:
-        if pair not in reached:
-            key, value, unit = pair
-            tx.run("budget_reached_delete", key=key, value=value, unit=unit)
-            emit(tx, "budget_released", None, now, key=key, value=value or None, unit=unit)
-    for pair, state in reached.items():
-        key, value, unit = pair
-        until = float(state["until"])
-        if stored.get(pair) == until:
-            continue
-        tx.run("budget_reached_delete", key=key, value=value, unit=unit)
-        tx.run("budget_reached_insert", key=key, value=value, unit=unit, until=until)
-        if pair not in stored:
+    stored = {
+        Reached(r["key"], r["value"], r["unit"], float(r["period"])): float(r["until"])
+        for r in rows
+    }
+    for one in stored:
+        if one not in reached:
+            tx.run("budget_reached_delete", **one._asdict())
             emit(
-                tx, "budget_reached", None, now, key=key, value=value or None, unit=unit,
-                spent=state["spent"], budget=state["budget"], amount=state["amount"],
-                until=until,
+                tx, "budget_released", None, now, key=one.key, value=one.value or None,
+                unit=one.unit, period=one.period,
+            )  # fmt: skip
+    for one, state in reached.items():
+        until = float(state["until"])
+        if stored.get(one) == until:
+            continue
+        tx.run("budget_reached_delete", **one._asdict())
+        tx.run("budget_reached_insert", **one._asdict(), until=until)
+        if one not in stored:
+            emit(
+                tx, "budget_reached", None, now, key=one.key, value=one.value or None,
+                unit=one.unit, period=one.period, spent=state["spent"],
+                budget=state["budget"], amount=state["amount"], until=until,
             )  # fmt: skip
     return [float(s["until"]) for s in reached.values()]
 
 
 def annotate(book: BudgetBook | None, tasks: list[Task], now: float) -> list[Task]:
     """Queued tasks that a reached budget holds, with that as their `status_reason`
-    (what `ls`, `show` and `status` say of them)."""
+    (what `ls`, `show` and `status` say of them) and the moment every budget holding
+    them has room again as their `budget_until`."""
     if not book or not any(t.status is Status.QUEUED for t in tasks):
         return tasks
     reached = book.reached(now)
@@ -107,26 +115,44 @@ def annotate(book: BudgetBook | None, tasks: list[Task], now: float) -> list[Tas
     return [_held(book, reached, t, now) if t.status is Status.QUEUED else t for t in tasks]
 
 
-def _held(
-    book: BudgetBook, reached: Mapping[tuple[str, str, str], Any], task: Task, now: float
-) -> Task:
+def _held(book: BudgetBook, reached: Mapping[Reached, Any], task: Task, now: float) -> Task:
     parts = []
     for key, value in book.counted(task):
         for rule in book.rules_for(key, value):
-            state = reached.get((key, value, rule.unit))
+            state = reached.get(Reached(key, value, rule.unit, rule.period))
             if state is not None:
                 name = key if key == GLOBAL else f"{key}[{value}]"
                 parts.append(
                     f"budget {name} {rule.budget} reached ({_spent(state)} spent); "
                     f"may start at {iso(state['until'])}"
                 )
-    return replace(task, status_reason="; ".join(parts)) if parts else task
+    if not parts:
+        return task
+    return replace(task, status_reason="; ".join(parts), budget_until=book.held_until(task, now))
 
 
 def _spent(state: Mapping[str, Any]) -> str:
     if state["unit"] == "usd":
         return f"${state['spent']:.2f}"
     return f"{int(state['spent'])} tokens"
+
+
+def write_rule(tx: Tx, rule: Budget) -> None:
+    """Store `rule`, in place of the budget of its key, value, unit and window."""
+    where = {"key": rule.key, "value": rule.value or "", "unit": rule.unit, "period": rule.period}
+    tx.run("budget_delete", **where)
+    tx.run("budget_insert", **where, amount=rule.amount, origin=rule.origin)
+
+
+def check_period(period: object) -> float:
+    """A budget's window in seconds, from seconds or `1h`, `1d`.
+
+    Raises:
+        InvalidInput: not a period, or not more than 0.
+    """
+    if isinstance(period, int | float | str) and not isinstance(period, bool):
+        return parse_period(period)
+    raise InvalidInput(f"a budget's period must be like 1h or 1d, not {period!r}")
 
 
 def check_budget(key: str, value: str | None, amount: object, period: object, unit: str) -> Budget:
@@ -138,11 +164,7 @@ def check_budget(key: str, value: str | None, amount: object, period: object, un
     """
     check_rate_key(key)
     value = _check_value(key, value)
-    if isinstance(period, int | float | str):
-        seconds = parse_period(period)
-    else:
-        raise InvalidInput(f"a budget's period must be like 1h or 1d, not {period!r}")
-    return Budget(key, value, check_amount(amount, unit), unit, seconds)
+    return Budget(key, value, check_amount(amount, unit), unit, check_period(period))
 
 
 def _check_value(key: str, value: str | None) -> str | None:
@@ -171,8 +193,11 @@ class BudgetVerbs(StoreCore):
         """At most `amount` spent (`unit`: "usd" dollars, or "tok" tokens in and out)
         by the runs that finished in the last `period` (seconds, or `1d`) of the tasks
         whose `key` (global, agent, workspace, user, repo, label:NAME) is `value` (each
-        value apart if None). `amount` None removes the budget of `unit` (of every unit
-        if `unit` is None).
+        value apart if None). A budget is one window: setting `10usd/1h` replaces the
+        `1h` dollar budget of that key and value and keeps its others (`100usd/1d`).
+
+        `amount` None removes budgets: of `unit` (of every unit if None), of the window
+        `period` (of every window if None).
 
         Raises:
             InvalidInput: see `check_budget`.
@@ -182,22 +207,30 @@ class BudgetVerbs(StoreCore):
             value = _check_value(key, value)
             if unit is not None and unit not in UNITS:
                 raise InvalidInput(f"unknown budget unit {unit!r}; use usd or tok")
-            rule = None
-        else:
-            rule = check_budget(key, value, amount, period, unit or "usd")
-            value = rule.value
+            seconds = None if period is None else check_period(period)
+            with self._write() as tx:
+                now = tx.now()
+                for each in UNITS if unit is None else (unit,):
+                    if seconds is None:
+                        tx.run("budget_delete_unit", key=key, value=value or "", unit=each)
+                    else:
+                        tx.run(
+                            "budget_delete", key=key, value=value or "", unit=each,
+                            period=seconds,
+                        )  # fmt: skip
+                emit(
+                    tx, "budget", None, now, key=key, value=value, unit=unit, period=seconds,
+                    budget=None,
+                )  # fmt: skip
+                sync_reached(tx, load_book(tx, rules(tx), now), now)
+            return
+        rule = check_budget(key, value, amount, period, unit or "usd")
         with self._write() as tx:
             now = tx.now()
-            for each in UNITS if unit is None else (unit,):
-                tx.run("budget_delete", key=key, value=value or "", unit=each)
-            if rule is not None:
-                tx.run(
-                    "budget_insert", key=key, value=value or "", unit=rule.unit,
-                    amount=rule.amount, period=rule.period,
-                )  # fmt: skip
+            write_rule(tx, rule)
             emit(
-                tx, "budget", None, now, key=key, value=value, unit=unit,
-                budget=None if rule is None else rule.budget,
+                tx, "budget", None, now, key=key, value=rule.value, unit=rule.unit,
+                period=rule.period, budget=rule.budget,
             )  # fmt: skip
             sync_reached(tx, load_book(tx, rules(tx), now), now)
 

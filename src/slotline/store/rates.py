@@ -52,6 +52,21 @@ def record_starts(tx: Tx, book: RateBook, tasks: Iterable[Any], now: float) -> N
         tx.run("rate_starts_prune", key=key, before=now - period)
 
 
+def write_rule(tx: Tx, rule: RateLimit) -> None:
+    """Store `rule`, in place of the rate of its key and value."""
+    tx.run("rate_limit_delete", key=rule.key, value=rule.value or "")
+    tx.run(
+        "rate_limit_insert", key=rule.key, value=rule.value or "", max_starts=rule.max_starts,
+        period=rule.period, origin=rule.origin,
+    )  # fmt: skip
+
+
+def forget_unrated(tx: Tx, key: str) -> None:
+    """Drop the starts counted for `key` once no rate counts it any more."""
+    if not any(r["key"] == key for r in tx.rows("rate_limits_all")):
+        tx.run("rate_starts_forget_key", key=key)
+
+
 def check_rate(key: str, value: str | None, max_starts: object, period: object) -> RateLimit:
     """A rule as every surface checks it.
 
@@ -94,17 +109,11 @@ class RateVerbs(StoreCore):
             rule = check_rate(key, value, max_starts, period)
             value = rule.value
         with self._write() as tx:
-            tx.run("rate_limit_delete", key=key, value=value or "")
-            if rule is not None:
-                tx.run(
-                    "rate_limit_insert",
-                    key=key,
-                    value=value or "",
-                    max_starts=rule.max_starts,
-                    period=rule.period,
-                )
-            elif not any(r["key"] == key for r in tx.rows("rate_limits_all")):
-                tx.run("rate_starts_forget_key", key=key)
+            if rule is None:
+                tx.run("rate_limit_delete", key=key, value=value or "")
+                forget_unrated(tx, key)
+            else:
+                write_rule(tx, rule)
             emit(
                 tx, "rate", None, tx.now(), key=key, value=value,
                 rate=None if rule is None else rule.rate,

@@ -80,7 +80,13 @@ def read_settings(tx: Tx) -> Settings:
         for row in tx.rows("limits_all")
     )
     rates = tuple(
-        RateLimit(row["key"], row["value"] or None, int(row["max_starts"]), float(row["period"]))
+        RateLimit(
+            row["key"],
+            row["value"] or None,
+            int(row["max_starts"]),
+            float(row["period"]),
+            row["origin"],
+        )
         for row in tx.rows("rate_limits_all")
     )
     return Settings(values, per_key, rates, budget_rules.rules(tx))

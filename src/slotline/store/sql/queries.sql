@@ -541,14 +541,14 @@ SELECT value FROM task_results WHERE task_id = :task_id AND attempt_id = :attemp
 -- Rate limits and provider back-off (store/rates.py, store/backoff.py; migration 0015).
 
 -- name: rate_limits_all
-SELECT key, value, max_starts, period FROM rate_limits ORDER BY key, value;
+SELECT key, value, max_starts, period, origin FROM rate_limits ORDER BY key, value;
 
 -- name: rate_limit_delete
 DELETE FROM rate_limits WHERE key = :key AND value = :value;
 
 -- name: rate_limit_insert
-INSERT INTO rate_limits (key, value, max_starts, period)
-VALUES (:key, :value, :max_starts, :period);
+INSERT INTO rate_limits (key, value, max_starts, period, origin)
+VALUES (:key, :value, :max_starts, :period, :origin);
 
 -- name: rate_starts_of_key
 -- The window of one key: one range of the rate_starts_window index.
@@ -578,17 +578,21 @@ DELETE FROM agent_backoff WHERE agent = :agent;
 INSERT INTO agent_backoff (agent, level, cap, not_before, successes, since, reason, reset_at)
 VALUES (:agent, :level, :cap, :not_before, :successes, :since, :reason, :reset_at);
 
--- Budgets (store/budgets.py; migration 0020).
+-- Budgets (store/budgets.py, store/declared.py; migrations 0020 and 0025).
 
 -- name: budgets_all
-SELECT key, value, unit, amount, period FROM budgets ORDER BY key, value, unit;
+SELECT key, value, unit, amount, period, origin FROM budgets ORDER BY key, value, unit, period;
 
 -- name: budget_delete
+DELETE FROM budgets WHERE key = :key AND value = :value AND unit = :unit AND period = :period;
+
+-- name: budget_delete_unit
+-- Every window of one unit of a key's value.
 DELETE FROM budgets WHERE key = :key AND value = :value AND unit = :unit;
 
 -- name: budget_insert
-INSERT INTO budgets (key, value, unit, amount, period)
-VALUES (:key, :value, :unit, :amount, :period);
+INSERT INTO budgets (key, value, unit, amount, period, origin)
+VALUES (:key, :value, :unit, :amount, :period, :origin);
 
 -- name: budget_spend_since
 -- What the runs that finished after :since spent, with the keys of their tasks: a
@@ -600,13 +604,15 @@ WHERE a.finished_at > :since
   AND (a.cost_usd IS NOT NULL OR a.input_tokens IS NOT NULL OR a.output_tokens IS NOT NULL);
 
 -- name: budgets_reached_all
-SELECT key, value, unit, until FROM budgets_reached;
+SELECT key, value, unit, period, until FROM budgets_reached;
 
 -- name: budget_reached_delete
-DELETE FROM budgets_reached WHERE key = :key AND value = :value AND unit = :unit;
+DELETE FROM budgets_reached
+WHERE key = :key AND value = :value AND unit = :unit AND period = :period;
 
 -- name: budget_reached_insert
-INSERT INTO budgets_reached (key, value, unit, until) VALUES (:key, :value, :unit, :until);
+INSERT INTO budgets_reached (key, value, unit, period, until)
+VALUES (:key, :value, :unit, :period, :until);
 
 -- name: count_running_of_agent
 SELECT COUNT(*) AS n FROM tasks WHERE status = 'running' AND agent = :agent;
