@@ -120,21 +120,33 @@ def test_two_agents_diffed_and_merged_the_second_refused_on_conflict(
     assert beta["attempts"][0]["worktree"]["branch"] in branches(repo)
 
 
-def test_merge_refuses_uncommitted_work_and_a_task_without_a_worktree(
+def test_merge_lands_work_left_uncommitted_and_refuses_a_task_without_a_worktree(
     run: Run, serve_http: Start, tmp_path: Path
 ) -> None:
-    # Given a run that leaves its change uncommitted (kept: work is never dropped),
+    # Given a run that leaves its change uncommitted (as agents in print mode do),
     repo = make_repo(tmp_path / "repo", {"notes.txt": "base\n"})
+    git_in(repo, "branch", "integration")
     edit = "open('notes.txt', 'a').write('left uncommitted\\n')"
     url = serve_http()
     task = ok(run("--url", url, "--json", "submit", "--worktree", "--repo", str(repo),
                   "--", sys.executable, "-c", edit))  # fmt: skip
-    until(lambda: _finished(run, task["id"]), what="run ended")
-    # Then its diff shows the uncommitted change, and merge refuses it, saying why.
+    ended = until(lambda: _finished(run, task["id"]), what="run ended")
+    branch = ended["attempts"][0]["worktree"]["branch"]
+    # Then its diff shows the uncommitted change,
     assert "+left uncommitted" in ok(run("--json", "diff", task["id"]))["text"]
-    refused = run("merge", task["id"], "--into", "main")
+    # a merge into the checked-out main is refused before anything is committed,
+    refused = run("merge", task["id"])
     assert refused.code == 1
-    assert "holds uncommitted changes" in refused.error_line()
+    assert "branch main is checked out" in refused.error_line()
+    assert git_in(repo, "rev-parse", branch) == ended["attempts"][0]["worktree"]["base_commit"]
+    # and a merge elsewhere lands it: slotline commits it on the run's branch, saying so.
+    merged = ok(run("--json", "merge", task["id"], "--into", "integration"))
+    assert merged["already"] is False
+    assert show(repo, "integration", "notes.txt") == "base\nleft uncommitted"
+    author = git_in(repo, "log", "-1", "--format=%an <%ae>|%s", branch)
+    subject = f"slotline: uncommitted work of task {task['id'][:8]} (attempt 1)"
+    assert author == f"slotline <slotline@localhost>|{subject}"
+    assert ok(run("--json", "diff", task["id"]))["stat"]["insertions"] == 1  # the same work
     plain = ok(run("--json", "submit", "--", sys.executable, "-c", "pass"))
     no_tree = run("diff", plain["id"])
     assert no_tree.code == 1

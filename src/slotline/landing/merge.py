@@ -15,8 +15,9 @@ from typing import Any
 
 from slotline.errors import InvalidInput, InvalidTransition, MergeConflict
 from slotline.isolation import GitFailed, git
+from slotline.landing import removal
 from slotline.landing.diff import latest_run
-from slotline.models import Status, Task
+from slotline.models import Attempt, Status, Task
 from slotline.runner import worktree
 
 # The repository's hooks are for its owner's own commits: a merge slotline makes in a
@@ -61,10 +62,12 @@ def merge_run(task: Task, into: str | None = None, squash: bool = False) -> Merg
     Raises:
         InvalidInput: no target branch (a run started from a detached HEAD or a tag
             needs `into`), or `into` names no branch.
-        InvalidTransition: the task is still running; its worktree holds uncommitted
-            changes; the run committed nothing; the target is checked out in a
-            worktree (moving it would leave that checkout's files behind); or the target
-            moved while merging. Nothing was changed.
+        InvalidTransition: the task is still running; the run committed nothing; the
+            target is checked out in a worktree (moving it would leave that checkout's
+            files behind); or the target moved while merging. Nothing was changed but,
+            when the run's worktree held uncommitted changes, their commit on the run's
+            branch (made before the merge, as slotline; a checkout off its branch, or
+            a commit git refuses, is refused instead).
         MergeConflict: the branch does not merge cleanly (`details["files"]`); nothing
             was changed.
     """
@@ -83,13 +86,6 @@ def merge_run(task: Task, into: str | None = None, squash: bool = False) -> Merg
     tip = worktree.branch_tip(repo, branch)
     if tip is None:
         raise InvalidTransition(f"the branch {branch} of task {short} is gone: nothing to merge")
-    if os.path.isdir(checkout.path) and worktree.has_uncommitted(checkout.path):
-        raise InvalidTransition(
-            f"the worktree of task {short} ({checkout.path}) holds uncommitted changes: "
-            "commit them on its branch (or discard them) there, then merge again"
-        )
-    if tip == checkout.base_commit:
-        raise InvalidTransition(f"nothing to merge: task {short} committed nothing on {branch}")
     holder = _checked_out_at(repo, target)
     if holder is not None:
         raise InvalidTransition(
@@ -98,6 +94,10 @@ def merge_run(task: Task, into: str | None = None, squash: bool = False) -> Merg
             f"was changed. Either merge it there yourself: git -C {holder} merge {branch}; "
             f"or merge into a branch no checkout has: slotline merge {short} --into BRANCH"
         )
+    if os.path.isdir(checkout.path) and worktree.has_uncommitted(checkout.path):
+        tip = _commit_left_work(task, attempt, checkout.path, branch)
+    if tip == checkout.base_commit:
+        raise InvalidTransition(f"nothing to merge: task {short} committed nothing on {branch}")
     if _contains(repo, old, tip):
         return MergeResult(task.id, attempt.number, branch, target, old, old, squash, True)
     title = task.title or " ".join(task.command or ()) or short
@@ -112,6 +112,24 @@ def merge_run(task: Task, into: str | None = None, squash: bool = False) -> Merg
             "changed: merge again"
         ) from None
     return MergeResult(task.id, attempt.number, branch, target, old, new, squash, False)
+
+
+def _commit_left_work(task: Task, attempt: Attempt, path: str, branch: str) -> str:
+    """What the ended run left uncommitted in its worktree is part of its work (its diff
+    shows it): commit it on the run's branch before merging; the branch's new tip."""
+    off = removal.off_branch(path, branch)
+    if off is not None:
+        raise InvalidTransition(
+            f"the worktree of task {task.id[:8]} ({path}) holds uncommitted changes and "
+            f"{off}: commit them on {branch} there (or discard them), then merge again"
+        )
+    try:
+        return removal.commit_left_work(task, attempt, path, f"{path}, before its merge")
+    except GitFailed as exc:
+        raise InvalidTransition(
+            f"the uncommitted changes in the worktree of task {task.id[:8]} ({path}) could "
+            f"not be committed on {branch} ({exc}); commit them there, then merge again"
+        ) from None
 
 
 def _target(task: Task, into: str | None, repo: str) -> str:

@@ -60,7 +60,7 @@ def remove_folder(
     never = keep is KeepPolicy.NEVER
     uncommitted = os.path.isdir(tree.path) and worktree.has_uncommitted(tree.path)
     if os.path.isdir(tree.path) and not never:
-        off = _off_branch(tree)
+        off = off_branch(tree.path, tree.branch)
         if off is not None:
             return _kept(task, tree, off)
     if dry_run:
@@ -68,8 +68,9 @@ def remove_folder(
         return Fate("removed", branch, uncommitted)
     commit = None
     if uncommitted and not never:
+        why = f"{tree.path}, which a prune removed ({reason})"
         try:
-            commit = _commit_work(task, attempt, tree, reason)
+            commit = commit_left_work(task, attempt, tree.path, why)
         except GitFailed as exc:
             return _kept(task, tree, f"its uncommitted changes could not be committed ({exc})")
     fate = _branch_fate(task.repo, tree, never)
@@ -97,30 +98,32 @@ def _kept(task: Task, tree: Worktree, why: str) -> Fate:
     return Fate("kept", "kept", note=why)
 
 
-def _off_branch(tree: Worktree) -> str | None:
-    """Why committing in the folder would not land on the run's branch, or None."""
+def off_branch(path: str, branch: str) -> str | None:
+    """Why committing in the worktree at `path` would not land on its run's `branch`,
+    or None."""
     try:
-        head = git(tree.path, "symbolic-ref", "--quiet", "--short", "HEAD")
+        head = git(path, "symbolic-ref", "--quiet", "--short", "HEAD")
     except GitFailed:
         head = None
-    if head != tree.branch:
+    if head != branch:
         where = "a detached HEAD" if head is None else f"branch {head}"
-        return f"its checkout is on {where}, not on its run's branch {tree.branch}"
+        return f"its checkout is on {where}, not on its run's branch {branch}"
     return None
 
 
-def _commit_work(task: Task, attempt: Attempt, tree: Worktree, reason: str) -> str:
-    """Commit everything left uncommitted in the worktree (new files included, ignored
-    ones not) on its branch, as slotline, with no hook run; the new commit."""
+def commit_left_work(task: Task, attempt: Attempt, path: str, where: str) -> str:
+    """Commit everything a run left uncommitted in its worktree at `path` (new files
+    included, ignored ones not) on its branch, as slotline, with no hook run; the new
+    commit. `where` ends the message's sentence "…left uncommitted in": what is done
+    with the folder, and why."""
     env = git_env()
     for role in ("AUTHOR", "COMMITTER"):
         env[f"GIT_{role}_NAME"], env[f"GIT_{role}_EMAIL"] = IDENTITY["name"], IDENTITY["email"]
     message = (
         f"slotline: uncommitted work of task {task.id[:8]} (attempt {attempt.number})\n\n"
         f"Committed by slotline, not by the run: these changes were left uncommitted in "
-        f"{tree.path}, which a prune removed ({reason}); they are kept on this branch."
+        f"{where}; they are kept on this branch."
     )
-    path = tree.path
     git(path, "add", "--all", env=env)
     git(
         path, "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgSign=false", "commit",
