@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gitrepos import make_repo
+from gitrepos import make_repo, show
+from gitrepos import run as git_in
 from slotline.models import Status
 from slotline.store import Store
 
@@ -90,3 +91,46 @@ def test_a_running_tasks_diff_stays_current_while_its_page_is_open(
     finally:
         done.touch()
     until(lambda: store.get(task).status is Status.SUCCEEDED, what="finished")
+
+
+# Commits its change, so that its branch holds work of its own.
+COMMIT = (
+    "import subprocess; open('notes.txt', 'a').write('landed\\n'); "
+    "subprocess.run(['git', 'commit', '-qam', 'work'], check=True)"
+)
+
+
+def test_an_ended_worktree_run_is_merged_from_its_page(
+    store: Store, login: Login, tmp_path: Path
+) -> None:
+    # Given an ended worktree run that committed its work, and a branch to land it on,
+    repo = make_repo(tmp_path / "repo", {"notes.txt": "base\n"})
+    git_in(repo, "branch", "integration")
+    task = store.submit({
+        "command": [sys.executable, "-c", COMMIT], "title": "land me",
+        "isolation": "worktree", "repo": str(repo), "keep": "until_merged",
+    }).id  # fmt: skip
+    until(lambda: store.get(task).status is Status.SUCCEEDED, what="finished")
+    page = login()
+    page.click("[data-view=history]")
+    page.locator(f'.history [data-task-id="{task}"] button.link').click()
+    page.wait_for_selector("#task-diff")
+
+    # When Merge is pressed and the dialog asks where (its base branch, main, is offered),
+    page.click("#task-panel [data-action=merge]")
+    field = page.locator("form.modal input[name=reason]")
+    assert field.input_value() == "main"
+    # then merging into main, which the user's checkout has, is refused, changing nothing,
+    page.locator("form.modal button[type=submit]").click()
+    page.wait_for_selector(".notice.error")
+    assert "branch main is checked out" in page.locator(".notice.error").inner_text()
+    assert git_in(repo, "rev-parse", "main") == git_in(repo, "rev-parse", "integration")
+    # and merging into integration lands it: the page marks the run merged.
+    page.click("#task-panel [data-action=merge]")
+    field = page.locator("form.modal input[name=reason]")
+    field.fill("integration")
+    page.locator("form.modal button[type=submit]").click()
+    page.wait_for_selector("#task-panel .badge-merged")
+    assert page.locator("#task-panel .badge-merged").inner_text() == "MERGED into integration"
+    assert show(repo, "integration", "notes.txt") == "base\nlanded"
+    assert page.locator("#task-panel [data-action=merge]").count() == 0

@@ -47,6 +47,23 @@ export function terminate(t) {
   });
 }
 
+/** Land an ended worktree run: its branch merged into the branch the person names
+ * (default: the one it started from); a refusal (a conflict, a branch checked out) is
+ * shown as the server says it, and changes nothing. */
+export function merge(t, branch) {
+  ask({
+    title: `Merge ${shortId(t.id)}?`,
+    text: `The branch ${branch} of “${t.title}” is merged in a temporary worktree, then the target branch moves; no checkout is touched. Work the run left uncommitted is committed on its branch first.`,
+    reason: "Into branch",
+    reasonValue: (t.isolation && t.isolation.base) || "",
+    ok: "Merge",
+    run: (into) => steer(
+      task(t.id, "merge", into ? { into } : {}),
+      `merged ${shortId(t.id)} into ${into || "its base branch"}`,
+    ),
+  });
+}
+
 export function restart(t) {
   const running = t.status === "running";
   ask({

@@ -63,8 +63,15 @@ function Actions({ task }) {
 // again with its Refresh button, and every few seconds while the run goes on.
 function Changes({ view }) {
   const diff = view.diff;
+  const task = view.task;
+  const tree = task && task.attempts.length ? task.attempts[task.attempts.length - 1].worktree : null;
+  const landable = diff && tree && !tree.merged && task.status !== "running" && task.finished_at
+    && state.me && state.me.can_write;
   const heading = html`<h3>Changes <${Button} label="Refresh" action="refresh-diff"
-    title="Read the diff again" onClick=${refreshDiff} /></h3>`;
+    title="Read the diff again" onClick=${refreshDiff} />
+    ${landable && html` <${Button} label="Merge" action="merge" title="Merge this run's branch"
+      onClick=${() => actions.merge(task, diff.branch)} />`}
+    ${tree && tree.merged && html` <${Badge} kind="merged">MERGED into ${tree.merged.into}<//>`}</h3>`;
   if (!diff) return view.diffError ? html`${heading}<p class="muted">${view.diffError}</p>` : null;
   const { files, insertions, deletions } = diff.stat;
   return html`${heading}
