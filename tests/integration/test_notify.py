@@ -248,3 +248,58 @@ def test_dispatch_goes_on_while_a_webhook_receiver_hangs(store_url: str, tmp_pat
         stop(node)
         silent.close()
         store.close()
+
+
+TOKEN_PATH = "/services/T0001/B0002/SeCrEtToKeN123"
+
+
+@pytest.mark.timeout(180)
+def test_a_token_in_a_webhook_path_reaches_no_log_and_no_error(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    # Given two webhooks carrying a token in their path (as Slack's do): one that answers,
+    # one on a port nothing listens on (a connection error), the node logging at DEBUG,
+    closed = socket.create_server(("127.0.0.1", 0))
+    dead = f"http://127.0.0.1:{closed.getsockname()[1]}{TOKEN_PATH}?key=QuErYsEcReT"
+    closed.close()
+    store = open_store(sqlite_url)
+    with Receiver() as receiver:
+        live = receiver.url.removesuffix("/hook") + TOKEN_PATH
+        hooks = [
+            {"url": live, "events": ["task.succeeded"]},
+            {"url": dead, "events": ["task.succeeded"], "max_attempts": 1},
+        ]
+        config = write_config(tmp_path, notify=hooks)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SLOTLINE_")}
+        env["XDG_DATA_HOME"] = str(tmp_path / "xdg")
+        with (tmp_path / "node.err").open("ab") as err:
+            node = subprocess.Popen(
+                [sys.executable, "-m", "slotline", "--store", sqlite_url, "serve",
+                 "--no-http", "--config", str(config), "--log-level", "debug"],
+                stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=tmp_path,
+            )  # fmt: skip
+        try:
+            until(lambda: hooks_ready(store, 2), 60, "the node's hooks")
+            store.submit({"command": ["true"]})
+            until(lambda: len(receiver.received) == 1, 60, "the live hook's delivery")
+            until(lambda: any(not d.ok for d in store.notify_log()), 60, "the dead hook's try")
+        finally:
+            stop(node)
+    # then the delivery log names both hooks by scheme, host and a hash, each apart,
+    shown = subprocess.run(
+        [sys.executable, "-m", "slotline", "--store", sqlite_url, "notify", "log", "--json"],
+        capture_output=True, text=True, env=env, check=True,
+    ).stdout  # fmt: skip
+    names = {d["hook"] for d in json.loads(shown)}
+    assert len(names) == 2
+    assert all("/…#" in name for name in names)
+    failed = next(d for d in json.loads(shown) if not d["ok"])
+    assert failed["error"].startswith("ConnectError posting to http://127.0.0.1:")
+    # and neither the token in the path nor the one in the query is anywhere.
+    node_log = (tmp_path / "node.err").read_text()
+    assert "notify" in node_log  # the warning about the failed try is there
+    for text in (node_log, shown, json.dumps(store.notify_cursors([]))):
+        assert "SeCrEtToKeN123" not in text
+        assert "QuErYsEcReT" not in text
+        assert "/services/" not in text
+    store.close()
