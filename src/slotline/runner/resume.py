@@ -76,12 +76,18 @@ async def plan_resume(
 
 
 def _previous_run(attempts: Sequence[Attempt], number: int) -> Attempt | None:
-    """The latest attempt before `number` that ran its command (one put back in line
-    before it ran, or refused by its provider, is skipped)."""
+    """The latest attempt before `number` that ran its command. One put back in line
+    before it ran, or refused by its provider, is skipped when it printed no session of
+    its own or resumed an earlier run (its session id is the one it resumed): the run
+    it resumed, in its worktree, is still the one to continue."""
     for earlier in sorted(attempts, key=lambda a: a.number, reverse=True):
         if earlier.number >= number:
             continue
-        if earlier.outcome in ("interrupted", "throttled") and earlier.session_id is None:
+        if earlier.outcome not in ("interrupted", "throttled"):
+            return earlier
+        if earlier.session_id is None:
+            continue
+        if not earlier.resumable and earlier.resumed_from is not None:
             continue
         return earlier
     return None
