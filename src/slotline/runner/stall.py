@@ -1,8 +1,10 @@
 """Stalled runs: a node watches the logs of its own runs whose agent type has a stall
-rule. A run that prints nothing for `stall_after`, or prints the type's waiting pattern,
-is marked stalled in the store (a `stalled` event, once per quiet spell), and stopped if
+rule. A run that prints nothing for `stall_after`, or whose last line of output (the
+unfinished one, else the last complete one) matches the type's waiting pattern, is
+marked stalled in the store (a `stalled` event, once per quiet spell), and stopped if
 the type says `on_stall: terminate`; a stalled run that prints again is no longer
-stalled (an `unstalled` event). Marks live in the store, so every surface shows them."""
+stalled (an `unstalled` event). A run adopted after a restart is judged on what it
+prints from then on. Marks live in the store, so every surface shows them."""
 
 from __future__ import annotations
 
@@ -91,9 +93,12 @@ class StallWatch:
         spell = self._spells.get(attempt_id)
         size = await asyncio.to_thread(_size, path)
         if spell is None:
-            # Its output so far is read below (a prompt may be printed at once); a run
-            # adopted after a restart may already be marked, its quiet spell starts now.
-            spell = Spell(0, now, run.task.stalled_at is not None)
+            # A new run's output so far is read below (a prompt may be printed at once).
+            # A run adopted after a restart starts at its log's current size: its old
+            # output was the earlier node's to judge (it may already be marked); its
+            # quiet spell starts now.
+            start = size if run.adopted else 0
+            spell = Spell(start, now, run.task.stalled_at is not None)
             self._spells[attempt_id] = spell
         if size != spell.size:
             text = ""
@@ -104,7 +109,7 @@ class StallWatch:
             seen = spell.partial + text
             # The unfinished last line joins the next output (a prompt printed in parts).
             spell.partial = seen.rsplit("\n", 1)[-1][-1024:]
-            if pattern is not None and pattern.search(seen):
+            if pattern is not None and pattern.search(_last_line(seen)):
                 spell.partial = ""  # matched once: what follows is new output
                 if not spell.stalled:
                     await self._stalled(run, rule, spell, "printed its waiting-for-input pattern")
@@ -147,6 +152,12 @@ class StallWatch:
             log.exception("clearing a stalled mark failed", extra={"task_id": run.task.id})
             return
         spell.stalled = False
+
+
+def _last_line(text: str) -> str:
+    """The line a run waits on, if it waits: the unfinished last one, else the last
+    complete one. A prompt followed by more output was answered (or was not one)."""
+    return text.rstrip("\r\n").rsplit("\n", 1)[-1][-1024:]
 
 
 def _size(path: Path) -> int:
