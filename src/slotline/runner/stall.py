@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -42,6 +43,8 @@ class Spell:
     quiet_since: float
     stalled: bool
     partial: str = ""
+    # The mtime (ns) of the keeper's tail of output past the log's cap (0: none yet).
+    tail: int = 0
 
 
 class StallWatch:
@@ -91,21 +94,25 @@ class StallWatch:
     async def _check_run(self, attempt_id: str, run: Run, rule: StallRule, path: Path) -> None:
         now = self.clock()
         spell = self._spells.get(attempt_id)
-        size = await asyncio.to_thread(_size, path)
+        size, tail = await asyncio.to_thread(_progress, path)
         if spell is None:
             # A new run's output so far is read below (a prompt may be printed at once).
             # A run adopted after a restart starts at its log's current size: its old
             # output was the earlier node's to judge (it may already be marked); its
             # quiet spell starts now.
-            start = size if run.adopted else 0
-            spell = Spell(start, now, run.task.stalled_at is not None)
+            start, tail_start = (size, tail) if run.adopted else (0, 0)
+            spell = Spell(start, now, run.task.stalled_at is not None, tail=tail_start)
             self._spells[attempt_id] = spell
-        if size != spell.size:
+        if size != spell.size or tail != spell.tail:
             text = ""
             pattern = self._patterns.get(run.task.agent or "")
-            if pattern is not None:
+            if pattern is not None and tail != spell.tail:
+                # Past the log's cap: the end of the keeper's tail is the latest output.
+                text = await asyncio.to_thread(_read_end, path.with_suffix(".tail"))
+                spell.partial = ""
+            elif pattern is not None:
                 text = await asyncio.to_thread(_read, path, spell.size, size)
-            spell.size, spell.quiet_since = size, now
+            spell.size, spell.tail, spell.quiet_since = size, tail, now
             seen = spell.partial + text
             # The unfinished last line joins the next output (a prompt printed in parts).
             spell.partial = seen.rsplit("\n", 1)[-1][-1024:]
@@ -160,11 +167,30 @@ def _last_line(text: str) -> str:
     return text.rstrip("\r\n").rsplit("\n", 1)[-1][-1024:]
 
 
-def _size(path: Path) -> int:
+def _progress(path: Path) -> tuple[int, int]:
+    """The log's size, and the mtime (ns) of the keeper's tail of output past its cap
+    (0 for a file that is not there): either changes while the run prints."""
+    found = []
+    for file in (path, path.with_suffix(".tail")):
+        try:
+            stat = file.stat()
+        except OSError:
+            found.append(0)
+            continue
+        found.append(stat.st_size if file == path else stat.st_mtime_ns)
+    return found[0], found[1]
+
+
+def _read_end(path: Path, size: int = 4096) -> str:
+    """The last `size` bytes of a file as text ("" if it is not there)."""
     try:
-        return path.stat().st_size
+        with path.open("rb") as file:
+            file.seek(0, os.SEEK_END)
+            file.seek(max(0, file.tell() - size))
+            data: Any = file.read()
     except OSError:
-        return 0
+        return ""
+    return str(data.decode(errors="replace"))
 
 
 def _read(path: Path, start: int, end: int) -> str:
