@@ -303,3 +303,38 @@ def test_a_token_in_a_webhook_path_reaches_no_log_and_no_error(
         assert "QuErYsEcReT" not in text
         assert "/services/" not in text
     store.close()
+
+
+@pytest.mark.timeout(240)
+def test_two_nodes_with_different_hooks_each_deliver_their_own(
+    store_url: str, tmp_path: Path
+) -> None:
+    # Given two nodes on one store, each with a webhook of its own configuration,
+    store = open_store(store_url)
+    with Receiver() as first, Receiver() as second:
+        nodes = []
+        for name, receiver in (("one", first), ("two", second)):
+            folder = tmp_path / name
+            folder.mkdir()
+            webhook = {"url": receiver.url, "events": ["task.succeeded"], "name": name}
+            config = write_config(folder, notify=[webhook])
+            nodes.append(start_node(store_url, folder, config, name))
+        try:
+            until(lambda: hooks_ready(store, 2), 60, "both nodes' hooks")
+            until(lambda: started(store) >= {"one", "two"}, 60, "both nodes started")
+            # when tasks succeed,
+            for _ in range(4):
+                store.submit({"command": ["true"]})
+            wanted = lambda: {e.seq for e in store.events(0, 10_000) if e.kind == "succeeded"}  # noqa: E731
+            # then each hook hears of every one, while both nodes are up.
+            for receiver in (first, second):
+                until(
+                    lambda r=receiver: len(wanted()) == 4 and wanted() <= set(r.seqs()),
+                    120, "every success at both hooks",
+                )  # fmt: skip
+        finally:
+            for node in nodes:
+                stop(node)
+    by_hook = {d.hook: d.node_id for d in store.notify_log() if d.ok}
+    assert by_hook == {"one": "one", "two": "two"}
+    store.close()

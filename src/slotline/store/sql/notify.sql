@@ -9,29 +9,30 @@ ON CONFLICT (hook) DO NOTHING;
 SELECT hook, seq FROM notify_cursors;
 
 -- name: notify_cursor_advance
--- Moves a hook's cursor forward, only while :node holds the delivery lease: a node that
--- lost it (taken for dead) cannot move a cursor the new holder is delivering from.
+-- Moves a hook's cursor forward, only while :node holds that hook's delivery lease
+-- (:lease): a node that lost it (taken for dead) cannot move a cursor the new holder is
+-- delivering from.
 UPDATE notify_cursors SET seq = :seq, updated_at = :now
 WHERE hook = :hook AND seq < :seq
   AND EXISTS (SELECT 1 FROM notify_lease
-              WHERE name = 'deliver' AND node_id = :node AND expires_at >= :now)
+              WHERE name = :lease AND node_id = :node AND expires_at >= :now)
 RETURNING seq;
 
 -- name: notify_lease_add
-INSERT INTO notify_lease (name, node_id, expires_at) VALUES ('deliver', :node, :expires_at)
+-- One lease per hook (named `hook:NAME`): each node delivers the hooks of its own
+-- configuration, one node per hook at a time.
+INSERT INTO notify_lease (name, node_id, expires_at) VALUES (:lease, :node, :expires_at)
 ON CONFLICT (name) DO NOTHING;
 
 -- name: notify_lease_take
 -- Compare-and-set: taken (or renewed) if free, expired, or already :node's.
 UPDATE notify_lease SET node_id = :node, expires_at = :expires_at
-WHERE name = 'deliver' AND (node_id = :node OR expires_at < :now)
+WHERE name = :lease AND (node_id = :node OR expires_at < :now)
 RETURNING node_id;
 
--- name: notify_lease_get
-SELECT node_id, expires_at FROM notify_lease WHERE name = 'deliver';
-
 -- name: notify_lease_drop
-UPDATE notify_lease SET expires_at = 0 WHERE name = 'deliver' AND node_id = :node;
+-- Every lease :node holds (a node stopping).
+UPDATE notify_lease SET expires_at = 0 WHERE node_id = :node;
 
 -- name: notify_log_add
 INSERT INTO notify_log (at, hook, event, seq, task_id, node_id, attempt, ok, status, error, took)
