@@ -113,3 +113,30 @@ def test_a_resumed_run_the_provider_refused_leaves_the_session_to_resume(store: 
     assert plan is not None
     assert plan.resumed_from == ResumedFrom(task.id, 1)
     assert plan.argv == ["agent", "--resume", "s-1", plan.argv[-1]]
+
+
+def test_a_second_followup_continues_the_first_ones_session(store: Store) -> None:
+    # Given a task whose run printed session s-1, and a follow-up whose run printed s-2,
+    store.set_setting("max_concurrent", 3)
+    task = store.submit(AGENT)
+    run = store.claim("node-a").claims[0].attempt
+    store.finish(run.id, run.token, 0, session_id="s-1")
+    first = store.submit_followup(task.id, "now add tests", AGENT)
+    claimed = store.claim("node-a").claims[0]
+    assert claimed.task.id == first.id
+    plan = asyncio.run(plan_resume(store, {"claude": RESUMING}, claimed.task, claimed.attempt))
+    assert plan is not None
+    assert plan.session_id == "s-1"
+    store.record_start(claimed.attempt.id, claimed.attempt.token, 123, None, None,
+                       plan.resumed_from)  # fmt: skip
+    store.finish(claimed.attempt.id, claimed.attempt.token, 0, session_id="s-2")
+    # when a second follow-up of the task starts,
+    second = store.submit_followup(task.id, "now document it", AGENT)
+    claimed = store.claim("node-a").claims[0]
+    assert claimed.task.id == second.id
+    plan = asyncio.run(plan_resume(store, {"claude": RESUMING}, claimed.task, claimed.attempt))
+    # then it continues from where the first follow-up left off.
+    assert plan is not None
+    assert plan.session_id == "s-2"
+    assert plan.resumed_from == ResumedFrom(first.id, 1)
+    assert plan.argv == ["agent", "--resume", "s-2", "now document it"]
