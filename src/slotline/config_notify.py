@@ -5,6 +5,7 @@ the event log (`EVENT_KINDS`)."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
@@ -54,13 +55,19 @@ def check_event_name(name: str) -> str:
 
 
 def public_url(url: str) -> str:
-    """A webhook URL as logs and answers show it: without credentials or query (which may
-    carry a token)."""
+    """A webhook URL as logs, errors and answers show it: scheme and host only. A path
+    or query (Slack, Discord and Telegram carry their token in the path) is replaced by
+    `/…#` and a short SHA-256 of the whole URL, so that two hooks on one host stay
+    apart and the name stays the same from one start to the next; credentials are left
+    out. A URL with no path (or just `/`) and no query shows as it is, less credentials."""
     parts = urlsplit(url)
     host = parts.hostname or ""
     if parts.port is not None:
         host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+    if parts.path in ("", "/") and not parts.query:
+        return urlunsplit((parts.scheme, host, parts.path, "", ""))
+    digest = hashlib.sha256(url.encode()).hexdigest()[:12]
+    return f"{parts.scheme}://{host}/…#{digest}"
 
 
 class WebhookConfig(BaseModel):
@@ -72,8 +79,8 @@ class WebhookConfig(BaseModel):
     events: list[str] = Field(min_length=1)
     # Signs each body (`Slotline-Signature`); never shown by any read.
     secret: pydantic.SecretStr | None = None
-    # Names the webhook in `notify log` and its cursor (default: its URL, credentials
-    # and query left out).
+    # Names the webhook in `notify log` and its cursor (default: `public_url`, its
+    # scheme and host and a short hash of the rest).
     name: str | None = Field(default=None, min_length=1, max_length=200)
     timeout: float = Field(default=10.0, gt=0, le=60)
     # Tries of one event before it is skipped (logged); None: until it is delivered
@@ -97,6 +104,20 @@ class WebhookConfig(BaseModel):
     def hook(self) -> str:
         """The name of its cursor and its lines in the delivery log."""
         return self.name or public_url(self.url)
+
+    @property
+    def former_hook(self) -> str | None:
+        """The default name this webhook had before `public_url` hid URL paths (the URL
+        less credentials and query), if it differs: its cursor and log lines are carried
+        over to `hook` (`store.rename_notify_hook`)."""
+        if self.name is not None:
+            return None
+        parts = urlsplit(self.url)
+        host = parts.hostname or ""
+        if parts.port is not None:
+            host = f"{host}:{parts.port}"
+        former = urlunsplit((parts.scheme, host, parts.path, "", ""))
+        return None if former == self.hook else former
 
 
 class StallRule(BaseModel):

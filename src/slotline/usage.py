@@ -10,6 +10,7 @@ Only the output's tail is read (`TAIL_BYTES`), never the whole of a huge log.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -121,7 +122,9 @@ def read_usage(rules: UsageConfig, text: str) -> Reading:
 
 def read_log(rules: UsageConfig, path: Path) -> Reading:
     """`read_usage` over the last `TAIL_BYTES` of the log at `path` (nothing if there is
-    no log)."""
+    no log), followed by the output its keeper dropped past the log's cap, if any (the
+    last of it, in `N.tail` beside `N.log`): the result an agent prints last is read even
+    when its log was full."""
     try:
         with path.open("rb") as log:
             log.seek(0, os.SEEK_END)
@@ -129,6 +132,10 @@ def read_log(rules: UsageConfig, path: Path) -> Reading:
             text = log.read().decode("utf-8", errors="replace")
     except OSError:
         return Reading()
+    with contextlib.suppress(OSError):
+        past_cap = path.with_suffix(".tail").read_bytes()
+        # It may start inside a line: a reader takes whole lines or the last object.
+        text += "\n" + past_cap.decode("utf-8", errors="replace")
     return read_usage(rules, text)
 
 

@@ -6,6 +6,7 @@ import itertools
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -134,3 +135,48 @@ def test_an_ended_worktree_run_is_merged_from_its_page(
     assert page.locator("#task-panel .badge-merged").inner_text() == "MERGED into integration"
     assert show(repo, "integration", "notes.txt") == "base\nlanded"
     assert page.locator("#task-panel [data-action=merge]").count() == 0
+
+
+def test_a_slow_diff_read_is_never_doubled(store: Store, login: Login, tmp_path: Path) -> None:
+    # Given a running worktree run whose page is open, and its diff answering slowly
+    # (held until the test lets it go),
+    repo = make_repo(tmp_path / "repo", {"notes.txt": "base\n"})
+    done = tmp_path / "done"
+    script = (
+        "import os, time\n"
+        "open('notes.txt', 'a').write('first line\\n')\n"
+        f"while not os.path.exists({str(done)!r}): time.sleep(0.05)\n"
+    )
+    task = store.submit({
+        "command": [sys.executable, "-c", script], "title": "slow diff",
+        "isolation": "worktree", "repo": str(repo),
+    }).id  # fmt: skip
+    try:
+        until(lambda: store.get(task).status is Status.RUNNING, what="started")
+        page = login()
+        held: list[Any] = []
+        reads: list[str] = []
+        page.on("request", lambda r: "/diff" in r.url and reads.append(r.url))
+        page.locator(f'#running [data-task-id="{task}"] [data-action=view]').click()
+        page.wait_for_selector("#task-diff")
+        page.route("**/api/tasks/*/diff*", lambda route: held.append(route))  # noqa: PLW0108
+        reads.clear()
+        page.click("#task-panel [data-action=refresh-diff]")
+        until(lambda: page.evaluate("1") and len(held) == 1, what="a diff read held")
+        # when Refresh is clicked again while that read is in flight (the pace of a
+        # running run forces a read the same way),
+        for _ in range(3):
+            page.click("#task-panel [data-action=refresh-diff]")
+        with page.expect_request(lambda r: "marker" in r.url):
+            page.evaluate("fetch('/marker').catch(() => {})")
+        # then no second read started beside it,
+        assert len(reads) == 1, reads
+        # and once it is answered, the next Refresh reads it again.
+        held[0].continue_()
+        page.unroute("**/api/tasks/*/diff*")
+        until(lambda: page.evaluate("1") and page.locator("#task-diff").count() == 1)
+        with page.expect_request(lambda r: "/diff" in r.url):
+            page.click("#task-panel [data-action=refresh-diff]")
+    finally:
+        done.touch()
+    until(lambda: store.get(task).status is Status.SUCCEEDED, what="finished")

@@ -4,10 +4,14 @@ follow-up tasks, and the spend per agent type that /metrics exports."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
+from slotline.agent_types import AgentType
 from slotline.errors import InvalidInput
 from slotline.models import ResumedFrom, Status, Usage
+from slotline.runner.resume import plan_resume
 from slotline.store import Store
 
 AGENT = {"command": ["true"], "agent": "claude"}
@@ -79,3 +83,60 @@ def test_spend_by_agent_sums_the_runs_that_reported_usage(store: Store) -> None:
         2, 0.75, 150, 7,
     )  # fmt: skip
     assert (rows["-"].cost_usd, rows["-"].output_tokens) == (None, 3)
+
+
+RESUMING = AgentType.model_validate(
+    {
+        "command": ["agent", "{prompt}"],
+        "resume": ["agent", "--resume", "{session_id}", "{prompt}"],
+        "usage": {"json": {"session_id": "session_id"}},
+    }
+)
+
+
+def test_a_resumed_run_the_provider_refused_leaves_the_session_to_resume(store: Store) -> None:
+    # Given a run cut short with its session (resumable), and the next one that resumed
+    # it refused by the provider (throttled: its session read from what it resumed),
+    store.set_backoff("claude", {"exit_codes": [75], "delay": 1, "max_delay": 1})
+    store.set_setting("max_concurrent", 3)
+    task = store.submit({**AGENT, "max_attempts": 3})
+    first = store.claim("node-a").claims[0].attempt
+    store.finish(first.id, first.token, None, "interrupted", session_id="s-1", resumable=True)
+    later = store.get(task.id).not_before + 1
+    second = store.claim("node-a", now=later).claims[0].attempt
+    store.record_start(second.id, second.token, 123, None, None, ResumedFrom(task.id, 1))
+    store.finish(second.id, second.token, 75, now=later + 1, session_id="s-1")
+    assert store.get(task.id).attempts[1].outcome == "throttled"
+    # when the next attempt starts, it resumes the first run's session all the same.
+    third = store.claim("node-a", now=later + 100).claims[0]
+    plan = asyncio.run(plan_resume(store, {"claude": RESUMING}, third.task, third.attempt))
+    assert plan is not None
+    assert plan.resumed_from == ResumedFrom(task.id, 1)
+    assert plan.argv == ["agent", "--resume", "s-1", plan.argv[-1]]
+
+
+def test_a_second_followup_continues_the_first_ones_session(store: Store) -> None:
+    # Given a task whose run printed session s-1, and a follow-up whose run printed s-2,
+    store.set_setting("max_concurrent", 3)
+    task = store.submit(AGENT)
+    run = store.claim("node-a").claims[0].attempt
+    store.finish(run.id, run.token, 0, session_id="s-1")
+    first = store.submit_followup(task.id, "now add tests", AGENT)
+    claimed = store.claim("node-a").claims[0]
+    assert claimed.task.id == first.id
+    plan = asyncio.run(plan_resume(store, {"claude": RESUMING}, claimed.task, claimed.attempt))
+    assert plan is not None
+    assert plan.session_id == "s-1"
+    store.record_start(claimed.attempt.id, claimed.attempt.token, 123, None, None,
+                       plan.resumed_from)  # fmt: skip
+    store.finish(claimed.attempt.id, claimed.attempt.token, 0, session_id="s-2")
+    # when a second follow-up of the task starts,
+    second = store.submit_followup(task.id, "now document it", AGENT)
+    claimed = store.claim("node-a").claims[0]
+    assert claimed.task.id == second.id
+    plan = asyncio.run(plan_resume(store, {"claude": RESUMING}, claimed.task, claimed.attempt))
+    # then it continues from where the first follow-up left off.
+    assert plan is not None
+    assert plan.session_id == "s-2"
+    assert plan.resumed_from == ResumedFrom(first.id, 1)
+    assert plan.argv == ["agent", "--resume", "s-2", "now document it"]

@@ -19,7 +19,7 @@ import yaml
 
 from receiver import Receiver
 from slotline.models import Status
-from slotline.store import Store, open_store
+from slotline.store import Delivery, Store, open_store
 from waiting import until
 
 SECRET = "whsec-Zq81-do-not-leak"
@@ -248,3 +248,128 @@ def test_dispatch_goes_on_while_a_webhook_receiver_hangs(store_url: str, tmp_pat
         stop(node)
         silent.close()
         store.close()
+
+
+TOKEN_PATH = "/services/T0001/B0002/SeCrEtToKeN123"
+
+
+@pytest.mark.timeout(180)
+def test_a_token_in_a_webhook_path_reaches_no_log_and_no_error(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    # Given two webhooks carrying a token in their path (as Slack's do): one that answers,
+    # one on a port nothing listens on (a connection error), the node logging at DEBUG,
+    closed = socket.create_server(("127.0.0.1", 0))
+    dead = f"http://127.0.0.1:{closed.getsockname()[1]}{TOKEN_PATH}?key=QuErYsEcReT"
+    closed.close()
+    store = open_store(sqlite_url)
+    with Receiver() as receiver:
+        live = receiver.url.removesuffix("/hook") + TOKEN_PATH
+        hooks = [
+            {"url": live, "events": ["task.succeeded"]},
+            {"url": dead, "events": ["task.succeeded"], "max_attempts": 1},
+        ]
+        config = write_config(tmp_path, notify=hooks)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SLOTLINE_")}
+        env["XDG_DATA_HOME"] = str(tmp_path / "xdg")
+        with (tmp_path / "node.err").open("ab") as err:
+            node = subprocess.Popen(
+                [sys.executable, "-m", "slotline", "--store", sqlite_url, "serve",
+                 "--no-http", "--config", str(config), "--log-level", "debug"],
+                stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=tmp_path,
+            )  # fmt: skip
+        try:
+            until(lambda: hooks_ready(store, 2), 60, "the node's hooks")
+            store.submit({"command": ["true"]})
+            until(lambda: len(receiver.received) == 1, 60, "the live hook's delivery")
+            until(lambda: any(not d.ok for d in store.notify_log()), 60, "the dead hook's try")
+        finally:
+            stop(node)
+    # then the delivery log names both hooks by scheme, host and a hash, each apart,
+    shown = subprocess.run(
+        [sys.executable, "-m", "slotline", "--store", sqlite_url, "notify", "log", "--json"],
+        capture_output=True, text=True, env=env, check=True,
+    ).stdout  # fmt: skip
+    names = {d["hook"] for d in json.loads(shown)}
+    assert len(names) == 2
+    assert all("/…#" in name for name in names)
+    failed = next(d for d in json.loads(shown) if not d["ok"])
+    assert failed["error"].startswith("ConnectError posting to http://127.0.0.1:")
+    # and neither the token in the path nor the one in the query is anywhere.
+    node_log = (tmp_path / "node.err").read_text()
+    assert "notify" in node_log  # the warning about the failed try is there
+    for text in (node_log, shown, json.dumps(store.notify_cursors([]))):
+        assert "SeCrEtToKeN123" not in text
+        assert "QuErYsEcReT" not in text
+        assert "/services/" not in text
+    store.close()
+
+
+@pytest.mark.timeout(240)
+def test_two_nodes_with_different_hooks_each_deliver_their_own(
+    store_url: str, tmp_path: Path
+) -> None:
+    # Given two nodes on one store, each with a webhook of its own configuration,
+    store = open_store(store_url)
+    with Receiver() as first, Receiver() as second:
+        nodes = []
+        for name, receiver in (("one", first), ("two", second)):
+            folder = tmp_path / name
+            folder.mkdir()
+            webhook = {"url": receiver.url, "events": ["task.succeeded"], "name": name}
+            config = write_config(folder, notify=[webhook])
+            nodes.append(start_node(store_url, folder, config, name))
+        try:
+            until(lambda: hooks_ready(store, 2), 60, "both nodes' hooks")
+            until(lambda: started(store) >= {"one", "two"}, 60, "both nodes started")
+            # when tasks succeed,
+            for _ in range(4):
+                store.submit({"command": ["true"]})
+            wanted = lambda: {e.seq for e in store.events(0, 10_000) if e.kind == "succeeded"}  # noqa: E731
+            # then each hook hears of every one, while both nodes are up.
+            for receiver in (first, second):
+                until(
+                    lambda r=receiver: len(wanted()) == 4 and wanted() <= set(r.seqs()),
+                    120, "every success at both hooks",
+                )  # fmt: skip
+        finally:
+            for node in nodes:
+                stop(node)
+    by_hook = {d.hook: d.node_id for d in store.notify_log() if d.ok}
+    assert by_hook == {"one": "one", "two": "two"}
+    store.close()
+
+
+@pytest.mark.timeout(180)
+def test_a_webhook_named_by_its_url_keeps_its_cursor_and_its_log_loses_the_token(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    store = open_store(sqlite_url)
+    with Receiver() as receiver:
+        url = receiver.url.removesuffix("/hook") + TOKEN_PATH
+        # Given a webhook's cursor and delivery log under its former default name (the
+        # URL with its path), and an event it has not had yet,
+        former = url
+        store.notify_cursors([former])
+        store.log_notify(
+            Delivery(at=1.0, hook=former, event="task.submitted", seq=1, task_id=None,
+                     node_id="old", attempt=1, ok=False, status=None,
+                     error=f"ConnectError posting to {former}")
+        )  # fmt: skip
+        missed = store.submit({"command": ["true"], "title": "while it was down"})
+        # when a node starts with it,
+        config = write_config(tmp_path, notify=[{"url": url, "events": ["task.submitted"]}])
+        node = start_node(sqlite_url, tmp_path, config)
+        try:
+            # then the event after the old cursor is delivered (not skipped),
+            until(lambda: receiver.received, 60, "the missed event")
+        finally:
+            stop(node)
+    assert receiver.received[0].json()["task_id"] == missed.id
+    # and the token is no longer in the delivery log or the cursors.
+    text = json.dumps([d.to_dict() for d in store.notify_log()]) + json.dumps(
+        store.notify_cursors([])
+    )
+    assert "SeCrEtToKeN123" not in text
+    assert "/…#" in json.dumps(store.notify_cursors([]), ensure_ascii=False)
+    store.close()

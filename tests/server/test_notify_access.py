@@ -15,7 +15,7 @@ CONFIG = Config.model_validate(
     {
         "notify": [
             {
-                "url": "https://ops:pw-in-url@hooks.example.com/in?token=tok-in-query",
+                "url": "https://ops:pw-in-url@hooks.example.com/services/T0001/SeCrEtToKeN123?token=tok-in-query",
                 "events": ["task.failed", "task.stalled"],
                 "secret": SECRET,
             }
@@ -23,7 +23,7 @@ CONFIG = Config.model_validate(
         "on_event": {"task.failed": ["notify-send", "slotline", "{title} failed"]},
     }
 )
-HIDDEN = (SECRET, "pw-in-url", "tok-in-query")
+HIDDEN = (SECRET, "pw-in-url", "tok-in-query", "SeCrEtToKeN123", "/services")
 
 
 def test_a_user_token_cannot_read_or_set_notify(make_server: ServerFactory) -> None:
@@ -47,7 +47,8 @@ def test_a_user_token_cannot_read_or_set_notify(make_server: ServerFactory) -> N
     with server.client(server.token("root", "admin")) as http:
         config = http.get("/api/config").json()
         (hook,) = config["notify"]
-        assert hook["url"] == "https://hooks.example.com/in"
+        assert hook["url"].startswith("https://hooks.example.com/…#")
+        assert not any(secret in json.dumps(config) for secret in HIDDEN)
         assert hook["secret"] == "***"
         assert config["on_event"] == {
             "task.failed": [["notify-send", "slotline", "{title} failed"]]

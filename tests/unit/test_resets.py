@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slotline.scheduler.resets import MAX_AHEAD, parse_reset
+from slotline.scheduler.resets import JUST_PASSED, MAX_AHEAD, parse_reset
 
 PARIS = ZoneInfo("Europe/Paris")
 # 2025-03-10 10:20:00 in Paris (UTC+1)
@@ -29,7 +29,8 @@ def at(hour: int, minute: int = 0, second: int = 0, day: int = 10) -> float:
         ("11am", at(11)),
         ("12am", at(0, day=11)),  # midnight: the next one
         ("12pm", at(12)),
-        ("9am", at(9, day=11)),  # passed today: tomorrow
+        ("9am", at(9, day=11)),  # passed today, over an hour ago: tomorrow
+        ("10am", NOW),  # passed 20 minutes ago: already reset
         ("15:00", at(15)),
         ("10:20:30", at(10, 20, 30)),
         ("at 3pm.", at(15)),
@@ -80,7 +81,11 @@ def test_a_clock_time_is_the_next_one_within_a_day(hour: int, minute: int, offse
     now = NOW + offset
     found = parse_reset(f"{hour:02d}:{minute:02d}", now, ZoneInfo("UTC"))
     assert found is not None
-    assert now < found <= now + 86400
+    if found == now:  # it passed within the hour: already reset
+        today = datetime.fromtimestamp(now, UTC).replace(hour=hour, minute=minute, second=0)
+        assert 0 <= now - today.timestamp() <= JUST_PASSED
+        return
+    assert now < found <= now + 86400 - JUST_PASSED
     when = datetime.fromtimestamp(found, UTC)
     assert (when.hour, when.minute, when.second) == (hour, minute, 0)
 
@@ -93,3 +98,25 @@ def test_a_delay_is_now_plus_it(amount: int, unit: str) -> None:
         assert found is None
     else:
         assert found == pytest.approx(NOW + seconds)
+
+
+@pytest.mark.parametrize(
+    ("read_at", "expected"),
+    [
+        ((15, 0, 5), "now"),  # just passed: reset, no 24-hour hold
+        ((15, 59, 0), "now"),
+        ((16, 0, 1), "tomorrow"),  # over an hour ago: the next one
+        ((14, 59, 0), "today"),
+    ],
+)
+def test_a_time_of_day_that_has_just_passed_is_already_reset(
+    read_at: tuple[int, int, int], expected: str
+) -> None:
+    now = at(*read_at)
+    found = parse_reset("3pm", now, PARIS)
+    want = {"now": now, "today": at(15), "tomorrow": at(15, day=11)}[expected]
+    assert found == pytest.approx(want)
+    naive_now = datetime(2025, 3, 10, *read_at).timestamp()  # the node's local time
+    naive = {"now": naive_now, "today": datetime(2025, 3, 10, 15).timestamp(),
+             "tomorrow": datetime(2025, 3, 11, 15).timestamp()}[expected]  # fmt: skip
+    assert parse_reset("3pm", naive_now) == pytest.approx(naive)

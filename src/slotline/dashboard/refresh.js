@@ -81,13 +81,15 @@ function lastTree(task) {
 }
 
 // A worktree run's diff, read again when its latest worktree changed, or when `force`d
-// (the Refresh button, the pace of a running run); a read answered after a later one is
-// dropped.
+// (the Refresh button, the pace of a running run: `force` skips only the "unchanged"
+// check). One read at a time: none starts while another is in flight, so a slow diff
+// never piles reads up; a read answered for a page no longer open is dropped.
 async function loadDiff(id, task, { force = false } = {}) {
   const last = lastTree(task);
   if (!last) return;
   const key = JSON.stringify([last.id, last.finished_at, last.worktree]);
-  if (!force && ((state.task && state.task.diffKey === key) || diffReading === key)) return;
+  if (diffReading !== null) return;
+  if (!force && state.task && state.task.diffKey === key) return;
   const read = ++diffReads;
   diffReading = key;
   update({ task: { ...state.task, diffAt: Date.now() } });
@@ -97,9 +99,10 @@ async function loadDiff(id, task, { force = false } = {}) {
     diff = await api(`/api/tasks/${encodeURIComponent(id)}/diff${query({ max_bytes: DIFF_PAGE_BYTES })}`);
   } catch (error) {
     diffError = error.message;
+  } finally {
+    diffReading = null;
   }
   if (read !== diffReads) return;
-  diffReading = null;
   if (state.open !== id) return;
   update({ task: { ...state.task, diff, diffError, diffKey: key, diffAt: Date.now() } });
 }

@@ -34,7 +34,7 @@ async def reconcile(supervisor: Supervisor) -> None:
         if attempt.id in supervisor.runs:
             continue
         task = await asyncio.to_thread(supervisor.store.get, attempt.task_id)
-        run = Run(task, attempt)
+        run = Run(task, attempt, adopted=True)
         log_path = supervisor.log_path(task, attempt)
         if attempt.log_path:
             log_path = Path(attempt.log_path)

@@ -54,10 +54,12 @@ def append_private(path: Path, text: str) -> None:
 
 
 def output_tail(path: Path, size: int = 16 * 1024) -> str | None:
-    """The last `size` bytes of a run's log as text (None if there is no log): what an
-    agent type's back-off pattern is matched against."""
+    """The last `size` bytes of a run's output as text (None if there is no log): what
+    an agent type's back-off pattern is matched against. Past the log's cap, the last of
+    it is in the keeper's `N.tail` beside `N.log`."""
+    tail = path.with_suffix(".tail")
     try:
-        with path.open("rb") as log:
+        with (tail if tail.exists() else path).open("rb") as log:
             log.seek(0, os.SEEK_END)
             log.seek(max(0, log.tell() - size))
             return log.read().decode("utf-8", errors="replace")

@@ -1,11 +1,12 @@
 """A node's notifier: delivers the events hooks selected, at least once, from the event
 log itself (the outbox every change already writes in its own transaction).
 
-One node delivers at a time: the one holding the delivery lease (`store/notify.py`).
-Each hook has a cursor, the last `seq` it got; the holder reads the log after it,
-delivers each selected event in order, and moves the cursor only after a success (or
+One node delivers to a hook at a time: the one holding that hook's lease
+(`store/notify.py`); nodes with different hooks in their configurations each deliver
+their own. Each hook has a cursor, the last `seq` it got; the holder reads the log after
+it, delivers each selected event in order, and moves the cursor only after a success (or
 once the hook's tries are used up), and only while it still holds the lease. A node
-that dies mid-delivery loses the lease when it expires, and the next holder delivers
+that dies mid-delivery loses its leases when they expire, and the next holder delivers
 again from the cursor: a duplicate carries the same `seq`. Deliveries run in tasks of
 their own with bounded timeouts; the dispatch loop never waits for one.
 """
@@ -53,7 +54,7 @@ def build_hooks(
 
 
 class Notifier:
-    """Delivers events to `hooks` while this node holds the delivery lease."""
+    """Delivers events to each of `hooks` while this node holds its lease."""
 
     def __init__(
         self,
@@ -68,23 +69,30 @@ class Notifier:
         self.hooks = list(hooks)
         self.lease = lease
         self.first_backoff = first_backoff
-        # Until when (monotonic) this node may deliver; 0: it does not hold the lease.
-        self._held_until = 0.0
+        # Until when (monotonic) this node may deliver to each hook; 0: it does not hold
+        # the hook's lease.
+        self._held_until = {hook.name: 0.0 for hook in self.hooks}
         # One per hook: set when the store changed (or the lease was taken).
         self._wakes = {hook.name: asyncio.Event() for hook in self.hooks}
         self._cursors: dict[str, int] = {}
 
-    @property
-    def holding(self) -> bool:
-        return time.monotonic() < self._held_until
+    def holding(self, hook: str) -> bool:
+        return time.monotonic() < self._held_until.get(hook, 0.0)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Deliver until `stop` is set (then give the lease up)."""
         if not self.hooks:
             return
         names = [hook.name for hook in self.hooks]
+        renamed = {
+            hook.former_name: hook.name
+            for hook in self.hooks
+            if isinstance(hook, Webhook) and hook.former_name is not None
+        }
         while True:
             try:
+                for old, new in renamed.items():
+                    await asyncio.to_thread(self.store.rename_notify_hook, old, new)
                 self._cursors = await asyncio.to_thread(self.store.notify_cursors, names)
                 break
             except SlotlineError:
@@ -105,7 +113,7 @@ class Notifier:
                 worker.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
             watcher.close()
-            if self._held_until:
+            if any(self._held_until.values()):
                 with contextlib.suppress(SlotlineError):
                     await asyncio.to_thread(self.store.drop_notify_lease, self.node_id)
 
@@ -115,32 +123,37 @@ class Notifier:
 
     async def _renew(self) -> None:
         asked = time.monotonic()
+        names = [hook.name for hook in self.hooks]
+        take = self.store.take_notify_leases
         try:
-            held = await asyncio.to_thread(self.store.take_notify_lease, self.node_id, self.lease)
+            held = await asyncio.to_thread(take, self.node_id, names, self.lease)
         except SlotlineError:
-            log.exception("renewing the delivery lease failed", extra={"node": self.node_id})
+            log.exception("renewing the delivery leases failed", extra={"node": self.node_id})
             return
-        was = self.holding
-        # Measured from before the ask: the store's expiry is at least this late.
-        self._held_until = asked + self.lease if held else 0.0
-        if held and not was:
+        gained = [name for name in held if not self.holding(name)]
+        for name in names:
+            # Measured from before the ask: the store's expiry is at least this late.
+            self._held_until[name] = asked + self.lease if name in held else 0.0
+        if gained:
             # Another node may have delivered (and moved the cursors) while this one did
             # not hold the lease: go on from the store's cursors, not those read before.
             try:
-                names = [hook.name for hook in self.hooks]
-                self._cursors = await asyncio.to_thread(self.store.notify_cursors, names)
+                cursors = await asyncio.to_thread(self.store.notify_cursors, names)
             except SlotlineError:
                 log.exception("reading the hooks' cursors failed", extra={"node": self.node_id})
-                self._held_until = 0.0
+                for name in gained:
+                    self._held_until[name] = 0.0
                 return
-            log.info("delivering hooks' events", extra={"node": self.node_id})
-            self._wake_all()
+            for name in gained:
+                self._cursors[name] = cursors.get(name, self._cursors.get(name, 0))
+                self._wakes[name].set()
+            log.info("delivering to %s", ", ".join(sorted(gained)), extra={"node": self.node_id})
 
     async def _hook_loop(self, hook: Hook, stop: asyncio.Event) -> None:
         wake = self._wakes[hook.name]
         while not stop.is_set():
             wake.clear()  # before reading: a change while delivering wakes the next round
-            if self.holding:
+            if self.holding(hook.name):
                 try:
                     delay = await self._deliver_pending(hook)
                 except Exception:  # a bug or the store: logged, the loop goes on
@@ -174,7 +187,7 @@ class Notifier:
         task = await self._task(event.task_id)
         tries = itertools.count(1) if hook.max_attempts is None else range(1, hook.max_attempts + 1)
         for attempt in tries:
-            if not self.holding:
+            if not self.holding(hook.name):
                 return False
             started = time.monotonic()
             try:
@@ -209,9 +222,10 @@ class Notifier:
         if moved:
             self._cursors[hook.name] = seq
             return True
-        # Another node holds the lease now: it delivers from the stored cursor.
-        self._held_until = 0.0
-        self._cursors = await asyncio.to_thread(self.store.notify_cursors, [])
+        # Another node holds the hook's lease now: it delivers from the stored cursor.
+        self._held_until[hook.name] = 0.0
+        cursors = await asyncio.to_thread(self.store.notify_cursors, [])
+        self._cursors[hook.name] = cursors.get(hook.name, self._cursors.get(hook.name, 0))
         return False
 
     async def _task(self, task_id: str | None) -> Task | None:

@@ -355,6 +355,7 @@ def _start(
         raise SpawnError(f"command not found: {program}")
     private_dir(log_path.parent)
     log_path.with_suffix(".exit").unlink(missing_ok=True)  # an earlier run's exit file
+    log_path.with_suffix(".tail").unlink(missing_ok=True)  # and its output past the cap
     try:
         pid = KEEPERS.start_keeper(keeper, env, log_path)
     except OSError as exc:

@@ -6,9 +6,11 @@ its node died and its process is gone, its timeout, `terminate --resumable`) wit
 session id read from its output, and its agent type (in this node's configuration)
 declares `resume`: the resume template runs, filled with `resume_prompt` and that
 session id, in the previous run's worktree (or workspace). A follow-up task
-(`slotline followup`) always resumes: the session of the latest run of the task it
-follows that printed one, with its own prompt; without a session or a template it
-fails with the reason, rather than start a new session that knows nothing.
+(`slotline followup`) always resumes, with its own prompt: the session of the run that
+ended last, among those that printed one, of the task it follows and that task's earlier
+follow-ups (a second follow-up continues where the first left off); without a session
+or a template it fails with the reason, rather than start a new session that knows
+nothing.
 """
 
 from __future__ import annotations
@@ -72,16 +74,35 @@ async def plan_resume(
             f"that agent type {task.agent!r}'s usage rules read"
         )
     earlier = max(with_session, key=lambda a: a.number)
-    return _plan(agent, task, earlier, followed.id, followup.prompt)
+    # The session goes on through the chain: a later follow-up continues from the run
+    # that ended last among the task's and its earlier follow-ups'.
+    for chained in await asyncio.to_thread(_chain, store, followed.id):
+        for ran in chained:
+            if ran.session_id is None or ran.finished_at is None:
+                continue
+            if earlier.finished_at is None or ran.finished_at >= earlier.finished_at:
+                earlier = ran
+    return _plan(agent, task, earlier, earlier.task_id, followup.prompt)
+
+
+def _chain(store: Store, task_id: str) -> list[Sequence[Attempt]]:
+    """The attempts of each follow-up of `task_id`."""
+    return [store.get(other, estimate=False).attempts for other in store.followups(task_id)]
 
 
 def _previous_run(attempts: Sequence[Attempt], number: int) -> Attempt | None:
-    """The latest attempt before `number` that ran its command (one put back in line
-    before it ran, or refused by its provider, is skipped)."""
+    """The latest attempt before `number` that ran its command. One put back in line
+    before it ran, or refused by its provider, is skipped when it printed no session of
+    its own or resumed an earlier run (its session id is the one it resumed): the run
+    it resumed, in its worktree, is still the one to continue."""
     for earlier in sorted(attempts, key=lambda a: a.number, reverse=True):
         if earlier.number >= number:
             continue
-        if earlier.outcome in ("interrupted", "throttled") and earlier.session_id is None:
+        if earlier.outcome not in ("interrupted", "throttled"):
+            return earlier
+        if earlier.session_id is None:
+            continue
+        if not earlier.resumable and earlier.resumed_from is not None:
             continue
         return earlier
     return None

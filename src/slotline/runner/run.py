@@ -46,6 +46,8 @@ class Run:
     # the session it continues, if it resumed one (`runner/resume.py`).
     resumable: bool = False
     resumed_session: str | None = None
+    # Taken over from an earlier node (`adopt.py`): its output so far was that node's.
+    adopted: bool = False
 
 
 @dataclass(slots=True)

@@ -1,8 +1,10 @@
 """Stalled runs: a node watches the logs of its own runs whose agent type has a stall
-rule. A run that prints nothing for `stall_after`, or prints the type's waiting pattern,
-is marked stalled in the store (a `stalled` event, once per quiet spell), and stopped if
+rule. A run that prints nothing for `stall_after`, or whose last line of output (the
+unfinished one, else the last complete one) matches the type's waiting pattern, is
+marked stalled in the store (a `stalled` event, once per quiet spell), and stopped if
 the type says `on_stall: terminate`; a stalled run that prints again is no longer
-stalled (an `unstalled` event). Marks live in the store, so every surface shows them."""
+stalled (an `unstalled` event). A run adopted after a restart is judged on what it
+prints from then on. Marks live in the store, so every surface shows them."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -40,6 +43,8 @@ class Spell:
     quiet_since: float
     stalled: bool
     partial: str = ""
+    # The mtime (ns) of the keeper's tail of output past the log's cap (0: none yet).
+    tail: int = 0
 
 
 class StallWatch:
@@ -89,22 +94,29 @@ class StallWatch:
     async def _check_run(self, attempt_id: str, run: Run, rule: StallRule, path: Path) -> None:
         now = self.clock()
         spell = self._spells.get(attempt_id)
-        size = await asyncio.to_thread(_size, path)
+        size, tail = await asyncio.to_thread(_progress, path)
         if spell is None:
-            # Its output so far is read below (a prompt may be printed at once); a run
-            # adopted after a restart may already be marked, its quiet spell starts now.
-            spell = Spell(0, now, run.task.stalled_at is not None)
+            # A new run's output so far is read below (a prompt may be printed at once).
+            # A run adopted after a restart starts at its log's current size: its old
+            # output was the earlier node's to judge (it may already be marked); its
+            # quiet spell starts now.
+            start, tail_start = (size, tail) if run.adopted else (0, 0)
+            spell = Spell(start, now, run.task.stalled_at is not None, tail=tail_start)
             self._spells[attempt_id] = spell
-        if size != spell.size:
+        if size != spell.size or tail != spell.tail:
             text = ""
             pattern = self._patterns.get(run.task.agent or "")
-            if pattern is not None:
+            if pattern is not None and tail != spell.tail:
+                # Past the log's cap: the end of the keeper's tail is the latest output.
+                text = await asyncio.to_thread(_read_end, path.with_suffix(".tail"))
+                spell.partial = ""
+            elif pattern is not None:
                 text = await asyncio.to_thread(_read, path, spell.size, size)
-            spell.size, spell.quiet_since = size, now
+            spell.size, spell.tail, spell.quiet_since = size, tail, now
             seen = spell.partial + text
             # The unfinished last line joins the next output (a prompt printed in parts).
             spell.partial = seen.rsplit("\n", 1)[-1][-1024:]
-            if pattern is not None and pattern.search(seen):
+            if pattern is not None and pattern.search(_last_line(seen)):
                 spell.partial = ""  # matched once: what follows is new output
                 if not spell.stalled:
                     await self._stalled(run, rule, spell, "printed its waiting-for-input pattern")
@@ -149,11 +161,36 @@ class StallWatch:
         spell.stalled = False
 
 
-def _size(path: Path) -> int:
+def _last_line(text: str) -> str:
+    """The line a run waits on, if it waits: the unfinished last one, else the last
+    complete one. A prompt followed by more output was answered (or was not one)."""
+    return text.rstrip("\r\n").rsplit("\n", 1)[-1][-1024:]
+
+
+def _progress(path: Path) -> tuple[int, int]:
+    """The log's size, and the mtime (ns) of the keeper's tail of output past its cap
+    (0 for a file that is not there): either changes while the run prints."""
+    found = []
+    for file in (path, path.with_suffix(".tail")):
+        try:
+            stat = file.stat()
+        except OSError:
+            found.append(0)
+            continue
+        found.append(stat.st_size if file == path else stat.st_mtime_ns)
+    return found[0], found[1]
+
+
+def _read_end(path: Path, size: int = 4096) -> str:
+    """The last `size` bytes of a file as text ("" if it is not there)."""
     try:
-        return path.stat().st_size
+        with path.open("rb") as file:
+            file.seek(0, os.SEEK_END)
+            file.seek(max(0, file.tell() - size))
+            data: Any = file.read()
     except OSError:
-        return 0
+        return ""
+    return str(data.decode(errors="replace"))
 
 
 def _read(path: Path, start: int, end: int) -> str:

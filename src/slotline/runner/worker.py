@@ -131,7 +131,8 @@ def _keep(request: dict[str, Any], function: Any, in_session: int) -> None:
         os.close(write_end)
         os.dup2(read_end, 0)
         os.close(read_end)
-        status = _pump(0, pid, int(request["log_max"]))
+        tail = request["exit"].rsplit(".", 1)[0] + ".tail"  # beside N.log, as a command's
+        status = _pump(0, pid, int(request["log_max"]), tail)
         exit_code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
         _write(request["exit"], f"{exit_code}\n")
         code = 0

@@ -1,5 +1,10 @@
 """The exit-code keeper: runs one command, caps its log, writes its exit status to a file.
 
+Past the log's cap the keeper keeps the last `TAIL` bytes of the output it drops in a
+side file (`N.tail` beside `N.log`), rewritten at most every `TAIL_EVERY` seconds and at
+the end: the run's final result (what it spent, its session) is still read from it, and
+its changing mtime shows the stall watch that a capped run still prints.
+
 A keeper runs `main(EXIT_FILE MEMORY_MB CWD LOG_MAX_BYTES -- ARGV...)` in its own session,
 with stdout (and stderr) appended to the attempt's log file. It survives the node that
 started it, so a restarted node can collect the exit status of an agent it re-adopted; it
@@ -19,17 +24,21 @@ import _signal as signal  # type: ignore[import-not-found]
 import os
 import select
 import sys
+import time
 
 CHUNK = 65536
+# The rolling tail of what is dropped past the cap, and how often it is rewritten.
+TAIL = 65536
+TAIL_EVERY = 0.5
 
 
-def _write(path: str, text: str) -> None:
+def _write(path: str, text: str | bytes) -> None:
     tmp = path + ".tmp"
     # Atomic against a crash of any process (rename); no fsync: a machine crash ends the
     # command too, so there would be nothing left to collect.
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        os.write(fd, text.encode())
+        os.write(fd, text.encode() if isinstance(text, str) else text)
     finally:
         os.close(fd)
     os.replace(tmp, path)
@@ -73,14 +82,21 @@ def _start(command: list[str], memory_mb: str, out: int) -> int:
     return pid
 
 
-def _pump(source: int, pid: int, cap: int) -> int:
+def _pump(source: int, pid: int, cap: int, tail_path: str) -> int:
     """Copy the command's output to our stdout (the log) up to `cap` bytes, draining the
-    rest so the command never blocks on a full pipe. Returns the wait status."""
+    rest so the command never blocks on a full pipe; the last `TAIL` bytes of what is
+    dropped go to `tail_path`. Returns the wait status."""
     written = dropped = 0
     status = None
+    tail = bytearray()
+    tail_dirty = False
+    tail_at = 0.0
     while True:
         ready, _, _ = select.select([source], [], [], 0.2)
         if not ready:
+            if tail_dirty:
+                _write(tail_path, bytes(tail))
+                tail_dirty, tail_at = False, time.monotonic()
             # Quiet for a moment: if the command has exited, background children it left
             # holding the pipe open must not keep the attempt alive.
             done, wait_status = os.waitpid(pid, os.WNOHANG)
@@ -98,7 +114,17 @@ def _pump(source: int, pid: int, cap: int) -> int:
             if len(data) > room:
                 marker = f"\n[slotline: log cap of {cap} bytes reached; the rest is dropped]\n"
                 os.write(1, marker.encode())
-        dropped += max(0, len(data) - room)
+        if len(data) > room:
+            dropped += len(data) - room
+            tail += data[room:]
+            del tail[:-TAIL]
+            tail_dirty = True
+            now = time.monotonic()
+            if now - tail_at >= TAIL_EVERY:
+                _write(tail_path, bytes(tail))
+                tail_dirty, tail_at = False, now
+    if tail_dirty:
+        _write(tail_path, bytes(tail))
     if status is None:
         _, status = os.waitpid(pid, 0)
     if dropped:
@@ -190,7 +216,8 @@ def main(argv: list[str]) -> int:
     os.dup2(read_end, 0)
     os.close(read_end)
     read_end = 0
-    status = _pump(read_end, pid, int(log_max))
+    tail_path = exit_file.removesuffix(".exit") + ".tail"
+    status = _pump(read_end, pid, int(log_max), tail_path)
     code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
     _write(exit_file, f"{code}\n")
     return 0

@@ -4,10 +4,11 @@ and a time zone.
 
 Read are: a time of day ("3pm", "3:30 pm", "15:00", "15:00:30", optionally followed by a
 zone such as "(Europe/Paris)" or "UTC"; the node's local time without one; its next
-occurrence), a delay ("59 minutes", "in 2h", "1h 30m", "30 seconds"; a bare number is
-seconds, as HTTP's Retry-After), an epoch (seconds, or milliseconds past 10^11) and an
-ISO 8601 time ("2025-06-01T15:00:00Z"; local without an offset). Anything else is None:
-the caller falls back to the blind back-off.
+occurrence, or `now` if it passed at most JUST_PASSED ago: already reset), a delay
+("59 minutes", "in 2h", "1h 30m", "30 seconds"; a bare number is seconds, as HTTP's
+Retry-After), an epoch (seconds, or milliseconds past 10^11) and an ISO 8601 time
+("2025-06-01T15:00:00Z"; local without an offset). Anything else is None: the caller
+falls back to the blind back-off.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 # A reset further ahead than this is not believed (a misread number, a wrong unit).
 MAX_AHEAD = 31 * 86400.0
+# A time of day at most this far in the past has just passed (the refusal was printed
+# before it, or the clocks differ a little): the limit has reset, not tomorrow's.
+JUST_PASSED = 3600.0
 _UNITS = {
     "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
     "m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
@@ -101,15 +105,15 @@ def _clock(text: str, now: float, zone: tzinfo | None) -> float | None:
         # the day it lands on.
         local = datetime.fromtimestamp(now).replace(hour=hour, minute=minute, second=second)
         at = local.replace(microsecond=0)
-        if at.timestamp() <= now:
+        if at.timestamp() <= now - JUST_PASSED:
             at += timedelta(days=1)
-        return at.timestamp()
+        return max(at.timestamp(), now)
     aware = datetime.fromtimestamp(now, zone).replace(
         hour=hour, minute=minute, second=second, microsecond=0
     )
-    if aware.timestamp() <= now:
+    if aware.timestamp() <= now - JUST_PASSED:
         aware += timedelta(days=1)  # wall-clock arithmetic in the zone
-    return aware.timestamp()
+    return max(aware.timestamp(), now)
 
 
 def _zone(name: str) -> tzinfo | None:

@@ -30,7 +30,7 @@ class Followup:
 
 
 class FollowupVerbs(StoreCore):
-    """submit_followup and followup_of; and what runs spent: spend_by_agent (for
+    """submit_followup, followup_of and followups; and what runs spent: spend_by_agent (for
     `/metrics`) and spent_runs (for `/api/stats`)."""
 
     def spent_runs(self, owner: str | None = None) -> list[SpentRun]:
@@ -92,6 +92,11 @@ class FollowupVerbs(StoreCore):
             tx.run("task_set_followup", id=task.id, follows=followed.id, follow_prompt=prompt)
             emit(tx, "followup", task.id, now, follows=followed.id)
             return task
+
+    def followups(self, task_id: str) -> list[str]:
+        """The ids of the task's follow-ups, oldest first."""
+        with self._transaction(write=False) as tx:
+            return [str(row["id"]) for row in tx.rows("task_followups", follows=task_id)]
 
     def followup_of(self, task_id: str) -> Followup | None:
         """What the task continues, if it is a follow-up."""

@@ -2,8 +2,9 @@
 
 The event log is the outbox: every change already appends its event in the transaction
 that makes it, so a hook needs only a cursor (the last `seq` it delivered), advanced
-after a delivery succeeded. One node delivers at a time, holding a lease row taken by
-compare-and-set with an expiry; a node that dies mid-delivery loses the lease, and the
+after a delivery succeeded. One node delivers to a hook at a time, holding that hook's
+lease row (nodes may configure different hooks: each delivers its own), taken by
+compare-and-set with an expiry; a node that dies mid-delivery loses its leases, and the
 next holder delivers again from the cursor (a duplicate carries the same `seq`).
 """
 
@@ -20,6 +21,11 @@ from slotline.store.queries import Tx
 
 # How many deliveries `notify log` keeps.
 LOG_KEEP = 5000
+
+
+def _lease(hook: str) -> str:
+    """The name of a hook's delivery lease (apart from the one lease of old, `deliver`)."""
+    return f"hook:{hook}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,29 +75,52 @@ class NotifyVerbs(StoreCore):
                 tx.run("notify_cursor_add", hook=hook, seq=end, now=now)
             return {row["hook"]: int(row["seq"]) for row in tx.rows("notify_cursors")}
 
-    def take_notify_lease(self, node_id: str, lease: float, now: float | None = None) -> bool:
-        """Take or renew the delivery lease for `lease` seconds; False if another node
-        holds it and it has not expired."""
+    def rename_notify_hook(self, old: str, new: str, now: float | None = None) -> None:
+        """Carry hook `old`'s cursor over to `new` (unless `new` has one) and rename its
+        lines in the delivery log; `old` is forgotten. Nothing happens without `old`."""
         with self._write() as tx:
             tx.notify = False
             now = tx.now() if now is None else now
-            tx.run("notify_lease_add", node=node_id, expires_at=now + lease)
-            taken = tx.rows("notify_lease_take", node=node_id, expires_at=now + lease, now=now)
-            return bool(taken)
+            tx.run("notify_cursor_carry", old=old, new=new, now=now)
+            tx.run("notify_cursor_forget", old=old)
+            tx.run("notify_log_rename", old=old, new=new)
+
+    def take_notify_leases(
+        self, node_id: str, hooks: Iterable[str], lease: float, now: float | None = None
+    ) -> set[str]:
+        """Take or renew the delivery lease of each of `hooks` for `lease` seconds: the
+        hooks whose lease `node_id` holds now (not those another node holds and that
+        have not expired)."""
+        with self._write() as tx:
+            tx.notify = False
+            now = tx.now() if now is None else now
+            held = set()
+            for hook in hooks:
+                name, until = _lease(hook), now + lease
+                tx.run("notify_lease_add", lease=name, node=node_id, expires_at=until)
+                if tx.rows(
+                    "notify_lease_take", lease=name, node=node_id, expires_at=until, now=now
+                ):
+                    held.add(hook)
+            return held
 
     def drop_notify_lease(self, node_id: str) -> None:
-        """Give the lease up (a node stopping), so another node delivers at once."""
+        """Give up every hook's lease `node_id` holds (a node stopping), so another node
+        delivers at once."""
         with self._write() as tx:
             tx.notify = False
             tx.run("notify_lease_drop", node=node_id)
 
     def advance_notify(self, node_id: str, hook: str, seq: int, now: float | None = None) -> bool:
         """Move `hook`'s cursor to `seq`; False (nothing moved) unless `node_id` still
-        holds the lease."""
+        holds the hook's lease."""
         with self._write() as tx:
             tx.notify = False
             now = tx.now() if now is None else now
-            moved = tx.rows("notify_cursor_advance", node=node_id, hook=hook, seq=seq, now=now)
+            moved = tx.rows(
+                "notify_cursor_advance", node=node_id, hook=hook, lease=_lease(hook), seq=seq,
+                now=now,
+            )  # fmt: skip
             return bool(moved)
 
     def log_notify(self, delivery: Delivery) -> None:

@@ -8,30 +8,46 @@ ON CONFLICT (hook) DO NOTHING;
 -- name: notify_cursors
 SELECT hook, seq FROM notify_cursors;
 
+-- name: notify_cursor_carry
+-- A renamed hook's cursor (a webhook's default name no longer shows its URL's path):
+-- the new name starts where the old one was, unless it has a cursor already.
+INSERT INTO notify_cursors (hook, seq, updated_at)
+SELECT :new, seq, :now FROM notify_cursors WHERE hook = :old
+ON CONFLICT (hook) DO NOTHING;
+
+-- name: notify_cursor_forget
+DELETE FROM notify_cursors WHERE hook = :old;
+
+-- name: notify_log_rename
+-- The old name (it may hold a token of the URL's path) leaves the delivery log too.
+UPDATE notify_log SET hook = :new, error = REPLACE(error, :old, :new)
+WHERE hook = :old;
+
 -- name: notify_cursor_advance
--- Moves a hook's cursor forward, only while :node holds the delivery lease: a node that
--- lost it (taken for dead) cannot move a cursor the new holder is delivering from.
+-- Moves a hook's cursor forward, only while :node holds that hook's delivery lease
+-- (:lease): a node that lost it (taken for dead) cannot move a cursor the new holder is
+-- delivering from.
 UPDATE notify_cursors SET seq = :seq, updated_at = :now
 WHERE hook = :hook AND seq < :seq
   AND EXISTS (SELECT 1 FROM notify_lease
-              WHERE name = 'deliver' AND node_id = :node AND expires_at >= :now)
+              WHERE name = :lease AND node_id = :node AND expires_at >= :now)
 RETURNING seq;
 
 -- name: notify_lease_add
-INSERT INTO notify_lease (name, node_id, expires_at) VALUES ('deliver', :node, :expires_at)
+-- One lease per hook (named `hook:NAME`): each node delivers the hooks of its own
+-- configuration, one node per hook at a time.
+INSERT INTO notify_lease (name, node_id, expires_at) VALUES (:lease, :node, :expires_at)
 ON CONFLICT (name) DO NOTHING;
 
 -- name: notify_lease_take
 -- Compare-and-set: taken (or renewed) if free, expired, or already :node's.
 UPDATE notify_lease SET node_id = :node, expires_at = :expires_at
-WHERE name = 'deliver' AND (node_id = :node OR expires_at < :now)
+WHERE name = :lease AND (node_id = :node OR expires_at < :now)
 RETURNING node_id;
 
--- name: notify_lease_get
-SELECT node_id, expires_at FROM notify_lease WHERE name = 'deliver';
-
 -- name: notify_lease_drop
-UPDATE notify_lease SET expires_at = 0 WHERE name = 'deliver' AND node_id = :node;
+-- Every lease :node holds (a node stopping).
+UPDATE notify_lease SET expires_at = 0 WHERE node_id = :node;
 
 -- name: notify_log_add
 INSERT INTO notify_log (at, hook, event, seq, task_id, node_id, attempt, ok, status, error, took)

@@ -671,6 +671,10 @@ UPDATE tasks SET follows = :follows, follow_prompt = :follow_prompt WHERE id = :
 -- name: task_followup
 SELECT follows, follow_prompt FROM tasks WHERE id = :id;
 
+-- name: task_followups
+-- Every follow-up of a task, oldest first: the chain a new follow-up continues.
+SELECT id FROM tasks WHERE follows = :follows ORDER BY created_at, id;
+
 -- The last follow-up of a task still to run or running: a new one runs after it, so
 -- that two follow-ups never run at once in one worktree and session. (Not a blocked one:
 -- a follow-up made after a failed one runs after the task itself.)
