@@ -183,7 +183,7 @@ def _orphans(store: Store, root: Path, dry_run: bool) -> list[Orphan]:
         if dry_run:
             note = None if item.checkout is not None else worktree.orphan_work(item.folder)
         else:
-            note = item.clear(root)
+            note = item.clear(store, root)
             if note is None:
                 log.info("removed a worktree nothing owns", extra={"path": str(item.folder)})
         found.append(Orphan(item.folder, size, note))

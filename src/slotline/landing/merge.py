@@ -9,8 +9,9 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from slotline.errors import InvalidInput, InvalidTransition, MergeConflict
@@ -54,7 +55,12 @@ class MergeResult:
         }
 
 
-def merge_run(task: Task, into: str | None = None, squash: bool = False) -> MergeResult:
+def merge_run(
+    task: Task,
+    into: str | None = None,
+    squash: bool = False,
+    busy: Callable[[str], str | None] | None = None,
+) -> MergeResult:
     """Merge the branch of the latest run of `task` into `into` (default: the branch the
     task started from), as `git merge` would (a fast-forward when the target has not
     moved; with `squash`, one new commit). Blocking: it runs git.
@@ -70,6 +76,10 @@ def merge_run(task: Task, into: str | None = None, squash: bool = False) -> Merg
             a commit git refuses, is refused instead).
         MergeConflict: the branch does not merge cleanly (`details["files"]`); nothing
             was changed.
+
+    `busy(path)` says which run works in the worktree at `path` now (a follow-up or a
+    resumed attempt took it over), or None; asked holding the repository's lock, under
+    which a run takes a folder over: its half-finished work is never merged.
     """
     attempt, checkout = latest_run(task)
     short = task.id[:8]
@@ -94,8 +104,15 @@ def merge_run(task: Task, into: str | None = None, squash: bool = False) -> Merg
             f"was changed. Either merge it there yourself: git -C {holder} merge {branch}; "
             f"or merge into a branch no checkout has: slotline merge {short} --into BRANCH"
         )
-    if os.path.isdir(checkout.path) and worktree.has_uncommitted(checkout.path):
-        tip = _commit_left_work(task, attempt, checkout.path, branch)
+    with worktree.repo_lock(Path(checkout.path).parent.parent, repo):
+        working = None if busy is None else busy(checkout.path)
+        if working is not None:
+            raise InvalidTransition(
+                f"the worktree of task {short} ({checkout.path}) was taken over: {working}; "
+                "its work is not finished: merge once that run has ended"
+            )
+        if os.path.isdir(checkout.path) and worktree.has_uncommitted(checkout.path):
+            tip = _commit_left_work(task, attempt, checkout.path, branch)
     if tip == checkout.base_commit:
         raise InvalidTransition(f"nothing to merge: task {short} committed nothing on {branch}")
     if _contains(repo, old, tip):

@@ -100,11 +100,19 @@ class Isolator:
         """
         assert task.repo is not None
         checkout = Checkout(task.repo, earlier.path, earlier.branch, earlier.base_commit)
-        await asyncio.to_thread(worktree.reopen, self.root, checkout)
-        await self.retry(
-            self.store.record_worktree, attempt.id, attempt.token, checkout.path,
-            checkout.branch, checkout.base_commit,
-        )  # fmt: skip
+        # Reopened and recorded under the repository's lock: a prune or a sweep, which
+        # read the store again under it, sees the folder held by this run before
+        # removing it (else it would remove it under the run, or commit its work).
+        lock = worktree.RepoLock(Path(earlier.path).parent.parent, task.repo)
+        await asyncio.to_thread(lock.acquire)
+        try:
+            await asyncio.to_thread(worktree.reopen_locked, checkout)
+            await self.retry(
+                self.store.record_worktree, attempt.id, attempt.token, checkout.path,
+                checkout.branch, checkout.base_commit,
+            )  # fmt: skip
+        finally:
+            await asyncio.to_thread(lock.release)
         log.info("worktree reused to resume a session", extra={"task_id": task.id})
         env.update(SLOTLINE_WORKTREE=checkout.path, SLOTLINE_BRANCH=checkout.branch)
         return checkout, worktree.workdir(checkout, task.workspace)
@@ -226,7 +234,7 @@ class Isolator:
         owns it: then it is kept, with a warning naming it (once per node) for a person
         to look at and remove."""
         folder = item.folder
-        kept = item.clear(self.root)
+        kept = item.clear(self.store, self.root)
         if kept is not None:
             if folder in self.kept:
                 return 0

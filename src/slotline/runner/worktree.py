@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from slotline.isolation import (
     DiffStat,
@@ -84,15 +85,42 @@ def workdir(checkout: Checkout, workspace: str | None) -> str:
 
 @contextlib.contextmanager
 def repo_lock(root: Path, repo: str) -> Iterator[None]:
-    """Hold the lock on `repo`'s worktree list (across threads and processes)."""
-    folder, _ = place(root, repo, "0" * 32, 0)
-    folder.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with open(folder.parent.with_suffix(".lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    """Hold the lock on `repo`'s worktree list (across threads and processes). Not
+    reentrant: code holding it calls the `_locked` variants below."""
+    lock = RepoLock(root, repo)
+    lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+class RepoLock:
+    """`repo_lock` as an object, for a holder that takes it in one worker thread and
+    lets it go in another (a node holds it across a store call made from async code)."""
+
+    def __init__(self, root: Path, repo: str) -> None:
+        folder, _ = place(root, repo, "0" * 32, 0)
+        self._path = folder.parent.with_suffix(".lock")
+        self._file: IO[str] | None = None
+
+    def acquire(self) -> None:
+        """Take it (blocking)."""
+        self._path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        lock = open(self._path, "a")  # noqa: SIM115 - closed by release()
         try:
-            yield
-        finally:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        except BaseException:
+            lock.close()
+            raise
+        self._file = lock
+
+    def release(self) -> None:
+        """Let it go."""
+        lock, self._file = self._file, None
+        if lock is not None:
             fcntl.flock(lock, fcntl.LOCK_UN)
+            lock.close()
 
 
 def retried(action: Callable[[], str]) -> str:
@@ -158,21 +186,27 @@ def reopen(root: Path, checkout: Checkout) -> Checkout:
     Raises:
         WorktreeError: its folder is in the way, or its branch is gone.
     """
-    path = Path(checkout.path)
     with repo_lock(root, checkout.repo):
-        if path.exists():
-            if _branch_of(path) == checkout.branch:
-                return checkout
-            raise WorktreeError(f"{path} is in the way and is not the resumed run's worktree")
-        if _branch_tip(checkout.repo, checkout.branch) is None:
-            raise WorktreeError(
-                f"the resumed run's worktree {path} and its branch {checkout.branch} are gone"
-            )
-        add = ["worktree", "add", "--quiet", str(path), checkout.branch]
-        try:
-            retried(lambda: git(checkout.repo, *add))
-        except GitFailed as exc:
-            raise WorktreeError(f"git worktree add failed: {exc}") from None
+        return reopen_locked(checkout)
+
+
+def reopen_locked(checkout: Checkout) -> Checkout:
+    """`reopen`, for a caller holding `repo_lock` (it records the run in the folder
+    before letting the lock go: a prune or a sweep then sees the folder held)."""
+    path = Path(checkout.path)
+    if path.exists():
+        if _branch_of(path) == checkout.branch:
+            return checkout
+        raise WorktreeError(f"{path} is in the way and is not the resumed run's worktree")
+    if _branch_tip(checkout.repo, checkout.branch) is None:
+        raise WorktreeError(
+            f"the resumed run's worktree {path} and its branch {checkout.branch} are gone"
+        )
+    add = ["worktree", "add", "--quiet", str(path), checkout.branch]
+    try:
+        retried(lambda: git(checkout.repo, *add))
+    except GitFailed as exc:
+        raise WorktreeError(f"git worktree add failed: {exc}") from None
     return checkout
 
 
@@ -262,17 +296,22 @@ def delete_branch(root: Path, repo: str, branch: str, expected: str | None = Non
     unless it is checked out in a worktree or (given `expected`) has moved from there;
     whether it is gone. Never fails."""
     with repo_lock(root, repo):
-        tip = _branch_tip(repo, branch)
-        if tip is None:
-            return True
-        if expected is not None and tip != expected:
+        return delete_branch_locked(repo, branch, expected)
+
+
+def delete_branch_locked(repo: str, branch: str, expected: str | None = None) -> bool:
+    """`delete_branch`, for a caller holding `repo_lock`."""
+    tip = _branch_tip(repo, branch)
+    if tip is None:
+        return True
+    if expected is not None and tip != expected:
+        return False
+    with contextlib.suppress(GitFailed):
+        listed = git(repo, "worktree", "list", "--porcelain").splitlines()
+        if f"branch refs/heads/{branch}" in listed:
             return False
-        with contextlib.suppress(GitFailed):
-            listed = git(repo, "worktree", "list", "--porcelain").splitlines()
-            if f"branch refs/heads/{branch}" in listed:
-                return False
-            retried(lambda: git(repo, "update-ref", "-d", f"refs/heads/{branch}", tip))
-            return True
+        retried(lambda: git(repo, "update-ref", "-d", f"refs/heads/{branch}", tip))
+        return True
     return False
 
 
@@ -286,32 +325,48 @@ def here(checkout: Checkout) -> bool:
     return os.path.isdir(checkout.repo) and _branch_tip(checkout.repo, checkout.branch) is not None
 
 
-def remove(root: Path, checkout: Checkout) -> None:
+def remove(root: Path, checkout: Checkout, unless: Callable[[], bool] | None = None) -> bool:
     """Remove a worktree (uncommitted changes with it) and its branch if that holds no
-    commit of its own (its tip is the base commit). Never fails: what is left is left."""
+    commit of its own (its tip is the base commit); whether it did. Never fails: what
+    is left is left. `unless`, asked once the repository's lock is held, leaves it all
+    as it is when true (a run has taken the folder over meanwhile)."""
+    with repo_lock(root, checkout.repo):
+        if unless is not None and unless():
+            return False
+        remove_locked(checkout)
+        return True
+
+
+def remove_locked(checkout: Checkout, empty_branch: bool = True) -> None:
+    """`remove`, for a caller holding `repo_lock`; the branch is left when not
+    `empty_branch`."""
     repo, path = checkout.repo, checkout.path
     if not os.path.isdir(repo):  # the repository is gone: only the folder is left
         shutil.rmtree(path, ignore_errors=True)
         return
-    with repo_lock(root, repo):
-        if os.path.isdir(path):
-            with contextlib.suppress(GitFailed):
-                retried(lambda: git(repo, "worktree", "remove", "--force", "--force", path))
-            shutil.rmtree(path, ignore_errors=True)
+    if os.path.isdir(path):
         with contextlib.suppress(GitFailed):
-            if _stale_registration(repo, path):  # git could not remove it: rmtree did
-                _prune(repo)
-            if _branch_tip(repo, checkout.branch) == checkout.base_commit:
-                # Deleted only if it still points there (git checks, atomically).
-                ref = f"refs/heads/{checkout.branch}"
-                retried(lambda: git(repo, "update-ref", "-d", ref, checkout.base_commit))
+            retried(lambda: git(repo, "worktree", "remove", "--force", "--force", path))
+        shutil.rmtree(path, ignore_errors=True)
+    with contextlib.suppress(GitFailed):
+        if _stale_registration(repo, path):  # git could not remove it: rmtree did
+            _prune(repo)
+        if empty_branch and _branch_tip(repo, checkout.branch) == checkout.base_commit:
+            # Deleted only if it still points there (git checks, atomically).
+            ref = f"refs/heads/{checkout.branch}"
+            retried(lambda: git(repo, "update-ref", "-d", ref, checkout.base_commit))
 
 
-def remove_orphan(root: Path, folder: Path) -> str | None:
+def remove_orphan(
+    root: Path, folder: Path, unless: Callable[[], str | None] | None = None
+) -> str | None:
     """Remove a worktree folder nothing in the store owns (its task is gone), through its
     repository, unless it holds work: uncommitted changes (new files included), commits
     of a detached HEAD that no branch or tag holds, or anything git cannot read. Its
     branch is deleted only if another branch or tag holds every commit of it.
+
+    `unless`, asked once the repository's lock is held, says why to leave it (a run
+    has taken the folder over meanwhile), or None.
 
     Returns:
         None when it was removed, else why it was kept (for the log).
@@ -325,7 +380,8 @@ def remove_orphan(root: Path, folder: Path) -> str | None:
     common = os.path.realpath(common)
     repo = str(Path(common).parent) if Path(common).name == ".git" else common
     with repo_lock(root, repo):
-        kept = _work_in(path)
+        kept = None if unless is None else unless()
+        kept = kept or _work_in(path)
         if kept is not None:
             return kept
         tip = None if branch is None else _branch_tip(repo, branch)
