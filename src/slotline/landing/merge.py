@@ -157,12 +157,35 @@ def _target(task: Task, into: str | None, repo: str) -> str:
             "into (--into BRANCH)"
         )
     target = target.removeprefix("refs/heads/")
+    if not plain_branch(repo, target):
+        if into is not None:
+            raise InvalidInput(
+                f"into: {into!r} is not a branch name (a revision such as main~2 or "
+                "main@{1} is not accepted): give the name of a local branch"
+            )
+        raise InvalidInput(
+            f"task {task.id[:8]} started from {target!r}, which is not a branch: give the "
+            "branch to merge into (--into BRANCH)"
+        )
     if into is None and worktree.branch_tip(repo, target) is None:
         raise InvalidInput(
             f"task {task.id[:8]} started from {target!r}, which is not a branch: give the "
             "branch to merge into (--into BRANCH)"
         )
     return target
+
+
+def plain_branch(repo: str, name: str) -> bool:
+    """Whether `name` is a plain branch name (what `git check-ref-format` accepts under
+    refs/heads/, not HEAD, not an option): no revision syntax (`main~2`, `main@{1}`,
+    `main^`), which would name a commit rather than the branch slotline moves."""
+    if not name or name.startswith("-") or name == "HEAD" or "@{" in name:
+        return False
+    try:
+        git(repo, "check-ref-format", f"refs/heads/{name}")
+    except GitFailed:
+        return False
+    return True
 
 
 def _checked_out_at(repo: str, branch: str) -> str | None:

@@ -454,7 +454,9 @@ def branch_tip(repo: str, branch: str) -> str | None:
 
 
 def _branch_tip(repo: str, branch: str) -> str | None:
+    # show-ref matches the ref by name only: revision syntax (`main~2`, `main@{1}`) in
+    # `branch` names no ref, where rev-parse would resolve it to a commit.
     try:
-        return git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}")
+        return git(repo, "show-ref", "--verify", "--hash", f"refs/heads/{branch}") or None
     except GitFailed:
         return None
