@@ -19,7 +19,7 @@ from slotline.isolation import GitFailed, git
 from slotline.landing import removal
 from slotline.landing.diff import latest_run
 from slotline.models import Attempt, Status, Task
-from slotline.runner import worktree
+from slotline.runner import repolock, worktree
 
 # The repository's hooks are for its owner's own commits: a merge slotline makes in a
 # temporary worktree runs none (a pre-commit hook could take minutes, or prompt).
@@ -104,7 +104,7 @@ def merge_run(
             f"was changed. Either merge it there yourself: git -C {holder} merge {branch}; "
             f"or merge into a branch no checkout has: slotline merge {short} --into BRANCH"
         )
-    with worktree.repo_lock(Path(checkout.path).parent.parent, repo):
+    with repolock.repo_lock(Path(checkout.path).parent.parent, repo):
         working = None if busy is None else busy(checkout.path)
         if working is not None:
             raise InvalidTransition(
@@ -216,7 +216,7 @@ def _scratch(repo: str, commit: str) -> Iterator[str]:
     place = os.path.join(folder, "tree")
     try:
         try:
-            worktree.retried(
+            repolock.retried(
                 lambda: git(repo, "worktree", "add", "--quiet", "--detach", place, commit)
             )
         except GitFailed as exc:
@@ -224,13 +224,13 @@ def _scratch(repo: str, commit: str) -> Iterator[str]:
         yield place
     finally:
         with contextlib.suppress(GitFailed):
-            worktree.retried(lambda: git(repo, "worktree", "remove", "--force", "--force", place))
+            repolock.retried(lambda: git(repo, "worktree", "remove", "--force", "--force", place))
         shutil.rmtree(folder, ignore_errors=True)
         with contextlib.suppress(GitFailed):
             if f"worktree {os.path.realpath(place)}" in git(
                 repo, "worktree", "list", "--porcelain"
             ):
-                worktree.retried(lambda: git(repo, "worktree", "prune"))
+                repolock.retried(lambda: git(repo, "worktree", "prune"))
 
 
 def _merged(place: str, tip: str, branch: str, squash: bool, message: str) -> str:

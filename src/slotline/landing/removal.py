@@ -15,7 +15,7 @@ from typing import Any
 from slotline.errors import NotFound
 from slotline.isolation import GitFailed, KeepPolicy, Worktree, WorktreeState, git, git_env
 from slotline.models import Attempt, Task
-from slotline.runner import worktree
+from slotline.runner import repolock, worktree
 from slotline.runner.worktree import Checkout
 from slotline.store import Store
 
@@ -61,7 +61,7 @@ def remove_folder(
     assert tree is not None
     assert task.repo is not None
     root = Path(tree.path).parent.parent  # the lock files sit in the node's worktree root
-    with worktree.repo_lock(root, task.repo):
+    with repolock.repo_lock(root, task.repo):
         taken = taken_over(store, attempt)
         if taken is not None:
             return _kept(task, tree, taken)

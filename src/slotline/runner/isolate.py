@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from slotline.isolation import KeepPolicy, Worktree, WorktreeState
 from slotline.landing import inventory
 from slotline.landing.prune import WorktreePolicy
 from slotline.models import Attempt, Task
-from slotline.runner import orphans, worktree
+from slotline.runner import orphans, repolock, worktree
 from slotline.runner.process import Outcome
 from slotline.runner.worktree import Checkout
 from slotline.store import Store
@@ -103,16 +103,12 @@ class Isolator:
         # Reopened and recorded under the repository's lock: a prune or a sweep, which
         # read the store again under it, sees the folder held by this run before
         # removing it (else it would remove it under the run, or commit its work).
-        lock = worktree.RepoLock(Path(earlier.path).parent.parent, task.repo)
-        await asyncio.to_thread(lock.acquire)
-        try:
+        async with _holding(repolock.RepoLock(Path(earlier.path).parent.parent, task.repo)):
             await asyncio.to_thread(worktree.reopen_locked, checkout)
             await self.retry(
                 self.store.record_worktree, attempt.id, attempt.token, checkout.path,
                 checkout.branch, checkout.base_commit,
             )  # fmt: skip
-        finally:
-            await asyncio.to_thread(lock.release)
         log.info("worktree reused to resume a session", extra={"task_id": task.id})
         env.update(SLOTLINE_WORKTREE=checkout.path, SLOTLINE_BRANCH=checkout.branch)
         return checkout, worktree.workdir(checkout, task.workspace)
@@ -246,6 +242,27 @@ class Isolator:
             return 0
         log.info("removed a worktree that nothing owns", extra={"path": str(folder)})
         return 1
+
+
+@contextlib.asynccontextmanager
+async def _holding(lock: repolock.RepoLock) -> AsyncIterator[None]:
+    """Hold `lock` (taken in a worker thread) for the block. Cancelled while waiting
+    for it, the lock is let go as soon as the thread gets it: never held by no one."""
+    taking = asyncio.ensure_future(asyncio.to_thread(lock.acquire))
+    try:
+        await asyncio.shield(taking)
+    except asyncio.CancelledError:
+
+        def let_go(done: asyncio.Future[None]) -> None:
+            if not done.cancelled() and done.exception() is None:
+                lock.release()
+
+        taking.add_done_callback(let_go)
+        raise
+    try:
+        yield
+    finally:
+        lock.release()  # at once: unlocking a file never blocks
 
 
 def _ended(outcome: str | None) -> str:

@@ -5,25 +5,21 @@ Every function here blocks (it runs git): the supervisor calls them in a worker 
 Worktrees live under a folder of slotline's own (`<data dir>/worktrees/store-<hash>/
 <repo>-<hash>/<task id>-<attempt>`), outside the repository, so they never show in its `git status`;
 each is on its own branch, `slotline/<task id>-<attempt>`. Operations that change a
-repository's worktree list are serialized per repository by a lock file in that folder
-(`git worktree add` locks the repository, and a second one at once can fail) and retried
-when the repository is locked by someone else.
+repository's worktree list are serialized per repository by a lock file beside that
+folder (`repolock`: `git worktree add` locks the repository, and a second one at once
+can fail) and retried when the repository is locked by someone else.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import hashlib
 import os
 import re
 import shutil
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 from slotline.isolation import (
     DiffStat,
@@ -34,14 +30,12 @@ from slotline.isolation import (
     git,
     git_env,
 )
+from slotline.runner.repolock import repo_folder, repo_lock, retried
 
 BRANCH_PREFIX = "slotline/"
 # `<task id>-<attempt number>`: the name of a worktree's folder (and its branch's tail).
 _NAME = re.compile(r"^(?P<task>[0-9a-f]{32})-(?P<number>[0-9]+)$")
 _STAT = re.compile(r"(\d+) (file|insertion|deletion)")
-# A repository busy with another git command: worth a retry, a moment later.
-_LOCKED = ("lock", "busy")
-RETRIES = 6
 
 
 class WorktreeError(Exception):
@@ -60,9 +54,8 @@ class Checkout:
 
 def place(root: Path, repo: str, task_id: str, number: int) -> tuple[Path, str]:
     """The folder and branch of attempt `number` of a task working on `repo`."""
-    digest = hashlib.sha256(repo.encode()).hexdigest()[:10]
-    name = re.sub(r"[^A-Za-z0-9._-]", "_", Path(repo).name)[:40] or "repo"
-    return root / f"{name}-{digest}" / f"{task_id}-{number}", f"{BRANCH_PREFIX}{task_id}-{number}"
+    folder = repo_folder(root, repo)
+    return folder / f"{task_id}-{number}", f"{BRANCH_PREFIX}{task_id}-{number}"
 
 
 def parse_name(folder: Path) -> tuple[str, int] | None:
@@ -81,60 +74,6 @@ def workdir(checkout: Checkout, workspace: str | None) -> str:
             if os.path.isdir(sub):
                 return sub
     return checkout.path
-
-
-@contextlib.contextmanager
-def repo_lock(root: Path, repo: str) -> Iterator[None]:
-    """Hold the lock on `repo`'s worktree list (across threads and processes). Not
-    reentrant: code holding it calls the `_locked` variants below."""
-    lock = RepoLock(root, repo)
-    lock.acquire()
-    try:
-        yield
-    finally:
-        lock.release()
-
-
-class RepoLock:
-    """`repo_lock` as an object, for a holder that takes it in one worker thread and
-    lets it go in another (a node holds it across a store call made from async code)."""
-
-    def __init__(self, root: Path, repo: str) -> None:
-        folder, _ = place(root, repo, "0" * 32, 0)
-        self._path = folder.parent.with_suffix(".lock")
-        self._file: IO[str] | None = None
-
-    def acquire(self) -> None:
-        """Take it (blocking)."""
-        self._path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        lock = open(self._path, "a")  # noqa: SIM115 - closed by release()
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        except BaseException:
-            lock.close()
-            raise
-        self._file = lock
-
-    def release(self) -> None:
-        """Let it go."""
-        lock, self._file = self._file, None
-        if lock is not None:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-            lock.close()
-
-
-def retried(action: Callable[[], str]) -> str:
-    """Run a git action again while the repository is locked by another git command."""
-    delay = 0.1
-    for attempt in range(RETRIES):
-        try:
-            return action()
-        except GitFailed as exc:
-            if attempt == RETRIES - 1 or not any(word in str(exc).lower() for word in _LOCKED):
-                raise
-        time.sleep(delay)  # a worker thread waiting for another process's git command
-        delay *= 2
-    raise AssertionError("unreachable")
 
 
 def create(root: Path, repo: str, base: str, task_id: str, number: int) -> Checkout:
