@@ -29,8 +29,8 @@ def repo(tmp_path: Path) -> Path:
     return make_repo(tmp_path / "repo", {"notes.txt": "base\n"})
 
 
-def _claim(store: Store, repo: Path) -> tuple[Task, Attempt]:
-    store.submit({"command": ["true"], "isolation": "worktree", "repo": str(repo)})
+def _claim(store: Store, repo: Path, **more: str) -> tuple[Task, Attempt]:
+    store.submit({"command": ["true"], "isolation": "worktree", "repo": str(repo), **more})
     claimed = store.claim("elsewhere").claims
     assert len(claimed) == 1
     return claimed[0].task, claimed[0].attempt
@@ -178,3 +178,27 @@ def test_merge_refuses_while_a_follow_up_works_in_the_worktree(
     assert run(repo, "rev-parse", made.branch) == tip
     assert run(repo, "rev-parse", "integration") == before
     assert "?? half-done.txt" in run(Path(made.path), "status", "--porcelain")
+
+
+def test_the_sweep_leaves_a_crashed_runs_worktree_its_resumed_attempt_works_in(
+    store: Store, repo: Path, tmp_path: Path
+) -> None:
+    root = store_root(tmp_path / "data" / "worktrees", store.url)
+    store.set_setting("max_concurrent", 10)
+    # Given a run (keep: never) whose node died before closing its worktree (it still
+    # says active), and a run resuming in that worktree,
+    task, attempt = _claim(store, repo, keep="never")
+    assert task.isolation is not None
+    assert task.isolation.base_commit is not None
+    made = worktree.create(root, str(repo), task.isolation.base_commit, task.id, 1)
+    store.record_worktree(attempt.id, attempt.token, made.path, made.branch, made.base_commit)
+    store.finish(attempt.id, attempt.token, 0, None)
+    _, follower = _claim(store, repo)
+    _take_over(store, follower, made)
+    # When a sweep closes the crashed run's worktree by its policy (removed),
+    isolator = Isolator(store, tmp_path / "data" / "worktrees", asyncio.to_thread)
+    isolator.sweep(set())
+    # Then the folder and the resumed run's work stay; the crashed run no longer holds it.
+    assert (Path(made.path) / "half-done.txt").read_text() == "F's work in progress\n"
+    assert _state(store, follower) is WorktreeState.ACTIVE
+    assert _state(store, attempt) is WorktreeState.REMOVED

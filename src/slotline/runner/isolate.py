@@ -220,8 +220,18 @@ class Isolator:
         checkout = self.find(task, attempt)
         if checkout is None or task.isolation is None or not worktree.here(checkout):
             return 0  # (not here: a machine with the same root path made it)
+        path = attempt.worktree.path
+
+        def taken() -> bool:  # asked holding the repository's lock, before a removal
+            return any(a.id != attempt.id for a in self.store.working_in(path))
+
+        if taken():
+            # A resumed attempt (its run was interrupted by a crash) or a follow-up works
+            # in it now: this attempt no longer holds it, and its folder is left alone.
+            self.store.end_worktree(attempt.id, WorktreeState.REMOVED, None, {"taken_over": True})
+            return 1
         ended = _ended(attempt.outcome)
-        state, diff = worktree.settle(self.root, checkout, task.isolation.keep, ended)
+        state, diff = worktree.settle(self.root, checkout, task.isolation.keep, ended, taken)
         self.store.end_worktree(attempt.id, state, diff)
         return 1
 

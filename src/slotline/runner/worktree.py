@@ -213,17 +213,23 @@ def should_remove(keep: KeepPolicy, ended: str, uncommitted: bool) -> bool:
 
 
 def settle(
-    root: Path, checkout: Checkout, keep: KeepPolicy, ended: str
+    root: Path,
+    checkout: Checkout,
+    keep: KeepPolicy,
+    ended: str,
+    unless: Callable[[], bool] | None = None,
 ) -> tuple[WorktreeState, DiffStat | None]:
     """At a run's end: measure its changes, then keep or remove its worktree by `keep`.
     A branch is deleted only when it holds no commit of its own, or with its folder when
-    `keep` is `never` (the one policy that drops the run's work)."""
+    `keep` is `never` (the one policy that drops the run's work). `unless`: as for
+    `remove` (true: the worktree is left, and said kept)."""
     diff = measure(checkout)
     if not os.path.isdir(checkout.path):
-        remove(root, checkout)  # its registration and an empty branch
+        remove(root, checkout, unless)  # its registration and an empty branch
         return WorktreeState.REMOVED, diff
     if should_remove(keep, ended, has_uncommitted(checkout.path)):
-        remove(root, checkout)
+        if not remove(root, checkout, unless):
+            return WorktreeState.KEPT, diff
         if keep is KeepPolicy.NEVER:
             delete_branch(root, checkout.repo, checkout.branch)
         return WorktreeState.REMOVED, diff
