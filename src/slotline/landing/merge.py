@@ -104,7 +104,9 @@ def merge_run(
             f"was changed. Either merge it there yourself: git -C {holder} merge {branch}; "
             f"or merge into a branch no checkout has: slotline merge {short} --into BRANCH"
         )
-    with repolock.repo_lock(Path(checkout.path).parent.parent, repo):
+    root = Path(checkout.path).parent.parent  # the node's worktree root: its lock files
+    # No root here: no run can be working in the folder on this machine.
+    with repolock.repo_lock(root, repo) if root.is_dir() else contextlib.nullcontext():
         working = None if busy is None else busy(checkout.path)
         if working is not None:
             raise InvalidTransition(
