@@ -12,6 +12,7 @@ from gitrepos import commit_file, make_repo, run
 from slotline.errors import InvalidInput
 from slotline.isolation import WorktreeState
 from slotline.landing import verbs
+from slotline.landing.prune import WorktreePolicy
 from slotline.runner import worktree
 from slotline.runner.orphans import store_root
 from slotline.store import Store
@@ -48,3 +49,28 @@ def test_branch_tip_reads_a_branch_by_name_only(tmp_path: Path) -> None:
     assert worktree.branch_tip(str(repo), "main~0") is None
     assert worktree.branch_tip(str(repo), "main@{0}") is None
     assert worktree.branch_tip(str(repo), "nope") is None
+
+
+def test_a_prune_keeps_a_branch_recorded_as_merged_into_a_revision(
+    store: Store, tmp_path: Path
+) -> None:
+    # Given a run recorded (before `into` was checked) as merged into `main@{1}`, a
+    # commit main itself has moved off (its branch's commits held only by the reflog),
+    repo = make_repo(tmp_path / "repo", {"notes.txt": "base\n"})
+    root = store_root(tmp_path / "data" / "worktrees", store.url)
+    task = store.submit({"command": ["true"], "isolation": "worktree", "repo": str(repo)})
+    (claim,) = store.claim("elsewhere").claims
+    made = worktree.create(root, str(repo), "HEAD", task.id, 1)
+    store.record_worktree(
+        claim.attempt.id, claim.attempt.token, made.path, made.branch, made.base_commit
+    )
+    tip = commit_file(Path(made.path), "work.txt", "work\n")
+    store.finish(claim.attempt.id, claim.attempt.token, 0, None)
+    store.end_worktree(claim.attempt.id, WorktreeState.KEPT, None)
+    run(repo, "update-ref", "refs/heads/main", tip)
+    run(repo, "reset", "-q", "--hard", "HEAD@{1}")  # main back: the work is in main@{1}
+    store.record_merge(claim.attempt.id, "main@{1}", tip, False)
+    # When a prune removes its folder, the branch stays.
+    pruned = verbs.prune(store, WorktreePolicy(max_disk=0), 0.0)
+    assert [(p["folder_fate"], p["branch_fate"]) for p in pruned] == [("removed", "kept")]
+    assert worktree.branch_tip(str(repo), made.branch) == tip

@@ -190,7 +190,14 @@ def _branch_fate(repo: str, tree: Worktree, never: bool) -> str:
     tip = worktree.branch_tip(repo, tree.branch) if os.path.isdir(repo) else None
     if tip is None or tip == tree.base_commit:
         return "deleted"
-    if tree.merged is not None and _contains(repo, tree.merged.into, tip):
+    into = None if tree.merged is None else tree.merged.into
+    # A target recorded by name only: one recorded before names were checked could be
+    # revision syntax (`main@{1}`), whose commits only a reflog holds.
+    if (
+        into is not None
+        and worktree.branch_tip(repo, into) is not None
+        and _contains(repo, into, tip)
+    ):
         return "deleted"  # merged, and nothing committed on it since (a follow-up's)
     try:
         holders = git(
