@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +19,11 @@ from slotline.isolation import Worktree, WorktreeState
 from slotline.landing import inventory, removal, verbs
 from slotline.landing.prune import WorktreePolicy
 from slotline.models import Attempt, Task
-from slotline.runner import orphans, worktree
+from slotline.runner import orphans, repolock, worktree
 from slotline.runner.isolate import Isolator
 from slotline.runner.orphans import store_root
 from slotline.store import Store
+from waiting import until_async
 
 
 @pytest.fixture
@@ -202,3 +204,54 @@ def test_the_sweep_leaves_a_crashed_runs_worktree_its_resumed_attempt_works_in(
     assert (Path(made.path) / "half-done.txt").read_text() == "F's work in progress\n"
     assert _state(store, follower) is WorktreeState.ACTIVE
     assert _state(store, attempt) is WorktreeState.REMOVED
+
+
+def test_a_resumed_run_cancelled_while_waiting_for_the_lock_never_keeps_it(
+    store: Store, repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = store_root(tmp_path / "data" / "worktrees", store.url)
+    store.set_setting("max_concurrent", 10)
+    task, _, made = _ended_run(store, repo, root)
+    _, follower = _claim(store, repo)
+    waiting, released = threading.Event(), threading.Event()
+    take, let_go = repolock.RepoLock.acquire, repolock.RepoLock.release
+
+    def acquire(self: repolock.RepoLock) -> None:
+        waiting.set()
+        take(self)
+
+    def release(self: repolock.RepoLock) -> None:
+        let_go(self)
+        released.set()
+
+    def free() -> bool:
+        with open(root / f"{Path(made.path).parent.name}.lock", "a") as other:
+            try:
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            fcntl.flock(other, fcntl.LOCK_UN)
+        return True
+
+    async def scenario() -> None:
+        # Given the repository's lock held by a prune,
+        held = repolock.RepoLock(root, str(repo))
+        held.acquire()
+        monkeypatch.setattr(repolock.RepoLock, "acquire", acquire)
+        monkeypatch.setattr(repolock.RepoLock, "release", release)
+        isolator = Isolator(store, tmp_path / "data" / "worktrees", asyncio.to_thread)
+        earlier = Worktree(made.path, made.branch, made.base_commit, WorktreeState.KEPT)
+        opening = asyncio.ensure_future(isolator.reopen(task, follower, earlier, {}))
+        # when the resumed run waiting for it is cancelled, then the prune lets it go,
+        await until_async(waiting.is_set, what="the run waiting for the lock")
+        opening.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await opening
+        let_go(held)
+        # the run's thread takes it once free, and lets it go at once,
+        await until_async(released.is_set, what="the lock let go")
+        assert free()
+
+    asyncio.run(scenario())
+    # and the run recorded nothing.
+    assert _state(store, follower) is None
