@@ -100,7 +100,11 @@ def test_a_prune_leaves_a_worktree_a_follow_up_took_over_after_the_plan(
 
 
 def test_a_sweep_leaves_a_pruned_worktree_a_follow_up_reopened_from_its_branch(
-    store: Store, repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store: Store,
+    repo: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     root = store_root(tmp_path / "data" / "worktrees", store.url)
     store.set_setting("max_concurrent", 10)
@@ -128,6 +132,8 @@ def test_a_sweep_leaves_a_pruned_worktree_a_follow_up_reopened_from_its_branch(
     assert (Path(made.path) / "half-done.txt").read_text() == "F's work in progress\n"
     assert (Path(made.path) / "t.txt").exists()
     assert _state(store, follower) is WorktreeState.ACTIVE
+    # It is owned: no warning of a folder nothing owns.
+    assert not [r for r in caplog.records if "nothing owns" in r.getMessage()]
 
 
 def test_a_resumed_run_reopens_and_records_its_worktree_holding_the_repository_lock(

@@ -242,7 +242,8 @@ class Isolator:
         folder = item.folder
         kept = item.clear(self.store, self.root)
         if kept is not None:
-            if folder in self.kept:
+            if folder in self.kept or orphans.holder(self.store, str(folder)) is not None:
+                return 0  # (or a run took it over meanwhile: it is owned, not to warn of)
                 return 0
             self.kept.add(folder)
             log.warning(
