@@ -165,9 +165,10 @@ class BackendCalls:
             found: dict[str, Any] = await self._run(self.backend.call, "GET", path, params=params)
             return found
         from slotline.landing import verbs
+        from slotline.landing.gitpool import run_git
 
         store = self._store()
-        return (await self._run(verbs.diff, store, ref, stat_only, max_bytes)).to_dict()
+        return (await run_git(verbs.diff, store, ref, stat_only, max_bytes)).to_dict()
 
     async def merge(self, ref: str, into: str | None, squash: bool) -> dict[str, Any]:
         from slotline.client import SlotlineClient
@@ -179,8 +180,9 @@ class BackendCalls:
             merged: dict[str, Any] = await self._run(self.backend.call, "POST", path, json=body)
             return merged
         from slotline.landing import verbs
+        from slotline.landing.gitpool import run_git
 
-        result, task = await self._run(verbs.merge, self._store(), ref, into, squash)
+        result, task = await run_git(verbs.merge, self._store(), ref, into, squash)
         return {**result.to_dict(), "task": task.to_dict()}
 
     def _store(self) -> Store:

@@ -23,6 +23,7 @@ from slotline.admission import Guard, Verdict
 from slotline.agent_types import AgentType
 from slotline.config import Admission
 from slotline.errors import InvalidInput, SlotlineError
+from slotline.landing.gitpool import run_git
 from slotline.landing.prune import WorktreePolicy
 from slotline.models import Kind, utcnow
 from slotline.runner import adopt
@@ -328,8 +329,9 @@ class Node:
             isolator.closed.clear()
             try:
                 running = set(self.supervisor.runs)
-                await asyncio.to_thread(isolator.sweep, running)
-                await asyncio.to_thread(isolator.prune, self._store_now())
+                # On the pool for git work: the heartbeat's and claims' threads stay free.
+                await run_git(isolator.sweep, running)
+                await run_git(isolator.prune, self._store_now())
             except Exception:  # the next sweep tries again
                 log.exception("worktree sweep failed", extra={"node": self.node_id})
             waits = [

@@ -178,3 +178,36 @@ def test_an_attempt_resuming_in_a_kept_worktree_takes_it_over(
     assert store.worktrees(WorktreeState.KEPT) == []
     states = [a.worktree.state for a in store.get(task.id).attempts if a.worktree]
     assert states == [WorktreeState.REMOVED, WorktreeState.ACTIVE]
+
+
+def test_a_prune_records_a_removal_only_from_kept_and_sees_who_works_in_a_folder(
+    store: Store, submit: SubmitFn, claim: ClaimFn, finish: FinishFn, repo: Path
+) -> None:
+    submit("earlier", isolation="worktree", repo=str(repo))
+    (first,) = claim()
+    ea = first.attempt
+    store.record_worktree(ea.id, ea.token, "/w/t-1", "slotline/t-1", "c0ffee" * 6)
+    finish(first)
+    # Active (its end not recorded yet): not the prune's to record.
+    assert store.remove_kept_worktree(ea.id, {"pruned": "retain"}) is False
+    assert [a.id for a in store.working_in("/w/t-1")] == [ea.id]
+    store.end_worktree(ea.id, WorktreeState.KEPT, DiffStat(1, 2, 0))
+    assert store.working_in("/w/t-1") == []
+    # A follow-up takes the folder over: the earlier attempt no longer keeps it.
+    submit("follow-up", isolation="worktree", repo=str(repo))
+    (later,) = claim()
+    la = later.attempt
+    store.record_worktree(la.id, la.token, "/w/t-1", "slotline/t-1", "c0ffee" * 6)
+    assert [a.id for a in store.working_in("/w/t-1")] == [la.id]
+    assert store.remove_kept_worktree(ea.id, {"pruned": "retain"}) is False
+    # Kept: recorded removed once, with the note on its event and the stat kept.
+    store.end_worktree(la.id, WorktreeState.KEPT, None)
+    assert store.remove_kept_worktree(la.id, {"pruned": "retain"}) is True
+    assert store.remove_kept_worktree(la.id, {"pruned": "retain"}) is False
+    tree = store.get(later.task.id).attempts[0].worktree
+    assert tree is not None
+    assert tree.state is WorktreeState.REMOVED
+    events = [e.data for e in store.events() if e.kind == "worktree"]
+    assert events[-1]["pruned"] == "retain"
+    assert events[-1]["state"] == "removed"
+    assert store.remove_kept_worktree("0" * 32, {}) is False

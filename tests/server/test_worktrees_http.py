@@ -36,11 +36,11 @@ def test_a_worktree_run_over_http(make_server: ServerFactory, tmp_path: Path) ->
         def closed() -> dict[str, object] | None:
             body = http.get(f"/api/tasks/{task['id']}").json()
             attempts = body["attempts"]
-            if attempts and (attempts[0]["worktree"] or {}).get("state") == "removed":
-                return body
-            return None
+            # The worktree is closed before the run's outcome is committed: wait for both.
+            removed = attempts and (attempts[0]["worktree"] or {}).get("state") == "removed"
+            return body if removed and body["status"] != "running" else None
 
-        done = until(closed, what="the worktree closed")
+        done = until(closed, what="the worktree closed and the run ended")
     assert done["status"] == "succeeded"
     tree = done["attempts"][0]["worktree"]  # type: ignore[index]
     assert tree["diff"] == {"files": 1, "insertions": 1, "deletions": 0}

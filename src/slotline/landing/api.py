@@ -9,11 +9,11 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any
 
 from slotline.landing import verbs
 from slotline.landing.diff import DIFF_MAX_BYTES, RunDiff
+from slotline.landing.gitpool import run_git
 from slotline.landing.merge import MergeResult
 from slotline.landing.prune import WorktreePolicy, parse_size
 from slotline.models import Task, utcnow
@@ -40,7 +40,7 @@ class Landing:
             InvalidInput: the task does not run in worktrees.
             InvalidTransition: no worktree yet, or its worktree and branch are gone.
         """
-        return await asyncio.to_thread(verbs.diff, self.store, ref, stat_only, max_bytes)
+        return await run_git(verbs.diff, self.store, ref, stat_only, max_bytes)
 
     async def merge(
         self, ref: str, into: str | None = None, squash: bool = False
@@ -54,11 +54,11 @@ class Landing:
                 checked out or moved meanwhile; nothing changed.
             InvalidInput: no target branch.
         """
-        return await asyncio.to_thread(verbs.merge, self.store, ref, into, squash)
+        return await run_git(verbs.merge, self.store, ref, into, squash)
 
     async def worktrees(self) -> list[dict[str, Any]]:
         """The worktrees on disk, oldest first (as `slotline worktrees --json`)."""
-        return await asyncio.to_thread(verbs.worktrees, self.store, utcnow())
+        return await run_git(verbs.worktrees, self.store, utcnow())
 
     async def prune(
         self,
@@ -76,7 +76,7 @@ class Landing:
             None if retain is None else parse_period(retain),
             None if max_disk is None else parse_size(max_disk),
         )
-        return await asyncio.to_thread(verbs.prune, self.store, policy, utcnow(), dry_run)
+        return await run_git(verbs.prune, self.store, policy, utcnow(), dry_run)
 
 
 class SyncLanding:

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
+import tempfile
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,30 +112,58 @@ def _patch(checkout: Checkout, in_worktree: bool, max_bytes: int) -> tuple[str, 
         return _capped(checkout.path, args, env, max_bytes)
 
 
-def _capped(where: str, args: list[str], env: dict[str, str], max_bytes: int) -> tuple[str, bool]:
+def _capped(
+    where: str,
+    args: list[str],
+    env: dict[str, str],
+    max_bytes: int,
+    deadline: float = GIT_TIMEOUT,
+) -> tuple[str, bool]:
     """git's output, at most `max_bytes` of it (cut at the last line end), and whether
-    it was cut; git is stopped once that much is read."""
-    with subprocess.Popen(
-        ["git", "-C", where, *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        env=env,
-    ) as proc:
+    it was cut; git is stopped once that much is read. Its stderr goes to a temporary
+    file (a pipe nobody reads would block git once full: a repository's warnings), and
+    git (with whatever it started) is killed at `deadline` seconds.
+
+    Raises:
+        GitFailed: git failed (its last line of error), or took longer than `deadline`.
+    """
+    late = threading.Event()
+    with (
+        tempfile.TemporaryFile() as errors,
+        subprocess.Popen(
+            ["git", "-C", where, *args],
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,  # its own process group: killed with what it started
+        ) as proc,
+    ):
         assert proc.stdout is not None
-        assert proc.stderr is not None
-        data = proc.stdout.read(max_bytes + 1)
-        truncated = len(data) > max_bytes
+
+        def kill() -> None:
+            late.set()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+
+        timer = threading.Timer(deadline, kill)
+        timer.start()
+        try:
+            data = proc.stdout.read(max_bytes + 1)
+            truncated = len(data) > max_bytes
+            if truncated:
+                kill()
+            proc.wait()
+        finally:
+            timer.cancel()
         if truncated:
-            proc.kill()
             data = data[:max_bytes]
             data = data[: data.rfind(b"\n") + 1] or data
-            proc.wait()
             return data.decode("utf-8", errors="replace"), True
-        error = proc.stderr.read()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(GIT_TIMEOUT)
+        if late.is_set():
+            raise GitFailed(f"git {args[0]} took longer than {deadline:g}s")
         if proc.returncode != 0:
-            lines = error.decode(errors="replace").strip().splitlines()
+            errors.seek(max(0, errors.seek(0, os.SEEK_END) - 4096))  # its last words
+            lines = errors.read().decode(errors="replace").strip().splitlines()
             raise GitFailed(lines[-1] if lines else f"git diff exited {proc.returncode}")
     return data.decode("utf-8", errors="replace"), False

@@ -183,9 +183,11 @@ def _orphans(store: Store, root: Path, dry_run: bool) -> list[Orphan]:
         if dry_run:
             note = None if item.checkout is not None else worktree.orphan_work(item.folder)
         else:
-            note = item.clear(root)
+            note = item.clear(store, root)
             if note is None:
                 log.info("removed a worktree nothing owns", extra={"path": str(item.folder)})
+            elif orphans.holder(store, str(item.folder)) is not None:
+                continue  # a run took it over meanwhile: not an orphan after all
         found.append(Orphan(item.folder, size, note))
     return found
 

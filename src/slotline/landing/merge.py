@@ -9,8 +9,9 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from slotline.errors import InvalidInput, InvalidTransition, MergeConflict
@@ -18,7 +19,7 @@ from slotline.isolation import GitFailed, git
 from slotline.landing import removal
 from slotline.landing.diff import latest_run
 from slotline.models import Attempt, Status, Task
-from slotline.runner import worktree
+from slotline.runner import repolock, worktree
 
 # The repository's hooks are for its owner's own commits: a merge slotline makes in a
 # temporary worktree runs none (a pre-commit hook could take minutes, or prompt).
@@ -54,7 +55,12 @@ class MergeResult:
         }
 
 
-def merge_run(task: Task, into: str | None = None, squash: bool = False) -> MergeResult:
+def merge_run(
+    task: Task,
+    into: str | None = None,
+    squash: bool = False,
+    busy: Callable[[str], str | None] | None = None,
+) -> MergeResult:
     """Merge the branch of the latest run of `task` into `into` (default: the branch the
     task started from), as `git merge` would (a fast-forward when the target has not
     moved; with `squash`, one new commit). Blocking: it runs git.
@@ -70,6 +76,10 @@ def merge_run(task: Task, into: str | None = None, squash: bool = False) -> Merg
             a commit git refuses, is refused instead).
         MergeConflict: the branch does not merge cleanly (`details["files"]`); nothing
             was changed.
+
+    `busy(path)` says which run works in the worktree at `path` now (a follow-up or a
+    resumed attempt took it over), or None; asked holding the repository's lock, under
+    which a run takes a folder over: its half-finished work is never merged.
     """
     attempt, checkout = latest_run(task)
     short = task.id[:8]
@@ -94,8 +104,17 @@ def merge_run(task: Task, into: str | None = None, squash: bool = False) -> Merg
             f"was changed. Either merge it there yourself: git -C {holder} merge {branch}; "
             f"or merge into a branch no checkout has: slotline merge {short} --into BRANCH"
         )
-    if os.path.isdir(checkout.path) and worktree.has_uncommitted(checkout.path):
-        tip = _commit_left_work(task, attempt, checkout.path, branch)
+    root = Path(checkout.path).parent.parent  # the node's worktree root: its lock files
+    # No root here: no run can be working in the folder on this machine.
+    with repolock.repo_lock(root, repo) if root.is_dir() else contextlib.nullcontext():
+        working = None if busy is None else busy(checkout.path)
+        if working is not None:
+            raise InvalidTransition(
+                f"the worktree of task {short} ({checkout.path}) was taken over: {working}; "
+                "its work is not finished: merge once that run has ended"
+            )
+        if os.path.isdir(checkout.path) and worktree.has_uncommitted(checkout.path):
+            tip = _commit_left_work(task, attempt, checkout.path, branch)
     if tip == checkout.base_commit:
         raise InvalidTransition(f"nothing to merge: task {short} committed nothing on {branch}")
     if _contains(repo, old, tip):
@@ -140,12 +159,35 @@ def _target(task: Task, into: str | None, repo: str) -> str:
             "into (--into BRANCH)"
         )
     target = target.removeprefix("refs/heads/")
+    if not plain_branch(repo, target):
+        if into is not None:
+            raise InvalidInput(
+                f"into: {into!r} is not a branch name (a revision such as main~2 or "
+                "main@{1} is not accepted): give the name of a local branch"
+            )
+        raise InvalidInput(
+            f"task {task.id[:8]} started from {target!r}, which is not a branch: give the "
+            "branch to merge into (--into BRANCH)"
+        )
     if into is None and worktree.branch_tip(repo, target) is None:
         raise InvalidInput(
             f"task {task.id[:8]} started from {target!r}, which is not a branch: give the "
             "branch to merge into (--into BRANCH)"
         )
     return target
+
+
+def plain_branch(repo: str, name: str) -> bool:
+    """Whether `name` is a plain branch name (what `git check-ref-format` accepts under
+    refs/heads/, not HEAD, not an option): no revision syntax (`main~2`, `main@{1}`,
+    `main^`), which would name a commit rather than the branch slotline moves."""
+    if not name or name.startswith("-") or name == "HEAD" or "@{" in name:
+        return False
+    try:
+        git(repo, "check-ref-format", f"refs/heads/{name}")
+    except GitFailed:
+        return False
+    return True
 
 
 def _checked_out_at(repo: str, branch: str) -> str | None:
@@ -176,7 +218,7 @@ def _scratch(repo: str, commit: str) -> Iterator[str]:
     place = os.path.join(folder, "tree")
     try:
         try:
-            worktree.retried(
+            repolock.retried(
                 lambda: git(repo, "worktree", "add", "--quiet", "--detach", place, commit)
             )
         except GitFailed as exc:
@@ -184,13 +226,13 @@ def _scratch(repo: str, commit: str) -> Iterator[str]:
         yield place
     finally:
         with contextlib.suppress(GitFailed):
-            worktree.retried(lambda: git(repo, "worktree", "remove", "--force", "--force", place))
+            repolock.retried(lambda: git(repo, "worktree", "remove", "--force", "--force", place))
         shutil.rmtree(folder, ignore_errors=True)
         with contextlib.suppress(GitFailed):
             if f"worktree {os.path.realpath(place)}" in git(
                 repo, "worktree", "list", "--porcelain"
             ):
-                worktree.retried(lambda: git(repo, "worktree", "prune"))
+                repolock.retried(lambda: git(repo, "worktree", "prune"))
 
 
 def _merged(place: str, tip: str, branch: str, squash: bool, message: str) -> str:

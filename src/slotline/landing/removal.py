@@ -6,7 +6,6 @@ attempt's `worktree` event and returned (`Fate`). Blocking: it runs git."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from typing import Any
 from slotline.errors import NotFound
 from slotline.isolation import GitFailed, KeepPolicy, Worktree, WorktreeState, git, git_env
 from slotline.models import Attempt, Task
-from slotline.runner import worktree
+from slotline.runner import repolock, worktree
 from slotline.runner.worktree import Checkout
 from slotline.store import Store
 
@@ -53,7 +52,25 @@ def remove_folder(
 ) -> Fate:
     """Remove the folder of a finished run's worktree for a prune (`reason`), keeping
     its work (see the module's docstring), and record it as removed. The folder stays
-    when its work cannot be kept: its checkout is off its branch, or git cannot commit."""
+    when its work cannot be kept: its checkout is off its branch, or git cannot commit;
+    and when a run has taken it over since the prune read the store (a resumed attempt
+    or a follow-up works in it): that is checked again holding the repository's lock,
+    under which a run takes a folder over (`Isolator.reopen`), and the removal is
+    recorded only from `kept` (`Store.remove_kept_worktree`)."""
+    tree = attempt.worktree
+    assert tree is not None
+    assert task.repo is not None
+    root = Path(tree.path).parent.parent  # the lock files sit in the node's worktree root
+    with repolock.repo_lock(root, task.repo):
+        taken = taken_over(store, attempt)
+        if taken is not None:
+            return _kept(task, tree, taken)
+        return _remove_locked(store, task, attempt, keep, reason, dry_run)
+
+
+def _remove_locked(
+    store: Store, task: Task, attempt: Attempt, keep: KeepPolicy, reason: str, dry_run: bool
+) -> Fate:
     tree = attempt.worktree
     assert tree is not None
     assert task.repo is not None
@@ -74,20 +91,52 @@ def remove_folder(
         except GitFailed as exc:
             return _kept(task, tree, f"its uncommitted changes could not be committed ({exc})")
     fate = _branch_fate(task.repo, tree, never)
-    root = Path(tree.path).parent.parent  # the lock files sit in the node's worktree root
-    worktree.remove(root, Checkout(task.repo, tree.path, tree.branch, tree.base_commit))
+    worktree.remove_locked(Checkout(task.repo, tree.path, tree.branch, tree.base_commit))
     tip = worktree.branch_tip(task.repo, tree.branch) if os.path.isdir(task.repo) else None
     if fate == "deleted" and tip is not None:
-        fate = "deleted" if worktree.delete_branch(root, task.repo, tree.branch, tip) else "kept"
+        gone = worktree.delete_branch_locked(task.repo, tree.branch, tip)
+        fate = "deleted" if gone else "kept"
     done = Fate("removed", fate, uncommitted, commit)
-    note = {"pruned": reason, **done.to_dict()}
-    with contextlib.suppress(NotFound):
-        store.end_worktree(attempt.id, WorktreeState.REMOVED, None, note)
+    if not store.remove_kept_worktree(attempt.id, {"pruned": reason, **done.to_dict()}):
+        log.warning(
+            "pruned the worktree %s, which its attempt no longer records as kept", tree.path,
+            extra={"task_id": task.id, "path": tree.path},
+        )  # fmt: skip
     log.info(
         "pruned a worktree",
         extra={"task_id": task.id, "path": tree.path, "branch": fate, "saved_commit": commit},
     )
     return done
+
+
+def taken_over(store: Store, attempt: Attempt) -> str | None:
+    """Why a prune must leave the worktree of an ended `attempt` after all, read from
+    the store now: its attempt no longer keeps it (a resumed attempt or a follow-up
+    took it over), or a run records it active. None: it may go."""
+    tree = attempt.worktree
+    assert tree is not None
+    working = busy(store, tree.path, attempt.id)
+    if working is not None:
+        return working
+    try:
+        task = store.get(attempt.task_id, estimate=False)
+    except NotFound:
+        return "its task was deleted meanwhile"
+    now = next((a for a in task.attempts if a.id == attempt.id), None)
+    if now is None or now.worktree is None or now.worktree.state is not WorktreeState.KEPT:
+        state = "gone" if now is None or now.worktree is None else now.worktree.state.value
+        return f"its attempt no longer keeps it (now {state}): another run took it over"
+    return None
+
+
+def busy(store: Store, path: str, own: str | None = None) -> str | None:
+    """Which run, other than attempt `own`, records the worktree at `path` as active
+    (it works in it, or its end is yet to be recorded), as a reason; None if none."""
+    for other in store.working_in(path):
+        if other.id != own:
+            state = "running" if other.finished_at is None else "ending"
+            return f"task {other.task_id[:8]} ({state}, attempt {other.number}) is working in it"
+    return None
 
 
 def _kept(task: Task, tree: Worktree, why: str) -> Fate:
@@ -141,7 +190,14 @@ def _branch_fate(repo: str, tree: Worktree, never: bool) -> str:
     tip = worktree.branch_tip(repo, tree.branch) if os.path.isdir(repo) else None
     if tip is None or tip == tree.base_commit:
         return "deleted"
-    if tree.merged is not None and _contains(repo, tree.merged.into, tip):
+    into = None if tree.merged is None else tree.merged.into
+    # A target recorded by name only: one recorded before names were checked could be
+    # revision syntax (`main@{1}`), whose commits only a reflog holds.
+    if (
+        into is not None
+        and worktree.branch_tip(repo, into) is not None
+        and _contains(repo, into, tip)
+    ):
         return "deleted"  # merged, and nothing committed on it since (a follow-up's)
     try:
         holders = git(

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from slotline.landing import inventory
+from slotline.landing import inventory, removal
 from slotline.landing.diff import DIFF_MAX_BYTES, RunDiff, latest_run, run_diff
 from slotline.landing.merge import MergeResult, merge_run
 from slotline.landing.prune import WorktreePolicy
@@ -29,8 +29,8 @@ def merge(
     its attempt (a `merged` event), also when the target held it already; the result
     and the task as it is now."""
     task = store.get(ref, estimate=False)
-    result = merge_run(task, into, squash)
     attempt, _ = latest_run(task)
+    result = merge_run(task, into, squash, lambda path: removal.busy(store, path, attempt.id))
     store.record_merge(attempt.id, result.into, result.commit, squash)
     return result, store.get(task.id)
 

@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from slotline.isolation import KeepPolicy, Worktree, WorktreeState
 from slotline.landing import inventory
 from slotline.landing.prune import WorktreePolicy
 from slotline.models import Attempt, Task
-from slotline.runner import orphans, worktree
+from slotline.runner import orphans, repolock, worktree
 from slotline.runner.process import Outcome
 from slotline.runner.worktree import Checkout
 from slotline.store import Store
@@ -100,11 +100,15 @@ class Isolator:
         """
         assert task.repo is not None
         checkout = Checkout(task.repo, earlier.path, earlier.branch, earlier.base_commit)
-        await asyncio.to_thread(worktree.reopen, self.root, checkout)
-        await self.retry(
-            self.store.record_worktree, attempt.id, attempt.token, checkout.path,
-            checkout.branch, checkout.base_commit,
-        )  # fmt: skip
+        # Reopened and recorded under the repository's lock: a prune or a sweep, which
+        # read the store again under it, sees the folder held by this run before
+        # removing it (else it would remove it under the run, or commit its work).
+        async with _holding(repolock.RepoLock(Path(earlier.path).parent.parent, task.repo)):
+            await asyncio.to_thread(worktree.reopen_locked, checkout)
+            await self.retry(
+                self.store.record_worktree, attempt.id, attempt.token, checkout.path,
+                checkout.branch, checkout.base_commit,
+            )  # fmt: skip
         log.info("worktree reused to resume a session", extra={"task_id": task.id})
         env.update(SLOTLINE_WORKTREE=checkout.path, SLOTLINE_BRANCH=checkout.branch)
         return checkout, worktree.workdir(checkout, task.workspace)
@@ -216,8 +220,18 @@ class Isolator:
         checkout = self.find(task, attempt)
         if checkout is None or task.isolation is None or not worktree.here(checkout):
             return 0  # (not here: a machine with the same root path made it)
+        path = attempt.worktree.path
+
+        def taken() -> bool:  # asked holding the repository's lock, before a removal
+            return any(a.id != attempt.id for a in self.store.working_in(path))
+
+        if taken():
+            # A resumed attempt (its run was interrupted by a crash) or a follow-up works
+            # in it now: this attempt no longer holds it, and its folder is left alone.
+            self.store.end_worktree(attempt.id, WorktreeState.REMOVED, None, {"taken_over": True})
+            return 1
         ended = _ended(attempt.outcome)
-        state, diff = worktree.settle(self.root, checkout, task.isolation.keep, ended)
+        state, diff = worktree.settle(self.root, checkout, task.isolation.keep, ended, taken)
         self.store.end_worktree(attempt.id, state, diff)
         return 1
 
@@ -226,9 +240,10 @@ class Isolator:
         owns it: then it is kept, with a warning naming it (once per node) for a person
         to look at and remove."""
         folder = item.folder
-        kept = item.clear(self.root)
+        kept = item.clear(self.store, self.root)
         if kept is not None:
-            if folder in self.kept:
+            if folder in self.kept or orphans.holder(self.store, str(folder)) is not None:
+                return 0  # (or a run took it over meanwhile: it is owned, not to warn of)
                 return 0
             self.kept.add(folder)
             log.warning(
@@ -238,6 +253,27 @@ class Isolator:
             return 0
         log.info("removed a worktree that nothing owns", extra={"path": str(folder)})
         return 1
+
+
+@contextlib.asynccontextmanager
+async def _holding(lock: repolock.RepoLock) -> AsyncIterator[None]:
+    """Hold `lock` (taken in a worker thread) for the block. Cancelled while waiting
+    for it, the lock is let go as soon as the thread gets it: never held by no one."""
+    taking = asyncio.ensure_future(asyncio.to_thread(lock.acquire))
+    try:
+        await asyncio.shield(taking)
+    except asyncio.CancelledError:
+
+        def let_go(done: asyncio.Future[None]) -> None:
+            if not done.cancelled() and done.exception() is None:
+                lock.release()
+
+        taking.add_done_callback(let_go)
+        raise
+    try:
+        yield
+    finally:
+        lock.release()  # at once: unlocking a file never blocks
 
 
 def _ended(outcome: str | None) -> str:

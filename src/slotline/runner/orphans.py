@@ -41,12 +41,21 @@ class Unheld:
     folder: Path
     checkout: Checkout | None
 
-    def clear(self, root: Path) -> str | None:
-        """Remove it (blocking: git); None when removed, else why it was kept."""
+    def clear(self, store: Store, root: Path) -> str | None:
+        """Remove it (blocking: git); None when removed, else why it was kept. Whether
+        an attempt holds it is read again holding the repository's lock, under which a
+        resumed run or a follow-up reopens a folder and records it (`Isolator.reopen`):
+        one that did since `unheld` read the store keeps it."""
+        path = str(self.folder)
         if self.checkout is None:
-            return worktree.remove_orphan(root, self.folder)
-        worktree.remove(root, self.checkout)
-        return None
+            return worktree.remove_orphan(root, self.folder, lambda: holder(store, path))
+        why: list[str] = []
+
+        def taken() -> bool:
+            why.extend(filter(None, [holder(store, path)]))
+            return bool(why)
+
+        return why[0] if not worktree.remove(root, self.checkout, taken) else None
 
 
 def unheld(store: Store, root: Path, running: Collection[str] = ()) -> list[Unheld]:
@@ -56,12 +65,7 @@ def unheld(store: Store, root: Path, running: Collection[str] = ()) -> list[Unhe
         return []
     # The folders an attempt holds: a resumed run or a follow-up works in the folder
     # named after the attempt it continues, which no longer holds it.
-    held = {
-        a.worktree.path
-        for state in (WorktreeState.ACTIVE, WorktreeState.KEPT)
-        for a in store.worktrees(state)
-        if a.worktree is not None
-    }
+    held = _held(store)
     found = []
     for folder in _folders(root):
         if str(folder) in held:
@@ -74,6 +78,29 @@ def unheld(store: Store, root: Path, running: Collection[str] = ()) -> list[Unhe
         if item is not None:
             found.append(item)
     return found
+
+
+def _held(store: Store) -> dict[str, Attempt]:
+    """The worktree folders attempts record as active or kept, each with one of them."""
+    return {
+        a.worktree.path: a
+        for state in (WorktreeState.ACTIVE, WorktreeState.KEPT)
+        for a in store.worktrees(state)
+        if a.worktree is not None
+    }
+
+
+def holder(store: Store, path: str) -> str | None:
+    """Which attempt records the folder at `path` as active or kept, as a reason to
+    leave it, read now; None if none."""
+    attempt = _held(store).get(path)
+    if attempt is None:
+        return None
+    assert attempt.worktree is not None
+    return (
+        f"attempt {attempt.number} of task {attempt.task_id[:8]} took it over "
+        f"(it records it {attempt.worktree.state.value})"
+    )
 
 
 def _folders(root: Path) -> list[Path]:

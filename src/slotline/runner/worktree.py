@@ -5,21 +5,18 @@ Every function here blocks (it runs git): the supervisor calls them in a worker 
 Worktrees live under a folder of slotline's own (`<data dir>/worktrees/store-<hash>/
 <repo>-<hash>/<task id>-<attempt>`), outside the repository, so they never show in its `git status`;
 each is on its own branch, `slotline/<task id>-<attempt>`. Operations that change a
-repository's worktree list are serialized per repository by a lock file in that folder
-(`git worktree add` locks the repository, and a second one at once can fail) and retried
-when the repository is locked by someone else.
+repository's worktree list are serialized per repository by a lock file beside that
+folder (`repolock`: `git worktree add` locks the repository, and a second one at once
+can fail) and retried when the repository is locked by someone else.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import hashlib
 import os
 import re
 import shutil
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,14 +30,12 @@ from slotline.isolation import (
     git,
     git_env,
 )
+from slotline.runner.repolock import repo_folder, repo_lock, retried
 
 BRANCH_PREFIX = "slotline/"
 # `<task id>-<attempt number>`: the name of a worktree's folder (and its branch's tail).
 _NAME = re.compile(r"^(?P<task>[0-9a-f]{32})-(?P<number>[0-9]+)$")
 _STAT = re.compile(r"(\d+) (file|insertion|deletion)")
-# A repository busy with another git command: worth a retry, a moment later.
-_LOCKED = ("lock", "busy")
-RETRIES = 6
 
 
 class WorktreeError(Exception):
@@ -59,9 +54,8 @@ class Checkout:
 
 def place(root: Path, repo: str, task_id: str, number: int) -> tuple[Path, str]:
     """The folder and branch of attempt `number` of a task working on `repo`."""
-    digest = hashlib.sha256(repo.encode()).hexdigest()[:10]
-    name = re.sub(r"[^A-Za-z0-9._-]", "_", Path(repo).name)[:40] or "repo"
-    return root / f"{name}-{digest}" / f"{task_id}-{number}", f"{BRANCH_PREFIX}{task_id}-{number}"
+    folder = repo_folder(root, repo)
+    return folder / f"{task_id}-{number}", f"{BRANCH_PREFIX}{task_id}-{number}"
 
 
 def parse_name(folder: Path) -> tuple[str, int] | None:
@@ -80,33 +74,6 @@ def workdir(checkout: Checkout, workspace: str | None) -> str:
             if os.path.isdir(sub):
                 return sub
     return checkout.path
-
-
-@contextlib.contextmanager
-def repo_lock(root: Path, repo: str) -> Iterator[None]:
-    """Hold the lock on `repo`'s worktree list (across threads and processes)."""
-    folder, _ = place(root, repo, "0" * 32, 0)
-    folder.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with open(folder.parent.with_suffix(".lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
-def retried(action: Callable[[], str]) -> str:
-    """Run a git action again while the repository is locked by another git command."""
-    delay = 0.1
-    for attempt in range(RETRIES):
-        try:
-            return action()
-        except GitFailed as exc:
-            if attempt == RETRIES - 1 or not any(word in str(exc).lower() for word in _LOCKED):
-                raise
-        time.sleep(delay)  # a worker thread waiting for another process's git command
-        delay *= 2
-    raise AssertionError("unreachable")
 
 
 def create(root: Path, repo: str, base: str, task_id: str, number: int) -> Checkout:
@@ -158,21 +125,27 @@ def reopen(root: Path, checkout: Checkout) -> Checkout:
     Raises:
         WorktreeError: its folder is in the way, or its branch is gone.
     """
-    path = Path(checkout.path)
     with repo_lock(root, checkout.repo):
-        if path.exists():
-            if _branch_of(path) == checkout.branch:
-                return checkout
-            raise WorktreeError(f"{path} is in the way and is not the resumed run's worktree")
-        if _branch_tip(checkout.repo, checkout.branch) is None:
-            raise WorktreeError(
-                f"the resumed run's worktree {path} and its branch {checkout.branch} are gone"
-            )
-        add = ["worktree", "add", "--quiet", str(path), checkout.branch]
-        try:
-            retried(lambda: git(checkout.repo, *add))
-        except GitFailed as exc:
-            raise WorktreeError(f"git worktree add failed: {exc}") from None
+        return reopen_locked(checkout)
+
+
+def reopen_locked(checkout: Checkout) -> Checkout:
+    """`reopen`, for a caller holding `repo_lock` (it records the run in the folder
+    before letting the lock go: a prune or a sweep then sees the folder held)."""
+    path = Path(checkout.path)
+    if path.exists():
+        if _branch_of(path) == checkout.branch:
+            return checkout
+        raise WorktreeError(f"{path} is in the way and is not the resumed run's worktree")
+    if _branch_tip(checkout.repo, checkout.branch) is None:
+        raise WorktreeError(
+            f"the resumed run's worktree {path} and its branch {checkout.branch} are gone"
+        )
+    add = ["worktree", "add", "--quiet", str(path), checkout.branch]
+    try:
+        retried(lambda: git(checkout.repo, *add))
+    except GitFailed as exc:
+        raise WorktreeError(f"git worktree add failed: {exc}") from None
     return checkout
 
 
@@ -240,17 +213,23 @@ def should_remove(keep: KeepPolicy, ended: str, uncommitted: bool) -> bool:
 
 
 def settle(
-    root: Path, checkout: Checkout, keep: KeepPolicy, ended: str
+    root: Path,
+    checkout: Checkout,
+    keep: KeepPolicy,
+    ended: str,
+    unless: Callable[[], bool] | None = None,
 ) -> tuple[WorktreeState, DiffStat | None]:
     """At a run's end: measure its changes, then keep or remove its worktree by `keep`.
     A branch is deleted only when it holds no commit of its own, or with its folder when
-    `keep` is `never` (the one policy that drops the run's work)."""
+    `keep` is `never` (the one policy that drops the run's work). `unless`: as for
+    `remove` (true: the worktree is left, and said kept)."""
     diff = measure(checkout)
     if not os.path.isdir(checkout.path):
-        remove(root, checkout)  # its registration and an empty branch
+        remove(root, checkout, unless)  # its registration and an empty branch
         return WorktreeState.REMOVED, diff
     if should_remove(keep, ended, has_uncommitted(checkout.path)):
-        remove(root, checkout)
+        if not remove(root, checkout, unless):
+            return WorktreeState.KEPT, diff
         if keep is KeepPolicy.NEVER:
             delete_branch(root, checkout.repo, checkout.branch)
         return WorktreeState.REMOVED, diff
@@ -262,17 +241,22 @@ def delete_branch(root: Path, repo: str, branch: str, expected: str | None = Non
     unless it is checked out in a worktree or (given `expected`) has moved from there;
     whether it is gone. Never fails."""
     with repo_lock(root, repo):
-        tip = _branch_tip(repo, branch)
-        if tip is None:
-            return True
-        if expected is not None and tip != expected:
+        return delete_branch_locked(repo, branch, expected)
+
+
+def delete_branch_locked(repo: str, branch: str, expected: str | None = None) -> bool:
+    """`delete_branch`, for a caller holding `repo_lock`."""
+    tip = _branch_tip(repo, branch)
+    if tip is None:
+        return True
+    if expected is not None and tip != expected:
+        return False
+    with contextlib.suppress(GitFailed):
+        listed = git(repo, "worktree", "list", "--porcelain").splitlines()
+        if f"branch refs/heads/{branch}" in listed:
             return False
-        with contextlib.suppress(GitFailed):
-            listed = git(repo, "worktree", "list", "--porcelain").splitlines()
-            if f"branch refs/heads/{branch}" in listed:
-                return False
-            retried(lambda: git(repo, "update-ref", "-d", f"refs/heads/{branch}", tip))
-            return True
+        retried(lambda: git(repo, "update-ref", "-d", f"refs/heads/{branch}", tip))
+        return True
     return False
 
 
@@ -286,32 +270,48 @@ def here(checkout: Checkout) -> bool:
     return os.path.isdir(checkout.repo) and _branch_tip(checkout.repo, checkout.branch) is not None
 
 
-def remove(root: Path, checkout: Checkout) -> None:
+def remove(root: Path, checkout: Checkout, unless: Callable[[], bool] | None = None) -> bool:
     """Remove a worktree (uncommitted changes with it) and its branch if that holds no
-    commit of its own (its tip is the base commit). Never fails: what is left is left."""
+    commit of its own (its tip is the base commit); whether it did. Never fails: what
+    is left is left. `unless`, asked once the repository's lock is held, leaves it all
+    as it is when true (a run has taken the folder over meanwhile)."""
+    with repo_lock(root, checkout.repo):
+        if unless is not None and unless():
+            return False
+        remove_locked(checkout)
+        return True
+
+
+def remove_locked(checkout: Checkout, empty_branch: bool = True) -> None:
+    """`remove`, for a caller holding `repo_lock`; the branch is left when not
+    `empty_branch`."""
     repo, path = checkout.repo, checkout.path
     if not os.path.isdir(repo):  # the repository is gone: only the folder is left
         shutil.rmtree(path, ignore_errors=True)
         return
-    with repo_lock(root, repo):
-        if os.path.isdir(path):
-            with contextlib.suppress(GitFailed):
-                retried(lambda: git(repo, "worktree", "remove", "--force", "--force", path))
-            shutil.rmtree(path, ignore_errors=True)
+    if os.path.isdir(path):
         with contextlib.suppress(GitFailed):
-            if _stale_registration(repo, path):  # git could not remove it: rmtree did
-                _prune(repo)
-            if _branch_tip(repo, checkout.branch) == checkout.base_commit:
-                # Deleted only if it still points there (git checks, atomically).
-                ref = f"refs/heads/{checkout.branch}"
-                retried(lambda: git(repo, "update-ref", "-d", ref, checkout.base_commit))
+            retried(lambda: git(repo, "worktree", "remove", "--force", "--force", path))
+        shutil.rmtree(path, ignore_errors=True)
+    with contextlib.suppress(GitFailed):
+        if _stale_registration(repo, path):  # git could not remove it: rmtree did
+            _prune(repo)
+        if empty_branch and _branch_tip(repo, checkout.branch) == checkout.base_commit:
+            # Deleted only if it still points there (git checks, atomically).
+            ref = f"refs/heads/{checkout.branch}"
+            retried(lambda: git(repo, "update-ref", "-d", ref, checkout.base_commit))
 
 
-def remove_orphan(root: Path, folder: Path) -> str | None:
+def remove_orphan(
+    root: Path, folder: Path, unless: Callable[[], str | None] | None = None
+) -> str | None:
     """Remove a worktree folder nothing in the store owns (its task is gone), through its
     repository, unless it holds work: uncommitted changes (new files included), commits
     of a detached HEAD that no branch or tag holds, or anything git cannot read. Its
     branch is deleted only if another branch or tag holds every commit of it.
+
+    `unless`, asked once the repository's lock is held, says why to leave it (a run
+    has taken the folder over meanwhile), or None.
 
     Returns:
         None when it was removed, else why it was kept (for the log).
@@ -325,7 +325,8 @@ def remove_orphan(root: Path, folder: Path) -> str | None:
     common = os.path.realpath(common)
     repo = str(Path(common).parent) if Path(common).name == ".git" else common
     with repo_lock(root, repo):
-        kept = _work_in(path)
+        kept = None if unless is None else unless()
+        kept = kept or _work_in(path)
         if kept is not None:
             return kept
         tip = None if branch is None else _branch_tip(repo, branch)
@@ -398,7 +399,9 @@ def branch_tip(repo: str, branch: str) -> str | None:
 
 
 def _branch_tip(repo: str, branch: str) -> str | None:
+    # show-ref matches the ref by name only: revision syntax (`main~2`, `main@{1}`) in
+    # `branch` names no ref, where rev-parse would resolve it to a commit.
     try:
-        return git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}")
+        return git(repo, "show-ref", "--verify", "--hash", f"refs/heads/{branch}") or None
     except GitFailed:
         return None

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from slotline.landing import verbs
 from slotline.landing.diff import DIFF_MAX_BYTES
+from slotline.landing.gitpool import run_git
 from slotline.models import utcnow
 from slotline.server.context import Admin, Reader, State, Writer
 from slotline.server.errors import ERROR_RESPONSES
@@ -47,7 +48,7 @@ async def task_diff(
     and uncommitted work in its worktree, else on its branch): `stat`, and the patch as
     `text`, cut at `max_bytes` at a line end (`truncated`)."""
     task = await state.visible_task(who, ref, estimate=False)
-    found = await state.call(verbs.diff, state.store, task.id, stat, max_bytes)
+    found = await run_git(verbs.diff, state.store, task.id, stat, max_bytes)
     return found.to_dict()
 
 
@@ -63,7 +64,7 @@ async def task_merge(
     if not who.steers(task):
         raise HTTPException(403, f"token {who.name!r} cannot change task {task.id[:8]}")
     body = body or MergeBody(into=None)
-    result, fresh = await state.call(verbs.merge, state.store, task.id, body.into, body.squash)
+    result, fresh = await run_git(verbs.merge, state.store, task.id, body.into, body.squash)
     return {**result.to_dict(), "task": task_json(fresh)}
 
 
@@ -72,7 +73,7 @@ async def list_worktrees(state: State, who: Reader) -> dict[str, Any]:
     """The worktrees on disk (active and kept), oldest first, with task, branch, state,
     keep policy, age and size in bytes (null, and `remote`, for another machine's); a
     user token sees only its own tasks'."""
-    return {"worktrees": await state.call(verbs.worktrees, state.store, utcnow(), who.sees)}
+    return {"worktrees": await run_git(verbs.worktrees, state.store, utcnow(), who.sees)}
 
 
 @router.post("/worktrees/prune")
@@ -84,5 +85,5 @@ async def prune_worktrees(
     `dry_run`), why, and what became of each folder and branch."""
     dry_run = body.dry_run if body else False
     policy = state.config.worktree_policy()
-    pruned = await state.call(verbs.prune, state.store, policy, utcnow(), dry_run)
+    pruned = await run_git(verbs.prune, state.store, policy, utcnow(), dry_run)
     return {"pruned": pruned, "dry_run": dry_run}

@@ -83,6 +83,37 @@ class WorktreeVerbs(StoreCore):
             assert updated is not None
             return attempt_from_row(updated)
 
+    def remove_kept_worktree(self, attempt_id: str, note: Mapping[str, Any]) -> bool:
+        """Record a prune's removal of an attempt's worktree, only if the attempt still
+        keeps it (compare-and-set from `kept`): whether it did. False when a resumed
+        attempt or a follow-up has taken the folder over meanwhile (the handover
+        recorded it removed here) or anything else changed it; nothing is recorded then.
+        """
+        with self._write() as tx:
+            row = tx.one("attempt_get", id=attempt_id)
+            if row is None:
+                return False
+            done = tx.one(
+                "attempt_worktree_end_from", id=attempt_id,
+                state=WorktreeState.REMOVED.value, expected=WorktreeState.KEPT.value,
+            )  # fmt: skip
+            if done is None:
+                return False
+            emit(
+                tx, "worktree", row["task_id"], tx.now(), attempt=attempt_id,
+                state=WorktreeState.REMOVED.value, branch=row["worktree_branch"],
+                diff=_stat(row), **note,
+            )  # fmt: skip
+            return True
+
+    def working_in(self, path: str) -> list[Attempt]:
+        """The attempts that record the worktree at `path` as active (a run in it, or
+        one whose end a sweep has yet to record), oldest first."""
+        return [
+            a for a in self.worktrees(WorktreeState.ACTIVE)
+            if a.worktree is not None and a.worktree.path == path
+        ]  # fmt: skip
+
     def record_merge(self, attempt_id: str, into: str, commit: str, squash: bool) -> Attempt:
         """Record that an attempt's branch was merged into branch `into`, which now
         points at `commit`; a `merged` event says so. Merging again records the last.
@@ -122,3 +153,10 @@ def _with_worktree(tx: Tx, attempt_id: str) -> dict[str, Any]:
     if row is None or row["worktree_state"] is None:
         raise NotFound(f"no attempt {attempt_id} with a worktree", attempt_id=attempt_id)
     return row
+
+
+def _stat(row: dict[str, Any]) -> dict[str, int] | None:
+    """The diff stat recorded on an attempt's row, as JSON, or None."""
+    if row["diff_files"] is None:
+        return None
+    return DiffStat(row["diff_files"], row["diff_insertions"], row["diff_deletions"]).to_dict()

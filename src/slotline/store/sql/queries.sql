@@ -649,6 +649,12 @@ SET worktree_state = :state, diff_files = :files, diff_insertions = :insertions,
     diff_deletions = :deletions
 WHERE id = :id AND worktree_state IS NOT NULL;
 
+-- name: attempt_worktree_end_from
+UPDATE attempts
+SET worktree_state = :state
+WHERE id = :id AND worktree_state = :expected
+RETURNING id;
+
 -- name: attempt_merged
 UPDATE attempts
 SET merged_into = :into, merged_commit = :merged_commit, merged_at = :at,
