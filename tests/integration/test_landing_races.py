@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -146,7 +147,9 @@ def test_a_resumed_run_reopens_and_records_its_worktree_holding_the_repository_l
     lock_file = root / f"{Path(made.path).parent.name}.lock"
     seen: list[bool] = []
 
-    async def retry(verb: Any, *args: Any) -> Any:
+    record = store.record_worktree
+
+    def recording(*args: Any) -> Any:
         # A prune or a sweep on this machine cannot take the lock while F records.
         with open(lock_file, "a") as other:
             try:
@@ -156,10 +159,12 @@ def test_a_resumed_run_reopens_and_records_its_worktree_holding_the_repository_l
             else:
                 fcntl.flock(other, fcntl.LOCK_UN)
                 seen.append(False)
-        return verb(*args)
+        return record(*args)
+
+    store.record_worktree = recording  # type: ignore[method-assign]
 
     async def scenario() -> None:
-        isolator = Isolator(store, tmp_path / "data" / "worktrees", retry)
+        isolator = Isolator(store, tmp_path / "data" / "worktrees", asyncio.to_thread)
         earlier = Worktree(made.path, made.branch, made.base_commit, WorktreeState.KEPT)
         await isolator.reopen(task, follower, earlier, {})
 
@@ -261,3 +266,44 @@ def test_a_resumed_run_cancelled_while_waiting_for_the_lock_never_keeps_it(
     asyncio.run(scenario())
     # and the run recorded nothing.
     assert _state(store, follower) is None
+
+
+def test_a_resumed_run_holding_the_lock_needs_no_other_thread_of_a_full_pool(
+    store: Store, repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = store_root(tmp_path / "data" / "worktrees", store.url)
+    store.set_setting("max_concurrent", 10)
+    task, _, made = _ended_run(store, repo, root)
+    _, follower = _claim(store, repo)
+    inside, go = threading.Event(), threading.Event()
+    reopen = worktree.reopen_locked
+
+    def reopening(checkout: worktree.Checkout) -> worktree.Checkout:
+        inside.set()
+        go.wait(60)
+        return reopen(checkout)
+
+    monkeypatch.setattr(worktree, "reopen_locked", reopening)
+
+    def waiter() -> None:  # a run starting on this repository: it waits for the lock
+        with repolock.repo_lock(root, str(repo)):
+            pass
+
+    async def scenario() -> None:
+        # Given a node whose thread pool has two threads,
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(2))
+        isolator = Isolator(store, tmp_path / "data" / "worktrees", asyncio.to_thread)
+        earlier = Worktree(made.path, made.branch, made.base_commit, WorktreeState.KEPT)
+        # a resumed run that holds the repository's lock,
+        opening = asyncio.ensure_future(isolator.reopen(task, follower, earlier, {}))
+        await until_async(inside.is_set, what="the lock taken")
+        # and two runs that start meanwhile and wait for it in the pool's threads,
+        waiting = [asyncio.ensure_future(asyncio.to_thread(waiter)) for _ in range(2)]
+        go.set()
+        # the resumed run still records its worktree, and lets the others go (a holder
+        # that needed another thread of the pool would wait for ever).
+        await asyncio.wait_for(opening, 60)
+        await asyncio.wait_for(asyncio.gather(*waiting), 60)
+
+    asyncio.run(scenario())
+    assert _state(store, follower) is WorktreeState.ACTIVE

@@ -16,7 +16,8 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+import threading
+from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -103,12 +104,31 @@ class Isolator:
         # Reopened and recorded under the repository's lock: a prune or a sweep, which
         # read the store again under it, sees the folder held by this run before
         # removing it (else it would remove it under the run, or commit its work).
-        async with _holding(repolock.RepoLock(Path(earlier.path).parent.parent, task.repo)):
-            await asyncio.to_thread(worktree.reopen_locked, checkout)
-            await self.retry(
-                self.store.record_worktree, attempt.id, attempt.token, checkout.path,
-                checkout.branch, checkout.base_commit,
-            )  # fmt: skip
+        root, repo = Path(earlier.path).parent.parent, task.repo
+        # Set when this run is cancelled while its thread waits for the lock: the thread
+        # then lets the lock go as soon as it has it, reopening nothing.
+        cancelled = threading.Event()
+
+        def reopen_and_record() -> None:
+            # The whole section in one worker thread: a holder of the lock that waited
+            # for another thread of the pool, where runs starting on this repository
+            # wait for the lock too, could wait forever. A store that fails lets the
+            # lock go before the next try (`retry`), and the folder is reopened again
+            # (at once: it is there).
+            with repolock.repo_lock(root, repo):
+                if cancelled.is_set():
+                    return
+                worktree.reopen_locked(checkout)
+                self.store.record_worktree(
+                    attempt.id, attempt.token, checkout.path, checkout.branch,
+                    checkout.base_commit,
+                )  # fmt: skip
+
+        try:
+            await self.retry(reopen_and_record)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
         log.info("worktree reused to resume a session", extra={"task_id": task.id})
         env.update(SLOTLINE_WORKTREE=checkout.path, SLOTLINE_BRANCH=checkout.branch)
         return checkout, worktree.workdir(checkout, task.workspace)
@@ -253,27 +273,6 @@ class Isolator:
             return 0
         log.info("removed a worktree that nothing owns", extra={"path": str(folder)})
         return 1
-
-
-@contextlib.asynccontextmanager
-async def _holding(lock: repolock.RepoLock) -> AsyncIterator[None]:
-    """Hold `lock` (taken in a worker thread) for the block. Cancelled while waiting
-    for it, the lock is let go as soon as the thread gets it: never held by no one."""
-    taking = asyncio.ensure_future(asyncio.to_thread(lock.acquire))
-    try:
-        await asyncio.shield(taking)
-    except asyncio.CancelledError:
-
-        def let_go(done: asyncio.Future[None]) -> None:
-            if not done.cancelled() and done.exception() is None:
-                lock.release()
-
-        taking.add_done_callback(let_go)
-        raise
-    try:
-        yield
-    finally:
-        lock.release()  # at once: unlocking a file never blocks
 
 
 def _ended(outcome: str | None) -> str:
