@@ -123,3 +123,18 @@ def test_a_run_that_prints_past_its_cap_is_not_stalled(tmp_path: Path) -> None:
         asyncio.run(rounds())
     finally:
         store.close()
+
+
+def test_a_tail_that_cannot_be_written_never_costs_the_exit_status(tmp_path: Path) -> None:
+    # Given a run past its cap whose tail file cannot be written (a folder is in its place),
+    (tmp_path / "1.tail").mkdir()
+    chatter = "import sys; print('x' * 5000, flush=True); sys.exit(7)"
+    keeper = [sys.executable, "-I", "-S", wrap.__file__, str(tmp_path / "1.exit"), "0",
+              str(tmp_path), str(CAP), "--", sys.executable, "-c", chatter]  # fmt: skip
+    with (tmp_path / "1.log").open("ab") as out:
+        ended = subprocess.run(keeper, stdout=out, stderr=out, timeout=60, check=False)
+    # then the keeper still ends well and records the command's exit status,
+    assert ended.returncode == 0
+    assert (tmp_path / "1.exit").read_text() == "7\n"
+    # and leaves no temporary file behind.
+    assert not (tmp_path / "1.tail.tmp").exists()

@@ -95,7 +95,7 @@ def _pump(source: int, pid: int, cap: int, tail_path: str) -> int:
         ready, _, _ = select.select([source], [], [], 0.2)
         if not ready:
             if tail_dirty:
-                _write(tail_path, bytes(tail))
+                _save_tail(tail_path, tail)
                 tail_dirty, tail_at = False, time.monotonic()
             # Quiet for a moment: if the command has exited, background children it left
             # holding the pipe open must not keep the attempt alive.
@@ -109,11 +109,11 @@ def _pump(source: int, pid: int, cap: int, tail_path: str) -> int:
             break
         room = max(0, cap - written)
         if room:
-            os.write(1, data[:room])
+            _log(data[:room])
             written += min(room, len(data))
             if len(data) > room:
                 marker = f"\n[slotline: log cap of {cap} bytes reached; the rest is dropped]\n"
-                os.write(1, marker.encode())
+                _log(marker.encode())
         if len(data) > room:
             dropped += len(data) - room
             tail += data[room:]
@@ -121,15 +121,35 @@ def _pump(source: int, pid: int, cap: int, tail_path: str) -> int:
             tail_dirty = True
             now = time.monotonic()
             if now - tail_at >= TAIL_EVERY:
-                _write(tail_path, bytes(tail))
+                _save_tail(tail_path, tail)
                 tail_dirty, tail_at = False, now
     if tail_dirty:
-        _write(tail_path, bytes(tail))
+        _save_tail(tail_path, tail)
     if status is None:
         _, status = os.waitpid(pid, 0)
     if dropped:
-        os.write(1, f"[slotline: {dropped} bytes of output dropped]\n".encode())
+        _log(f"[slotline: {dropped} bytes of output dropped]\n".encode())
     return status
+
+
+def _log(data: bytes) -> None:
+    """Append to the log, best effort: a full disk (or a log removed under the run) must
+    not end the keeper, which still drains the command and writes its exit status."""
+    try:  # noqa: SIM105 - no contextlib: the keeper imports only the core
+        os.write(1, data)
+    except OSError:
+        pass
+
+
+def _save_tail(path: str, tail: bytearray) -> None:
+    """Rewrite the tail file, best effort (as `_log`); a failed try leaves no temporary."""
+    try:
+        _write(path, bytes(tail))
+    except OSError:
+        try:  # noqa: SIM105 - as in _log
+            os.unlink(path + ".tmp")
+        except OSError:
+            pass
 
 
 def serve() -> int:
