@@ -9,6 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from slotline.scheduler import backoff
+from slotline.scheduler.backoff import BackoffRule
 from slotline.scheduler.resets import JUST_PASSED, MAX_AHEAD, parse_reset
 
 PARIS = ZoneInfo("Europe/Paris")
@@ -120,3 +122,20 @@ def test_a_time_of_day_that_has_just_passed_is_already_reset(
     naive = {"now": naive_now, "today": datetime(2025, 3, 10, 15).timestamp(),
              "tomorrow": datetime(2025, 3, 11, 15).timestamp()}[expected]  # fmt: skip
     assert parse_reset("3pm", naive_now) == pytest.approx(naive)
+
+
+def test_refused_again_after_the_reset_time_backs_off_blindly_not_at_once() -> None:
+    # Given a provider that said its limit resets at 3pm, and still refuses at 15:20
+    # (the reset read then is "now"),
+    rule = BackoffRule(delay=30.0, max_delay=900.0)
+    now = at(15, 20)
+    reset = parse_reset("3pm", now, PARIS)
+    assert reset == pytest.approx(now)
+    first = backoff.on_throttled(rule, None, "claude", 4, now - 1, now, 1.0, "429", reset)
+    # then the next start waits the rule's delay (no probe at once),
+    assert first.not_before == pytest.approx(now + 30.0)
+    assert first.reset_at is None
+    # and a probe refused again waits twice as long, as without a reset time.
+    later = now + 31
+    second = backoff.on_throttled(rule, first, "claude", 4, later - 0.5, later, 1.0, "429", later)
+    assert second.not_before == pytest.approx(later + 60.0)

@@ -203,14 +203,17 @@ def on_throttled(
     `jitter` is in [0.5, 1.5].
 
     With `reset_at` (when the provider said its limit resets), no start before then, and
-    then a cap of 1: one run probes, and its success ends the back-off (`on_success`)."""
+    then a cap of 1: one run probes, and its success ends the back-off (`on_success`).
+    A reset time already past backs off as without one."""
     if current is not None and started_at < current.since:
         if reset_at is not None and reset_at > current.not_before:
             return replace(current, not_before=reset_at, reset_at=reset_at, cap=1)
         return current
     level = (current.level if current is not None else 0) + 1
-    if reset_at is not None:
-        return Throttle(agent, level, 1, max(now, reset_at), 0, now, reason, reset_at)
+    if reset_at is not None and reset_at > now:
+        return Throttle(agent, level, 1, reset_at, 0, now, reason, reset_at)
+    # No reset time, or one already past (the provider still refuses: its clock, or its
+    # word, is off): back off blindly, so that refused probes do not follow each other.
     hold = min(rule.max_delay, rule.delay * 2 ** (level - 1)) * jitter
     return Throttle(agent, level, cap_at(rule, normal, level), now + hold, 0, now, reason)
 
