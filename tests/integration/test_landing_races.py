@@ -307,3 +307,33 @@ def test_a_resumed_run_holding_the_lock_needs_no_other_thread_of_a_full_pool(
 
     asyncio.run(scenario())
     assert _state(store, follower) is WorktreeState.ACTIVE
+
+
+def test_a_worktree_taken_over_while_the_sweep_measures_it_is_not_kept_twice(
+    store: Store, repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = store_root(tmp_path / "data" / "worktrees", store.url)
+    store.set_setting("max_concurrent", 10)
+    # Given a crashed run (keep: on_failure, failed: its worktree is kept) still recorded
+    # active, which a sweep closes,
+    task, attempt = _claim(store, repo)
+    assert task.isolation is not None
+    assert task.isolation.base_commit is not None
+    made = worktree.create(root, str(repo), task.isolation.base_commit, task.id, 1)
+    store.record_worktree(attempt.id, attempt.token, made.path, made.branch, made.base_commit)
+    store.finish(attempt.id, attempt.token, 1, None)
+    _, follower = _claim(store, repo)
+    settle = worktree.settle
+
+    def settling(*args: Any, **kwargs: Any) -> Any:
+        # when a resumed run takes the folder over just as the sweep has settled it,
+        found = settle(*args, **kwargs)
+        _take_over(store, follower, made)
+        return found
+
+    monkeypatch.setattr(worktree, "settle", settling)
+    Isolator(store, tmp_path / "data" / "worktrees", asyncio.to_thread).sweep(set())
+    # then only the resumed run holds it: the crashed run's record does not say kept.
+    assert _state(store, follower) is WorktreeState.ACTIVE
+    assert _state(store, attempt) is WorktreeState.REMOVED
+    assert (Path(made.path) / "half-done.txt").exists()

@@ -252,6 +252,11 @@ class Isolator:
             return 1
         ended = _ended(attempt.outcome)
         state, diff = worktree.settle(self.root, checkout, task.isolation.keep, ended, taken)
+        if state is WorktreeState.KEPT and taken():
+            # Taken over while it was measured: the folder is the new run's alone, or a
+            # prune would later judge it by this attempt's age and keep policy.
+            self.store.end_worktree(attempt.id, WorktreeState.REMOVED, diff, {"taken_over": True})
+            return 1
         self.store.end_worktree(attempt.id, state, diff)
         return 1
 
@@ -264,7 +269,6 @@ class Isolator:
         if kept is not None:
             if folder in self.kept or orphans.holder(self.store, str(folder)) is not None:
                 return 0  # (or a run took it over meanwhile: it is owned, not to warn of)
-                return 0
             self.kept.add(folder)
             log.warning(
                 "keeping the worktree %s, which nothing owns: %s", folder, kept,
