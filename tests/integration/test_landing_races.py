@@ -52,6 +52,20 @@ def _ended_run(store: Store, repo: Path, root: Path) -> tuple[Task, Attempt, wor
     return task, attempt, made
 
 
+def _crashed_run(
+    store: Store, repo: Path, root: Path, exit_code: int, **more: str
+) -> tuple[Attempt, worktree.Checkout]:
+    """A run whose node died before closing its worktree: ended, its worktree still
+    recorded active."""
+    task, attempt = _claim(store, repo, **more)
+    assert task.isolation is not None
+    assert task.isolation.base_commit is not None
+    made = worktree.create(root, str(repo), task.isolation.base_commit, task.id, 1)
+    store.record_worktree(attempt.id, attempt.token, made.path, made.branch, made.base_commit)
+    store.finish(attempt.id, attempt.token, exit_code, None)
+    return attempt, made
+
+
 def _take_over(store: Store, follower: Attempt, made: worktree.Checkout) -> None:
     """F records T's folder (as `Isolator.reopen` does) and starts writing in it."""
     store.record_worktree(follower.id, follower.token, made.path, made.branch, made.base_commit)
@@ -200,12 +214,7 @@ def test_the_sweep_leaves_a_crashed_runs_worktree_its_resumed_attempt_works_in(
     store.set_setting("max_concurrent", 10)
     # Given a run (keep: never) whose node died before closing its worktree (it still
     # says active), and a run resuming in that worktree,
-    task, attempt = _claim(store, repo, keep="never")
-    assert task.isolation is not None
-    assert task.isolation.base_commit is not None
-    made = worktree.create(root, str(repo), task.isolation.base_commit, task.id, 1)
-    store.record_worktree(attempt.id, attempt.token, made.path, made.branch, made.base_commit)
-    store.finish(attempt.id, attempt.token, 0, None)
+    attempt, made = _crashed_run(store, repo, root, 0, keep="never")
     _, follower = _claim(store, repo)
     _take_over(store, follower, made)
     # When a sweep closes the crashed run's worktree by its policy (removed),
@@ -316,12 +325,7 @@ def test_a_worktree_taken_over_while_the_sweep_measures_it_is_not_kept_twice(
     store.set_setting("max_concurrent", 10)
     # Given a crashed run (keep: on_failure, failed: its worktree is kept) still recorded
     # active, which a sweep closes,
-    task, attempt = _claim(store, repo)
-    assert task.isolation is not None
-    assert task.isolation.base_commit is not None
-    made = worktree.create(root, str(repo), task.isolation.base_commit, task.id, 1)
-    store.record_worktree(attempt.id, attempt.token, made.path, made.branch, made.base_commit)
-    store.finish(attempt.id, attempt.token, 1, None)
+    attempt, made = _crashed_run(store, repo, root, 1)
     _, follower = _claim(store, repo)
     settle = worktree.settle
 
