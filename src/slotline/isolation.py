@@ -169,6 +169,16 @@ def commit_of(repo: str, ref: str) -> str:
     return git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}")
 
 
+def branch_tip(repo: str, branch: str) -> str | None:
+    """The commit `refs/heads/BRANCH` points at in `repo`, or None."""
+    # show-ref matches the ref by name only: revision syntax (`main~2`, `main@{1}`) in
+    # `branch` names no ref, where rev-parse would resolve it to a commit.
+    try:
+        return git(repo, "show-ref", "--verify", "--hash", f"refs/heads/{branch}") or None
+    except GitFailed:
+        return None
+
+
 def pin(spec: TaskSpec) -> TaskSpec:
     """`spec` with its repository as its top-level folder and, for worktree isolation,
     its base pinned to a commit id: the given ref's, else HEAD's (then `base` names the

@@ -10,7 +10,7 @@ import pytest
 
 from gitrepos import commit_file, make_repo, run
 from slotline.errors import InvalidInput
-from slotline.isolation import WorktreeState
+from slotline.isolation import WorktreeState, branch_tip
 from slotline.landing import verbs
 from slotline.landing.prune import WorktreePolicy
 from slotline.runner import worktree
@@ -45,10 +45,10 @@ def test_merge_refuses_revision_syntax_in_into(store: Store, tmp_path: Path, int
 
 def test_branch_tip_reads_a_branch_by_name_only(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
-    assert worktree.branch_tip(str(repo), "main") == run(repo, "rev-parse", "main")
-    assert worktree.branch_tip(str(repo), "main~0") is None
-    assert worktree.branch_tip(str(repo), "main@{0}") is None
-    assert worktree.branch_tip(str(repo), "nope") is None
+    assert branch_tip(str(repo), "main") == run(repo, "rev-parse", "main")
+    assert branch_tip(str(repo), "main~0") is None
+    assert branch_tip(str(repo), "main@{0}") is None
+    assert branch_tip(str(repo), "nope") is None
 
 
 def test_a_prune_keeps_a_branch_recorded_as_merged_into_a_revision(
@@ -73,4 +73,4 @@ def test_a_prune_keeps_a_branch_recorded_as_merged_into_a_revision(
     # When a prune removes its folder, the branch stays.
     pruned = verbs.prune(store, WorktreePolicy(max_disk=0), 0.0)
     assert [(p["folder_fate"], p["branch_fate"]) for p in pruned] == [("removed", "kept")]
-    assert worktree.branch_tip(str(repo), made.branch) == tip
+    assert branch_tip(str(repo), made.branch) == tip

@@ -11,7 +11,7 @@ import pytest
 from gitrepos import branches, commit_file, make_repo, run, show, worktree_paths
 from slotline.errors import InvalidInput
 from slotline.isolation import DiffStat, GitFailed, KeepPolicy, WorktreeState, pin
-from slotline.runner import worktree
+from slotline.runner import changes, worktree
 from slotline.runner.worktree import Checkout, WorktreeError
 from slotline.spec import parse_spec
 
@@ -95,12 +95,12 @@ def test_the_diff_stat_counts_committed_staged_unstaged_and_new_files(
 ) -> None:
     checkout = worktree.create(root, str(repo), "HEAD", TASK, 1)
     path = Path(checkout.path)
-    assert worktree.measure(checkout) == DiffStat(0, 0, 0)
+    assert changes.measure(checkout) == DiffStat(0, 0, 0)
     commit_file(path, "app.py", "print('v2')\nprint('more')\n")  # committed: +2 -1
     (path / "lib" / "util.py").write_text("x = 2\n")  # unstaged: +1 -1
     (path / "new.txt").write_text("a\nb\nc\n")  # untracked: +3
     index_before = run(path, "status", "--porcelain")
-    assert worktree.measure(checkout) == DiffStat(3, 6, 2)
+    assert changes.measure(checkout) == DiffStat(3, 6, 2)
     # Measuring leaves the worktree's own index as it was.
     assert run(path, "status", "--porcelain") == index_before
 
@@ -127,8 +127,8 @@ def test_measuring_counts_a_new_file_without_storing_it_in_the_repository(
     blob = run(path, "hash-object", "build.log")  # its id, not written
     before = stored_objects(repo)
     # When it is measured, at the run's end and again by a sweep,
-    assert worktree.measure(checkout) == DiffStat(2, 20000, 1)
-    assert worktree.measure(checkout) == DiffStat(2, 20000, 1)
+    assert changes.measure(checkout) == DiffStat(2, 20000, 1)
+    assert changes.measure(checkout) == DiffStat(2, 20000, 1)
     # Then nothing of it was written to the repository's objects.
     assert stored_objects(repo) - before <= {EMPTY_BLOB}
     with pytest.raises(GitFailed):
@@ -169,7 +169,7 @@ def test_removing_keeps_a_branch_with_commits_and_deletes_an_empty_one(
     assert show(repo, worked.branch, "app.py") == "print('agent')"
     assert worktree_paths(repo) == [str(repo)]
     # Measured again from the branch alone, as after a crash.
-    assert worktree.measure(worked) == DiffStat(1, 1, 1)
+    assert changes.measure(worked) == DiffStat(1, 1, 1)
 
 
 def test_the_users_own_missing_worktree_stays_registered(

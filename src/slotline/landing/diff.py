@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from slotline.errors import InvalidInput, InvalidTransition
-from slotline.isolation import GIT_TIMEOUT, DiffStat, GitFailed, git_env
+from slotline.isolation import GIT_TIMEOUT, DiffStat, GitFailed, branch_tip, git_env
 from slotline.models import Attempt, Task
-from slotline.runner import worktree
+from slotline.runner import changes
 from slotline.runner.worktree import Checkout
 
 # A patch longer than this is cut (at a line end) and marked truncated: a dashboard page
@@ -86,12 +86,12 @@ def run_diff(task: Task, stat_only: bool = False, max_bytes: int = DIFF_MAX_BYTE
     """
     attempt, checkout = latest_run(task)
     in_worktree = os.path.isdir(checkout.path)
-    if not in_worktree and worktree.branch_tip(checkout.repo, checkout.branch) is None:
+    if not in_worktree and branch_tip(checkout.repo, checkout.branch) is None:
         raise InvalidTransition(
             f"the worktree and the branch {checkout.branch} of task {task.id[:8]} are both "
             "gone: nothing is left to diff"
         )
-    stat = worktree.measure(checkout) or DiffStat(0, 0, 0)
+    stat = changes.measure(checkout) or DiffStat(0, 0, 0)
     text, truncated = "", False
     if not stat_only:
         try:
@@ -108,7 +108,7 @@ def _patch(checkout: Checkout, in_worktree: bool, max_bytes: int) -> tuple[str, 
     args = ["diff", "--no-color", "--no-ext-diff", "--no-textconv", checkout.base_commit]
     if not in_worktree:
         return _capped(checkout.repo, [*args, checkout.branch], git_env(), max_bytes)
-    with worktree.scratch_index(checkout.path) as env:
+    with changes.scratch_index(checkout.path) as env:
         return _capped(checkout.path, args, env, max_bytes)
 
 

@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from slotline.errors import InvalidInput, InvalidTransition, MergeConflict
-from slotline.isolation import GitFailed, git
+from slotline.isolation import GitFailed, branch_tip, git
 from slotline.landing import removal
 from slotline.landing.diff import latest_run
 from slotline.models import Attempt, Status, Task
-from slotline.runner import repolock, worktree
+from slotline.runner import repolock
+from slotline.runner.changes import has_uncommitted
 
 # The repository's hooks are for its owner's own commits: a merge slotline makes in a
 # temporary worktree runs none (a pre-commit hook could take minutes, or prompt).
@@ -90,10 +91,10 @@ def merge_run(
         )
     repo, branch = checkout.repo, checkout.branch
     target = _target(task, into, repo)
-    old = worktree.branch_tip(repo, target)
+    old = branch_tip(repo, target)
     if old is None:
         raise InvalidInput(f"into: no branch {target!r} in {repo}")
-    tip = worktree.branch_tip(repo, branch)
+    tip = branch_tip(repo, branch)
     if tip is None:
         raise InvalidTransition(f"the branch {branch} of task {short} is gone: nothing to merge")
     holder = _checked_out_at(repo, target)
@@ -113,7 +114,7 @@ def merge_run(
                 f"the worktree of task {short} ({checkout.path}) was taken over: {working}; "
                 "its work is not finished: merge once that run has ended"
             )
-        if os.path.isdir(checkout.path) and worktree.has_uncommitted(checkout.path):
+        if os.path.isdir(checkout.path) and has_uncommitted(checkout.path):
             tip = _commit_left_work(task, attempt, checkout.path, branch)
     if tip == checkout.base_commit:
         raise InvalidTransition(f"nothing to merge: task {short} committed nothing on {branch}")
@@ -169,7 +170,7 @@ def _target(task: Task, into: str | None, repo: str) -> str:
             f"task {task.id[:8]} started from {target!r}, which is not a branch: give the "
             "branch to merge into (--into BRANCH)"
         )
-    if into is None and worktree.branch_tip(repo, target) is None:
+    if into is None and branch_tip(repo, target) is None:
         raise InvalidInput(
             f"task {task.id[:8]} started from {target!r}, which is not a branch: give the "
             "branch to merge into (--into BRANCH)"

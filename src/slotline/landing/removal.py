@@ -13,9 +13,18 @@ from pathlib import Path
 from typing import Any
 
 from slotline.errors import NotFound
-from slotline.isolation import GitFailed, KeepPolicy, Worktree, WorktreeState, git, git_env
+from slotline.isolation import (
+    GitFailed,
+    KeepPolicy,
+    Worktree,
+    WorktreeState,
+    branch_tip,
+    git,
+    git_env,
+)
 from slotline.models import Attempt, Task
 from slotline.runner import repolock, worktree
+from slotline.runner.changes import has_uncommitted
 from slotline.runner.worktree import Checkout
 from slotline.store import Store
 
@@ -75,7 +84,7 @@ def _remove_locked(
     assert tree is not None
     assert task.repo is not None
     never = keep is KeepPolicy.NEVER
-    uncommitted = os.path.isdir(tree.path) and worktree.has_uncommitted(tree.path)
+    uncommitted = os.path.isdir(tree.path) and has_uncommitted(tree.path)
     if os.path.isdir(tree.path) and not never:
         off = off_branch(tree.path, tree.branch)
         if off is not None:
@@ -92,7 +101,7 @@ def _remove_locked(
             return _kept(task, tree, f"its uncommitted changes could not be committed ({exc})")
     fate = _branch_fate(task.repo, tree, never)
     worktree.remove_locked(Checkout(task.repo, tree.path, tree.branch, tree.base_commit))
-    tip = worktree.branch_tip(task.repo, tree.branch) if os.path.isdir(task.repo) else None
+    tip = branch_tip(task.repo, tree.branch) if os.path.isdir(task.repo) else None
     if fate == "deleted" and tip is not None:
         gone = worktree.delete_branch_locked(task.repo, tree.branch, tip)
         fate = "deleted" if gone else "kept"
@@ -187,17 +196,13 @@ def _branch_fate(repo: str, tree: Worktree, never: bool) -> str:
     held by another local branch)."""
     if never:
         return "deleted"
-    tip = worktree.branch_tip(repo, tree.branch) if os.path.isdir(repo) else None
+    tip = branch_tip(repo, tree.branch) if os.path.isdir(repo) else None
     if tip is None or tip == tree.base_commit:
         return "deleted"
     into = None if tree.merged is None else tree.merged.into
     # A target recorded by name only: one recorded before names were checked could be
     # revision syntax (`main@{1}`), whose commits only a reflog holds.
-    if (
-        into is not None
-        and worktree.branch_tip(repo, into) is not None
-        and _contains(repo, into, tip)
-    ):
+    if into is not None and branch_tip(repo, into) is not None and _contains(repo, into, tip):
         return "deleted"  # merged, and nothing committed on it since (a follow-up's)
     try:
         holders = git(

@@ -1,5 +1,5 @@
 """A run's git worktree, as git operations: created before the command starts, measured
-and kept or removed when it ends, removed when nothing owns it any more.
+(`changes`) and kept or removed when it ends, removed when nothing owns it any more.
 
 Every function here blocks (it runs git): the supervisor calls them in a worker thread.
 Worktrees live under a folder of slotline's own (`<data dir>/worktrees/store-<hash>/
@@ -16,8 +16,7 @@ import contextlib
 import os
 import re
 import shutil
-import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,16 +25,16 @@ from slotline.isolation import (
     GitFailed,
     KeepPolicy,
     WorktreeState,
+    branch_tip,
     commit_of,
     git,
-    git_env,
 )
+from slotline.runner.changes import has_uncommitted, measure
 from slotline.runner.repolock import repo_folder, repo_lock, retried
 
 BRANCH_PREFIX = "slotline/"
 # `<task id>-<attempt number>`: the name of a worktree's folder (and its branch's tail).
 _NAME = re.compile(r"^(?P<task>[0-9a-f]{32})-(?P<number>[0-9]+)$")
-_STAT = re.compile(r"(\d+) (file|insertion|deletion)")
 
 
 class WorktreeError(Exception):
@@ -102,7 +101,7 @@ def create(root: Path, repo: str, base: str, task_id: str, number: int) -> Check
                 return checkout
             raise WorktreeError(f"{path} is in the way and is not this run's worktree")
         try:
-            if _branch_tip(repo, branch) is None:
+            if branch_tip(repo, branch) is None:
                 add = ["worktree", "add", "--quiet", "-b", branch, str(path), commit]
             else:  # the branch outlived a worktree removed by hand: carry on with it
                 add = ["worktree", "add", "--quiet", str(path), branch]
@@ -137,7 +136,7 @@ def reopen_locked(checkout: Checkout) -> Checkout:
         if _branch_of(path) == checkout.branch:
             return checkout
         raise WorktreeError(f"{path} is in the way and is not the resumed run's worktree")
-    if _branch_tip(checkout.repo, checkout.branch) is None:
+    if branch_tip(checkout.repo, checkout.branch) is None:
         raise WorktreeError(
             f"the resumed run's worktree {path} and its branch {checkout.branch} are gone"
         )
@@ -147,57 +146,6 @@ def reopen_locked(checkout: Checkout) -> Checkout:
     except GitFailed as exc:
         raise WorktreeError(f"git worktree add failed: {exc}") from None
     return checkout
-
-
-def measure(checkout: Checkout) -> DiffStat | None:
-    """The changes of a run against its base commit: committed, staged, unstaged and new
-    (untracked, not ignored) files, read through a copy of the worktree's index so the
-    worktree itself is left as it is, and nothing is written to the repository (new
-    files are compared from disk, never stored as objects). Without the worktree, what
-    its branch holds; None when neither is left."""
-    path = checkout.path
-    try:
-        if os.path.isdir(path):
-            with scratch_index(path) as env:
-                text = git(path, "diff", "--shortstat", checkout.base_commit, env=env)
-        elif _branch_tip(checkout.repo, checkout.branch) is not None:
-            text = git(checkout.repo, "diff", "--shortstat", checkout.base_commit, checkout.branch)
-        else:
-            return None
-    except GitFailed:
-        return None
-    counts = {kind: int(n) for n, kind in _STAT.findall(text)}
-    return DiffStat(counts.get("file", 0), counts.get("insertion", 0), counts.get("deletion", 0))
-
-
-@contextlib.contextmanager
-def scratch_index(path: str) -> Iterator[dict[str, str]]:
-    """The git environment of a temporary copy of a worktree's index, where its new
-    files are added as intent-to-add: `git diff BASE` there shows committed, staged,
-    unstaged and new work, and the worktree, its index and the repository's objects
-    are left as they are.
-
-    Raises:
-        GitFailed: git cannot read the worktree.
-    """
-    with tempfile.TemporaryDirectory(prefix="slotline-index-") as scratch:
-        index = os.path.join(scratch, "index")
-        own = os.path.join(path, git(path, "rev-parse", "--git-path", "index"))
-        if os.path.exists(own):
-            shutil.copyfile(own, index)
-        env = {**git_env(), "GIT_INDEX_FILE": index}
-        # Intent-to-add records new files' paths in the copy without hashing them into
-        # the repository's objects (a build output, a `.env`).
-        git(path, "add", "--all", "--intent-to-add", env=env)
-        yield env
-
-
-def has_uncommitted(path: str) -> bool:
-    """Whether a worktree holds changes not committed (new files included)."""
-    try:
-        return bool(git(path, "status", "--porcelain", "--untracked-files=normal"))
-    except GitFailed:
-        return os.path.isdir(path)  # unreadable: as if it held work
 
 
 def should_remove(keep: KeepPolicy, ended: str, uncommitted: bool) -> bool:
@@ -246,7 +194,7 @@ def delete_branch(root: Path, repo: str, branch: str, expected: str | None = Non
 
 def delete_branch_locked(repo: str, branch: str, expected: str | None = None) -> bool:
     """`delete_branch`, for a caller holding `repo_lock`."""
-    tip = _branch_tip(repo, branch)
+    tip = branch_tip(repo, branch)
     if tip is None:
         return True
     if expected is not None and tip != expected:
@@ -267,7 +215,7 @@ def here(checkout: Checkout) -> bool:
     that machine's clone."""
     if os.path.isdir(checkout.path):
         return True
-    return os.path.isdir(checkout.repo) and _branch_tip(checkout.repo, checkout.branch) is not None
+    return os.path.isdir(checkout.repo) and branch_tip(checkout.repo, checkout.branch) is not None
 
 
 def remove(root: Path, checkout: Checkout, unless: Callable[[], bool] | None = None) -> bool:
@@ -296,7 +244,7 @@ def remove_locked(checkout: Checkout, empty_branch: bool = True) -> None:
     with contextlib.suppress(GitFailed):
         if _stale_registration(repo, path):  # git could not remove it: rmtree did
             _prune(repo)
-        if empty_branch and _branch_tip(repo, checkout.branch) == checkout.base_commit:
+        if empty_branch and branch_tip(repo, checkout.branch) == checkout.base_commit:
             # Deleted only if it still points there (git checks, atomically).
             ref = f"refs/heads/{checkout.branch}"
             retried(lambda: git(repo, "update-ref", "-d", ref, checkout.base_commit))
@@ -329,7 +277,7 @@ def remove_orphan(
         kept = kept or _work_in(path)
         if kept is not None:
             return kept
-        tip = None if branch is None else _branch_tip(repo, branch)
+        tip = None if branch is None else branch_tip(repo, branch)
         with contextlib.suppress(GitFailed):
             retried(lambda: git(repo, "worktree", "remove", "--force", path))
         shutil.rmtree(folder, ignore_errors=True)
@@ -389,19 +337,5 @@ def _prune(repo: str) -> None:
 def _branch_of(path: Path) -> str | None:
     try:
         return git(str(path), "symbolic-ref", "--quiet", "--short", "HEAD")
-    except GitFailed:
-        return None
-
-
-def branch_tip(repo: str, branch: str) -> str | None:
-    """The commit `refs/heads/BRANCH` points at in `repo`, or None."""
-    return _branch_tip(repo, branch)
-
-
-def _branch_tip(repo: str, branch: str) -> str | None:
-    # show-ref matches the ref by name only: revision syntax (`main~2`, `main@{1}`) in
-    # `branch` names no ref, where rev-parse would resolve it to a commit.
-    try:
-        return git(repo, "show-ref", "--verify", "--hash", f"refs/heads/{branch}") or None
     except GitFailed:
         return None
