@@ -347,7 +347,7 @@ class Node:
             await asyncio.sleep(self.heartbeat_interval)
             try:
                 await asyncio.to_thread(self.store.heartbeat, self.node_id, lease=self.lease)
-                await self.supervisor.fence()
+                await adopt.fence(self.supervisor)
                 await self.supervisor.sample_usage()
                 await adopt.reap_lapsed(self.supervisor)
                 await self._watch_schedules()  # last: what fails here skips nothing

@@ -1,4 +1,5 @@
-"""Restart handling: re-adopt or finish this node's attempts, reap attempts of dead nodes."""
+"""Restart handling: re-adopt or finish this node's attempts, reap attempts of dead nodes,
+and stop this node's runs that another node reaped meanwhile (fencing)."""
 
 from __future__ import annotations
 
@@ -97,7 +98,7 @@ async def reap_lapsed(supervisor: Supervisor) -> None:
     """Finish attempts of other nodes that are gone: the attempt's lease lapsed and its
     node has not heartbeated for a whole lease (both re-checked in the transaction).
     A node that was only slow finds its attempts finished and stops their processes
-    (see `_fence`), so a task never runs twice."""
+    (see `fence`), so a task never runs twice."""
     for attempt in await asyncio.to_thread(supervisor.store.live_attempts, None):
         if attempt.node_id == supervisor.node_id:
             continue
@@ -116,6 +117,20 @@ async def reap_lapsed(supervisor: Supervisor) -> None:
                     resumable=True,
                 )
             )
+
+
+async def fence(supervisor: Supervisor) -> None:
+    """Stop the processes of attempts that another node finished meanwhile (this node
+    was too slow to heartbeat and was taken for dead)."""
+    store, node_id = supervisor.store, supervisor.node_id
+    live = {a.id for a in await asyncio.to_thread(store.live_attempts, node_id)}
+    for run in list(supervisor.runs.values()):
+        if run.attempt.id in live or run.finishing or run.stopping:
+            continue
+        log.warning(
+            "attempt finished by another node; stopping it here", extra={"task_id": run.task.id}
+        )
+        supervisor.stop(run, "finished elsewhere: this node was taken for dead")
 
 
 async def _read_reaped(supervisor: Supervisor, attempt: Attempt) -> Reading:

@@ -273,9 +273,7 @@ class Supervisor:
             return
         # The attempt is no longer ours to run: never leave its process unsupervised.
         log.warning("start not recorded, stopping it: %s", refused, extra={"task_id": run.task.id})
-        run.stopping = True
-        run.stop_reason = "its start could not be recorded"
-        self._apply_stop(run)
+        self.stop(run, "its start could not be recorded")
 
     async def wait(self, run: Run, handle: ProcessHandle) -> Outcome:
         timeout = run.task.timeout
@@ -331,9 +329,13 @@ class Supervisor:
             run = self.runs.get(request.attempt_id)
             if run is None or run.stopping:
                 continue
-            run.stopping = True
-            run.stop_reason = request.request.stop_reason
-            self._apply_stop(run)
+            self.stop(run, request.request.stop_reason)
+
+    def stop(self, run: Run, reason: str) -> None:
+        """Stop `run` for `reason` (its outcome says it), now or as soon as it exists."""
+        run.stopping = True
+        run.stop_reason = reason
+        self._apply_stop(run)
 
     def _apply_stop(self, run: Run) -> None:
         """Stop a run whose stop was requested, if it has started; else `_execute` calls
@@ -350,20 +352,6 @@ class Supervisor:
             stopper.add_done_callback(self._stoppers.discard)
         elif run.inner is not None:
             run.inner.cancel()
-
-    async def fence(self) -> None:
-        """Stop the processes of attempts that another node finished meanwhile (this node
-        was too slow to heartbeat and was taken for dead)."""
-        live = {a.id for a in await asyncio.to_thread(self.store.live_attempts, self.node_id)}
-        for run in list(self.runs.values()):
-            if run.attempt.id in live or run.finishing or run.stopping:
-                continue
-            log.warning(
-                "attempt finished by another node; stopping it here", extra={"task_id": run.task.id}
-            )
-            run.stopping = True
-            run.stop_reason = "finished elsewhere: this node was taken for dead"
-            self._apply_stop(run)
 
     async def sample_usage(self) -> None:
         """Record CPU% and RSS of each running command's (or function's worker's) whole
