@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from slotline.bounds import MAX_COUNT, MAX_SECONDS
 from slotline.config_notify import (
@@ -62,18 +62,8 @@ class AgentType(BaseModel):
     # How long this type's finished worktrees stay (overrides `worktrees.retain`), and
     # how much disk they may take together (besides `worktrees.max_disk`, which counts
     # every type's).
-    retain: float | None = Field(default=None, strict=False)
-    max_disk: int | None = Field(default=None, strict=False)
-
-    @field_validator("retain", mode="before")
-    @classmethod
-    def _retain(cls, value: Any) -> Any:
-        return None if value is None else retain_period(value)
-
-    @field_validator("max_disk", mode="before")
-    @classmethod
-    def _max_disk(cls, value: Any) -> Any:
-        return None if value is None else disk_size(value)
+    retain: RetainPeriod = Field(default=None, strict=False)
+    max_disk: DiskSize = Field(default=None, strict=False)
 
     # A run that prints nothing for `stall_after` (`10m`), or prints `stall_pattern` (a
     # "waiting for input" prompt, RE2), is stalled; `on_stall: terminate` then stops it.
@@ -189,19 +179,26 @@ class AgentType(BaseModel):
         return _PLACEHOLDER.sub(lambda match: values.get(match.group(1), ""), element)
 
 
-def disk_size(value: Any) -> int:
-    """A `max_disk:` size (`20GB`, or bytes) as bytes: an agent type's, or the
-    `worktrees:` one."""
+def _disk_size(value: Any) -> Any:
+    """A `max_disk:` size (`20GB`, or bytes) as bytes (None stays None)."""
+    if value is None:
+        return None
     try:
         return parse_size(value)
     except InvalidInput as exc:
         raise ValueError(str(exc)) from None
 
 
-def retain_period(value: Any) -> float:
-    """A `retain:` period (`3d`, or seconds) as seconds: an agent type's, or the
-    `worktrees:` default it overrides."""
+def _retain_period(value: Any) -> Any:
+    """A `retain:` period (`3d`, or seconds) as seconds (None stays None)."""
+    if value is None:
+        return None
     try:
         return rates.parse_period(value)
     except InvalidInput as exc:
         raise ValueError(str(exc).replace("a rate's period", "a period")) from None
+
+
+# An agent type's `retain:` and `max_disk:`, and the `worktrees:` ones they override.
+RetainPeriod = Annotated[float | None, BeforeValidator(_retain_period)]
+DiskSize = Annotated[int | None, BeforeValidator(_disk_size)]

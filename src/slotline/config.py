@@ -16,7 +16,7 @@ import pydantic
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
-from slotline.agent_types import AgentType, disk_size, retain_period
+from slotline.agent_types import AgentType, DiskSize, RetainPeriod
 from slotline.bounds import MAX_COUNT, MAX_SECONDS
 from slotline.config_notify import OnEvent, Webhooks, public_url
 from slotline.config_pacing import BudgetConfig, FairnessConfig, RateConfig
@@ -52,18 +52,8 @@ class WorktreesConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     keep: KeepPolicy | None = None
-    retain: float | None = None
-    max_disk: int | None = None
-
-    @field_validator("retain", mode="before")
-    @classmethod
-    def _retain(cls, value: Any) -> Any:
-        return None if value is None else retain_period(value)
-
-    @field_validator("max_disk", mode="before")
-    @classmethod
-    def _max_disk(cls, value: Any) -> Any:
-        return None if value is None else disk_size(value)
+    retain: RetainPeriod = None
+    max_disk: DiskSize = None
 
 
 class Admission(BaseModel):
