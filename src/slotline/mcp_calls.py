@@ -16,6 +16,7 @@ from slotline.config import Config
 from slotline.models import Status, Task
 from slotline.store import Store, Watcher
 from slotline.taskfilter import TaskFilter
+from slotline.wire import task_path
 
 R = TypeVar("R")
 
@@ -159,9 +160,8 @@ class BackendCalls:
         from slotline.client import SlotlineClient
 
         if isinstance(self.backend, SlotlineClient):
-            task = await self._run(self.backend.get, ref)
             params = {"stat": "true" if stat_only else "false", "max_bytes": str(max_bytes)}
-            path = f"/api/tasks/{task.id}/diff"
+            path = task_path(ref, "diff")
             found: dict[str, Any] = await self._run(self.backend.call, "GET", path, params=params)
             return found
         from slotline.landing import verbs
@@ -174,9 +174,8 @@ class BackendCalls:
         from slotline.client import SlotlineClient
 
         if isinstance(self.backend, SlotlineClient):
-            task = await self._run(self.backend.get, ref)
             body: dict[str, Any] = {"squash": squash, **({"into": into} if into else {})}
-            path = f"/api/tasks/{task.id}/merge"
+            path = task_path(ref, "merge")
             merged: dict[str, Any] = await self._run(self.backend.call, "POST", path, json=body)
             return merged
         from slotline.landing import verbs

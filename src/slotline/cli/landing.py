@@ -10,10 +10,7 @@ import click
 from slotline.cli.context import CliState, json_option, pass_state
 from slotline.cli.plain import print_json
 from slotline.models import utcnow
-
-
-def _task_path(state: CliState, ref: str, verb: str) -> str:
-    return f"/api/tasks/{state.store.get(ref).id}/{verb}"
+from slotline.wire import task_path
 
 
 @click.command("diff")
@@ -28,7 +25,7 @@ def diff(state: CliState, task_id: str, stat_only: bool) -> None:
     remote = state.remote
     if remote is not None:
         params = {"stat": "true"} if stat_only else {}
-        data = remote.call("GET", _task_path(state, task_id, "diff"), params=params)
+        data = remote.call("GET", task_path(task_id, "diff"), params=params)
     else:
         from slotline.landing import verbs
 
@@ -67,7 +64,7 @@ def merge(state: CliState, task_id: str, into: str | None, squash: bool) -> None
         body: dict[str, Any] = {"squash": squash}
         if into is not None:
             body["into"] = into
-        data = remote.call("POST", _task_path(state, task_id, "merge"), json=body)
+        data = remote.call("POST", task_path(task_id, "merge"), json=body)
         data.pop("task", None)
     else:
         from slotline.landing import verbs
