@@ -105,20 +105,6 @@ class WebhookConfig(BaseModel):
         """The name of its cursor and its lines in the delivery log."""
         return self.name or public_url(self.url)
 
-    @property
-    def former_hook(self) -> str | None:
-        """The default name this webhook had before `public_url` hid URL paths (the URL
-        less credentials and query), if it differs: its cursor and log lines are carried
-        over to `hook` (`store.rename_notify_hook`)."""
-        if self.name is not None:
-            return None
-        parts = urlsplit(self.url)
-        host = parts.hostname or ""
-        if parts.port is not None:
-            host = f"{host}:{parts.port}"
-        former = urlunsplit((parts.scheme, host, parts.path, "", ""))
-        return None if former == self.hook else former
-
 
 class StallRule(BaseModel):
     """When a run of an agent type counts as stalled, and what then happens to it."""

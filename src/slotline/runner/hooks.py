@@ -86,7 +86,6 @@ class Webhook:
 
     def __init__(self, config: WebhookConfig, client: httpx.AsyncClient) -> None:
         self.name = config.hook
-        self.former_name = config.former_hook
         self.kinds = frozenset(EVENT_KINDS[name] for name in config.events)
         self.max_attempts: int | None = config.max_attempts
         self._config = config

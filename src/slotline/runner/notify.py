@@ -84,15 +84,8 @@ class Notifier:
         if not self.hooks:
             return
         names = [hook.name for hook in self.hooks]
-        renamed = {
-            hook.former_name: hook.name
-            for hook in self.hooks
-            if isinstance(hook, Webhook) and hook.former_name is not None
-        }
         while True:
             try:
-                for old, new in renamed.items():
-                    await asyncio.to_thread(self.store.rename_notify_hook, old, new)
                 self._cursors = await asyncio.to_thread(self.store.notify_cursors, names)
                 break
             except SlotlineError:

@@ -75,16 +75,6 @@ class NotifyVerbs(StoreCore):
                 tx.run("notify_cursor_add", hook=hook, seq=end, now=now)
             return {row["hook"]: int(row["seq"]) for row in tx.rows("notify_cursors")}
 
-    def rename_notify_hook(self, old: str, new: str, now: float | None = None) -> None:
-        """Carry hook `old`'s cursor over to `new` (unless `new` has one) and rename its
-        lines in the delivery log; `old` is forgotten. Nothing happens without `old`."""
-        with self._write() as tx:
-            tx.notify = False
-            now = tx.now() if now is None else now
-            tx.run("notify_cursor_carry", old=old, new=new, now=now)
-            tx.run("notify_cursor_forget", old=old)
-            tx.run("notify_log_rename", old=old, new=new)
-
     def take_notify_leases(
         self, node_id: str, hooks: Iterable[str], lease: float, now: float | None = None
     ) -> set[str]:

@@ -8,21 +8,6 @@ ON CONFLICT (hook) DO NOTHING;
 -- name: notify_cursors
 SELECT hook, seq FROM notify_cursors;
 
--- name: notify_cursor_carry
--- A renamed hook's cursor (a webhook's default name no longer shows its URL's path):
--- the new name starts where the old one was, unless it has a cursor already.
-INSERT INTO notify_cursors (hook, seq, updated_at)
-SELECT :new, seq, :now FROM notify_cursors WHERE hook = :old
-ON CONFLICT (hook) DO NOTHING;
-
--- name: notify_cursor_forget
-DELETE FROM notify_cursors WHERE hook = :old;
-
--- name: notify_log_rename
--- The old name (it may hold a token of the URL's path) leaves the delivery log too.
-UPDATE notify_log SET hook = :new, error = REPLACE(error, :old, :new)
-WHERE hook = :old;
-
 -- name: notify_cursor_advance
 -- Moves a hook's cursor forward, only while :node holds that hook's delivery lease
 -- (:lease): a node that lost it (taken for dead) cannot move a cursor the new holder is
