@@ -18,7 +18,7 @@ import pytest
 
 from slotline.errors import InvalidInput, StoreError, UnknownDependency
 from slotline.models import Status, Usage
-from slotline.store import Store, open_store
+from slotline.store import Report, Store, open_store
 from slotline.store.postgres import FOLD_EVERY, split_url
 from slotline.store.queries import load_queries
 
@@ -140,6 +140,24 @@ def test_event_seq_strictly_increases_and_readers_resume_after_a_seq(store: Stor
     assert all(a < b for a, b in pairwise(seqs))
     assert store.last_seq() == seqs[-1]
     assert [e.seq for e in store.events(since=seqs[3])] == seqs[4:]
+
+
+def test_the_events_of_one_claim_are_numbered_in_the_order_it_made_them(store: Store) -> None:
+    store.set_setting("max_concurrent", 4)
+    store.submit_many([COMMAND] * 4)
+    first = store.claim("node-a").claims
+    seq = store.last_seq()
+    for claim in first[:3]:
+        store.finish(claim.attempt.id, claim.attempt.token, 0)
+    store.submit_many([COMMAND] * 3)
+    ended = first[3].attempt
+    reports = [Report(ended.id, ended.token, 0, None, False)]
+    claims = store.claim("node-a", finished=reports).claims
+
+    events = [(e.kind, e.task_id) for e in store.events(since=seq)]
+    claimed = [("claimed", c.task.id) for c in claims]
+    assert events[-len(claimed) :] == claimed
+    assert ("succeeded", first[3].task.id) in events[: -len(claimed)]
 
 
 def statements(dialect: str) -> dict[str, str]:

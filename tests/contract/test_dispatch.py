@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 from slotline.errors import InvalidInput, NotFound, StaleAttempt
 from slotline.models import Status
 from slotline.store import Report, Store
+from slotline.store.estimates import ALL
 
 from .conftest import NODE, ClaimFn, Clock, FinishFn, LineFn, SubmitFn, titles
 
@@ -472,6 +474,33 @@ def test_many_outcomes_in_one_claim_each_end_their_own_task_as_a_finish_would(
     assert store.get(flaky.id).attempts[0].outcome == "failed"
     assert titles(result.claims) == ["child"]
     assert store.get(child.id).status is Status.RUNNING
+
+
+def test_a_refused_report_among_others_leaves_each_committed_run_one_end_and_one_time(
+    store: Store, submit: SubmitFn, claim: ClaimFn, clock: Clock
+) -> None:
+    # Given three running tasks,
+    store.set_setting("max_concurrent", 3)
+    for title in ("a", "b", "c"):
+        submit(title)
+    claims = claim()
+    for started in claims:
+        store.record_start(started.attempt.id, started.attempt.token, 4242, None, None)
+    seq = store.last_seq()
+
+    # when their three outcomes reach one claim with a refused report among them (so
+    # the claim undoes its reports and commits them again, each on its own),
+    reports = [Report(c.attempt.id, c.attempt.token, 0) for c in claims]
+    reports.insert(1, Report(claims[0].attempt.id, "not-the-token", 0))
+    result = store.claim(NODE, now=clock.now, finished=reports)
+
+    # then each run ended once: one event, one sample of its time.
+    assert [refusal is None for refusal in result.finished] == [True, False, True, True]
+    ended = [e.task_id for e in store.events(since=seq) if e.kind == "succeeded"]
+    assert sorted(ended) == sorted(c.task.id for c in claims)
+    with store._transaction(write=False) as tx:
+        times = {(r["scope"], r["name"]): r for r in tx.rows("run_times_all")}
+    assert len(json.loads(times[ALL]["samples"])) == 3
 
 
 def test_status_of_the_head_shows_the_first_tasks_and_counts_the_whole_line(

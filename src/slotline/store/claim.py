@@ -5,11 +5,11 @@ one."""
 
 from __future__ import annotations
 
+import functools
 import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from slotline.errors import SlotlineError, StoreError
 from slotline.models import Attempt, KillRequest, Kind, Status, Task, log_file
@@ -102,10 +102,14 @@ class ClaimVerbs(StoreCore):
             # The clock is read under the write lock, so that recorded starts and ends
             # follow commit order: a slot is never seen taken before it was freed.
             now = tx.now() if now is None else now
-            recorded = [_part(tx, record, report) for report in started]
             runs: list[tuple[str | None, float]] = []
-            with read_ahead(tx, finished):
-                outcomes = [_part(tx, end, report, now, None, runs) for report in finished]
+            steps: list[Callable[[], object]] = [
+                functools.partial(record, tx, report) for report in started
+            ]
+            steps += [functools.partial(end, tx, report, now, None, runs) for report in finished]
+            with read_ahead(tx, [*started, *finished]):
+                refusals = _apply(tx, steps, undone=runs.clear)
+            recorded, outcomes = refusals[: len(started)], refusals[len(started) :]
             estimates.record_runs(tx, runs, now)
             expired = tx.rows("tasks_ttl_due", now=now)
             for row in expired:
@@ -165,12 +169,32 @@ class ClaimVerbs(StoreCore):
             return _kill_requests(tx, node_id)
 
 
-def _part(tx: Tx, step: Callable[..., object], *args: Any) -> SlotlineError | None:
-    """Apply one report inside a claim; a refusal undoes only its own part, and is
-    returned."""
+def _apply(
+    tx: Tx, steps: Sequence[Callable[[], object]], undone: Callable[[], None]
+) -> list[SlotlineError | None]:
+    """Apply a claim's reports, a step each: a refusal undoes only its own step, and is
+    returned in its place. The steps run in one savepoint while none is refused (two
+    statements for the claim, not two for each report); after a refusal, which is rare
+    (a report that came too late), they are undone (`undone` resets what they gathered)
+    and run again, each in a savepoint of its own."""
+    if len(steps) > 1:
+        try:
+            with tx.part():
+                for step in steps:
+                    step()
+        except StoreError:
+            raise
+        except SlotlineError:
+            undone()
+        else:
+            return [None] * len(steps)
+    return [_part(tx, step) for step in steps]
+
+
+def _part(tx: Tx, step: Callable[[], object]) -> SlotlineError | None:
     try:
         with tx.part():
-            step(tx, *args)
+            step()
     except StoreError:
         raise
     except SlotlineError as exc:

@@ -206,7 +206,7 @@ def _attempts(tx: Tx, ids: list[str]) -> dict[str, tuple[Attempt, ...]]:
     found: dict[str, list[Attempt]] = {}
     for start in range(0, len(ids), _CHUNK):
         chunk = ids[start : start + _CHUNK]
-        where = Where().any("attempts_where_task", ({"task_id": i} for i in chunk))
+        where = Where().all("attempts_where_tasks", ids=tuple(chunk))
         for row in tx.select("attempts_page", where):
             found.setdefault(row["task_id"], []).append(attempt_from_row(row))
     return {task_id: tuple(attempts) for task_id, attempts in found.items()}

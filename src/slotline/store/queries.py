@@ -22,6 +22,27 @@ _COMMENT = re.compile(r"^\s*--.*$\n?", re.MULTILINE)
 WHERE = "/*where*/"
 
 
+def _renamed(fragment: str, values: Mapping[str, Any], n: int) -> tuple[str, dict[str, Any]]:
+    """`fragment` with each parameter NAME renamed NAME_n, and their values; a tuple is a
+    list of values (`IN (:ids)`), one parameter NAME_n_i for each."""
+    names = {
+        name: [f"{name}_{n}_{i}" for i in range(len(value))]
+        if isinstance(value, tuple)
+        else [f"{name}_{n}"]
+        for name, value in values.items()
+    }
+
+    def rename(match: re.Match[str]) -> str:
+        style = ":{}" if match[1] else "%({})s"
+        return ", ".join(style.format(new) for new in names[match[1] or match[2]])
+
+    params: dict[str, Any] = {}
+    for name, value in values.items():
+        items = value if isinstance(value, tuple) else (value,)
+        params.update(zip(names[name], items, strict=True))
+    return _ANY_PARAM.sub(rename, _COMMENT.sub("", fragment)), params
+
+
 def parse_queries(text: str) -> dict[str, str]:
     """Split a file of `-- name: x` sections into {name: sql}."""
     parts = _NAME_LINE.split(text)
@@ -49,11 +70,20 @@ def load_queries(dialect: str) -> dict[str, str]:
     return queries
 
 
+class Composed(str):
+    """The text of a composed query (`Where.compose`). PostgreSQL plans it anew at each
+    run, for its parameters: its conditions vary from one use to the next, and a plan
+    kept from the first runs, when a table was still small (a sequential scan), would
+    be kept as the table grows."""
+
+
 @dataclass
 class Where:
     """The conditions of a composed query: named `where_*` fragments, joined by AND; the
     fragments of one `any` group by OR. Each use gets its own parameter names, so a
-    fragment can be used several times (two labels, three statuses)."""
+    fragment can be used several times (two labels, three statuses). A tuple parameter
+    is a list (`id IN (:ids)`): one condition an index scan answers, where equalities
+    joined by OR need a bitmap scan on PostgreSQL (off in write transactions)."""
 
     groups: list[list[tuple[str, dict[str, Any]]]] = field(default_factory=list)
 
@@ -75,18 +105,12 @@ class Where:
         for group in self.groups:
             ors = []
             for fragment, values in group:
-                n = len(params)
-
-                def renamed(match: re.Match[str], n: int = n) -> str:
-                    name = match.group(1) or match.group(2)
-                    new = f"{name}_{n}"
-                    return f":{new}" if match.group(1) else f"%({new})s"
-
-                ors.append(_ANY_PARAM.sub(renamed, _COMMENT.sub("", queries[fragment])))
-                params.update({f"{name}_{n}": value for name, value in values.items()})
+                text, renamed = _renamed(queries[fragment], values, len(params))
+                ors.append(text)
+                params.update(renamed)
             ands.append(" OR ".join(f"({text})" for text in ors))
         where = "".join(f" AND ({text})" for text in ands)
-        return queries[query].replace(WHERE, where), params
+        return Composed(queries[query].replace(WHERE, where)), params
 
 
 # The reads of the configuration tables (settings, limits, rates, back-off, budgets) that a
@@ -231,9 +255,12 @@ class Tx:
 
     def flush_events(self) -> None:
         """Insert the events appended so far, in order (the store calls it last)."""
-        if self.events:
-            self.run_many("event_append", self.events)
-            self.events = []
+        self.run_many("event_append", self.take_events())
+
+    def take_events(self) -> list[dict[str, Any]]:
+        """The events appended so far, in order, for the store to insert (last)."""
+        events, self.events = self.events, []
+        return events
 
     def preload(self, query: str, params: Mapping[str, Any], rows: list[dict[str, Any]]) -> None:
         """Give the next read of `query` with exactly `params` these rows, read ahead by

@@ -1,4 +1,5 @@
-"""The read-ahead of a claim's reports: what ending each run reads, read for them all at once."""
+"""The read-ahead of a claim's reports: what recording each start and ending each run
+reads, read for them all at once."""
 
 from __future__ import annotations
 
@@ -11,17 +12,18 @@ from slotline.errors import InvalidInput
 from slotline.store.queries import Tx, Where
 
 if TYPE_CHECKING:
-    from slotline.store.runs import Report
+    from slotline.store.runs import Report, StartReport
 
 
 @contextlib.contextmanager
-def read_ahead(tx: Tx, reports: Sequence[Report]) -> Iterator[None]:
-    """Within it: read the attempts, tasks and dependents that `end` reads for each of `reports`
-    in three reads for them all, not three for each (a round trip apiece on
-    PostgreSQL). Each report's part changes only its own task and attempt and its
-    dependents, which are not running and so have no report of their own: what is read
-    ahead is still what each part would have read. What no part took is dropped at
-    the end."""
+def read_ahead(tx: Tx, reports: Sequence[Report | StartReport]) -> Iterator[None]:
+    """Within it: read the attempts, tasks and dependents that `record` and `end` read
+    for each of `reports` in three reads for them all, not three for each (a round trip
+    apiece on PostgreSQL). Each report's part changes only its own task and attempt and
+    its dependents, which are not running and so have no report of their own; a row is
+    given to the first read of it only (a run that started and ended within one turn
+    has two reports: the end reads again what the start changed). So what is read ahead
+    is still what each part would have read. What no part took is dropped at the end."""
     ids = sorted({i for i in (_known_id(r.attempt_id) for r in reports) if i is not None})
     if len(ids) >= 2:
         _read(tx, ids)
@@ -32,20 +34,16 @@ def read_ahead(tx: Tx, reports: Sequence[Report]) -> Iterator[None]:
 
 
 def _read(tx: Tx, ids: list[str]) -> None:
-    attempts = tx.select(
-        "attempts_page", Where().any("attempts_where_id", ({"id": i} for i in ids))
-    )
-    task_ids = sorted({row["task_id"] for row in attempts})
-    tasks = tx.select(
-        "tasks_selected", Where().any("tasks_where_id", ({"id": t} for t in task_ids))
-    )
-    found = tx.select(
-        "dependents_selected", Where().any("deps_where_dep", ({"dep_id": t} for t in task_ids))
-    )
+    attempts = tx.select("attempts_page", Where().all("attempts_where_ids", ids=tuple(ids)))
     by_id = {row["id"]: row for row in attempts}
     for attempt_id in ids:
         row = by_id.get(attempt_id)
         tx.preload("attempt_get", {"id": attempt_id}, [] if row is None else [row])
+    task_ids = tuple(sorted({row["task_id"] for row in attempts}))
+    if not task_ids:
+        return
+    tasks = tx.select("tasks_selected", Where().all("tasks_where_ids", ids=task_ids))
+    found = tx.select("dependents_selected", Where().all("deps_where_deps", ids=task_ids))
     for row in tasks:
         tx.preload("task_get", {"id": row["id"]}, [row])
     for task_id in task_ids:

@@ -172,7 +172,8 @@ WHERE id = :id;
 -- name: tasks_kill_requested
 SELECT t.id AS task_id, a.id AS attempt_id, a.pid, t.kill_request
 FROM tasks t JOIN attempts a ON a.id = t.current_attempt
-WHERE t.status = 'running' AND t.kill_request IS NOT NULL AND a.node_id = :node_id;
+WHERE t.status = 'running' AND t.kill_request IS NOT NULL AND a.node_id = :node_id
+  AND a.finished_at IS NULL;
 
 -- name: attempt_insert
 INSERT INTO attempts (id, task_id, number, token, node_id, started_at, over_limit,
@@ -288,7 +289,7 @@ WHERE t.status = :status ORDER BY a.task_id, a.number;
 -- name: count_running_on_node
 -- A node's own runs, for its `slots` cap: counted from task rows like every limit.
 SELECT COUNT(*) AS n FROM tasks t JOIN attempts a ON a.id = t.current_attempt
-WHERE t.status = 'running' AND a.node_id = :node_id;
+WHERE t.status = 'running' AND a.node_id = :node_id AND a.finished_at IS NULL;
 
 -- name: node_set_pressure
 UPDATE nodes
@@ -451,8 +452,8 @@ owner = :owner
 -- name: tasks_where_parent
 parent_id = :parent_id
 
--- name: attempts_where_task
-task_id = :task_id
+-- name: attempts_where_tasks
+task_id IN (:ids)
 
 -- The rows the reports of one claim read, read ahead in one round trip each (runs.py).
 -- name: tasks_selected
@@ -461,14 +462,14 @@ SELECT * FROM tasks WHERE TRUE /*where*/;
 -- name: dependents_selected
 SELECT dep_id, task_id FROM deps WHERE TRUE /*where*/;
 
--- name: tasks_where_id
-id = :id
+-- name: tasks_where_ids
+id IN (:ids)
 
--- name: attempts_where_id
-id = :id
+-- name: attempts_where_ids
+id IN (:ids)
 
--- name: deps_where_dep
-dep_id = :dep_id
+-- name: deps_where_deps
+dep_id IN (:ids)
 
 -- name: tasks_where_label
 -- :needle is `"NAME":` or `"NAME":"VALUE"` as the labels' JSON spells them (compact,
