@@ -14,12 +14,17 @@ from typing import Any, Literal
 
 import pydantic
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from slotline.agent_types import AgentType, DiskSize, RetainPeriod
 from slotline.bounds import MAX_COUNT, MAX_SECONDS
 from slotline.config_notify import OnEvent, Webhooks, public_url
-from slotline.config_pacing import BudgetConfig, FairnessConfig, RateConfig
+from slotline.config_pacing import (
+    BudgetConfig,
+    FairnessConfig,
+    RateConfig,
+    check_declared_once,
+)
 from slotline.errors import InvalidInput
 from slotline.isolation import KeepPolicy
 from slotline.landing.prune import WorktreePolicy
@@ -127,6 +132,11 @@ class Config(BaseModel):
     def source(self) -> str | None:
         """The file this configuration was read from, if any."""
         return self._source
+
+    @model_validator(mode="after")
+    def _declared_once(self) -> Config:
+        check_declared_once(self)
+        return self
 
     @field_validator("env_allow", mode="before")
     @classmethod

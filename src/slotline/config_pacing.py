@@ -173,3 +173,61 @@ def declared_budgets(config: Config) -> list[Budget]:
         amount, unit, period = parse_budget(budget)
         declared.append(check_budget(key, value, amount, period, unit))
     return declared
+
+
+def check_declared_once(config: Config) -> None:
+    """Refuse a per-key limit, rate or budget window that the file gives two values (in
+    its own list, or there and as an agent type's own): one of the two would be left
+    unused without a word. The same value twice is no conflict.
+
+    Raises:
+        ValueError: what disagrees, and where (the loader adds the file).
+    """
+    limits = [
+        (f"limits[{i}]", (r.key, r.value or ""), str(r.max)) for i, r in enumerate(config.limits)
+    ]
+    rated = [(f"rates[{i}]", (r.key, r.value or ""), r.rate) for i, r in enumerate(config.rates)]
+    budgets = [
+        (f"budgets[{i}]", (b.key, b.value or "", *_window(b.budget)), b.budget)
+        for i, b in enumerate(config.budgets)
+    ]
+    for name, agent in config.agents.items():
+        if agent.max_concurrent is not None:
+            limits.append(
+                (f"agents.{name}.max_concurrent", ("agent", name), str(agent.max_concurrent))
+            )
+        if agent.rate is not None:
+            rated.append((f"agents.{name}.rate", ("agent", name), agent.rate))
+        given = [agent.budget] if isinstance(agent.budget, str) else agent.budget or []
+        for i, budget in enumerate(given):
+            where = f"agents.{name}.budget" + ("" if isinstance(agent.budget, str) else f"[{i}]")
+            budgets.append((where, ("agent", name, *_window(budget)), budget))
+    for what, declared in (("limit", limits), ("rate", rated), ("budget", budgets)):
+        first: dict[tuple[str, ...], tuple[str, str]] = {}
+        for where, ident, value in declared:
+            earlier = first.setdefault(ident, (where, value))
+            if _amount(what, earlier[1]) != _amount(what, value):
+                key, of = ident[0], ident[1] or "each value"
+                raise ValueError(
+                    f"{earlier[0]} and {where} give the {what} of {key}={of}{_window_text(ident)}"
+                    f" two values ({earlier[1]} and {value}); keep one"
+                )
+
+
+def _window(budget: str) -> tuple[str, str]:
+    """A budget's unit and period, as the identity of its window."""
+    _, unit, period = parse_budget(budget)
+    return unit, rates.format_period(period)
+
+
+def _window_text(ident: tuple[str, ...]) -> str:
+    return f" in {ident[2]} per {ident[3]}" if len(ident) == 4 else ""
+
+
+def _amount(what: str, value: str) -> object:
+    """A declared value as it is compared: `20/1m` and `20/60s` are one rate."""
+    if what == "rate":
+        return rates.parse_rate(value)
+    if what == "budget":
+        return parse_budget(value)[0]
+    return value

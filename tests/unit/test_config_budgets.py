@@ -3,6 +3,7 @@ and `serve` writing them into the store."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -119,3 +120,46 @@ def test_the_file_owns_its_budgets_and_rates_and_run_time_ones_stay(tmp_path: Pa
         ("global", None, "500usd/1d"),
     }
     assert {(r.key, r.value, r.rate) for r in second.rates} == {("workspace", None, "3/1m")}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "limits:\n  - {key: agent, value: claude, max: 2}\n"
+            "agents:\n  claude: {command: [claude, '{prompt}'], max_concurrent: 3}\n",
+            "limits[0] and agents.claude.max_concurrent give the limit of agent=claude two "
+            "values (2 and 3); keep one",
+        ),
+        (
+            "rates:\n  - {key: agent, rate: 20/1m}\n  - {key: agent, rate: 30/1m}\n",
+            "rates[0] and rates[1] give the rate of agent=each value two values",
+        ),
+        (
+            "budgets:\n  - {key: agent, value: claude, budget: 10usd/1h}\n"
+            "agents:\n  claude:\n    command: [claude, '{prompt}']\n"
+            "    budget: [100usd/1d, 20usd/60m]\n",
+            "budgets[0] and agents.claude.budget[1] give the budget of agent=claude in usd "
+            "per 1h two values (10usd/1h and 20usd/60m)",
+        ),
+    ],
+)
+def test_a_limit_rate_or_budget_window_given_two_values_is_refused(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    path = tmp_path / "slotline.yaml"
+    path.write_text(text)
+    with pytest.raises(InvalidInput, match=re.escape(message)):
+        load_config(path, env={})
+
+
+def test_the_same_value_twice_and_other_windows_of_one_key_load(tmp_path: Path) -> None:
+    path = tmp_path / "slotline.yaml"
+    path.write_text(
+        "limits:\n  - {key: agent, value: claude, max: 2}\n"
+        "rates:\n  - {key: agent, value: claude, rate: 20/1m}\n"
+        "agents:\n  claude:\n    command: [claude, '{prompt}']\n    max_concurrent: 2\n"
+        "    rate: 20/60s\n    budget: [10usd/1h, 100usd/1d, 2Mtok/1h]\n"
+    )
+    config = load_config(path, env={})
+    assert config.agents["claude"].budget == ["10usd/1h", "100usd/1d", "2Mtok/1h"]
