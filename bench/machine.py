@@ -71,3 +71,20 @@ def describe(root: Path) -> dict[str, str]:
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "load average at start": load_average(),
     }
+
+
+def busy_jiffies() -> tuple[int, int]:
+    """The machine's busy and total CPU time so far (jiffies, all cores), from /proc/stat;
+    (0, 0) where there is none."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields[:8]) - idle, sum(fields[:8])
+
+
+def busy_cores(before: tuple[int, int], after: tuple[int, int]) -> float:
+    """How many cores were busy on average between two `busy_jiffies` readings."""
+    busy, total = after[0] - before[0], after[1] - before[1]
+    return 0.0 if total <= 0 else busy / total * (os.cpu_count() or 1)

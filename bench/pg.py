@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import secrets
 import subprocess
 import sys
@@ -32,7 +33,7 @@ import psycopg
 
 from bench import procrastinate_side, slotline_side
 from bench.child import PG_SIDES, run_child
-from bench.machine import describe, load_average
+from bench.machine import busy_cores, busy_jiffies, describe, load_average
 from bench.stats import median, percentile
 from bench.workloads import FULL, NOOP, QUICK, SLEEP, STAMP, Sizes
 from slotline.store import open_store
@@ -85,15 +86,34 @@ def drain(
     return result
 
 
-def several_nodes(base: str, folder: Path, n: int, nodes: int, slots: int) -> float:
+def floor_rate(base: str, n: int) -> float:
+    """Rows per second of the least any durable submit does: one prepared INSERT of one
+    integer, in autocommit (one round trip and one synchronous commit each), in a fresh
+    schema. No queue that commits each task before it answers submits faster here."""
+    name = f"bench_{secrets.token_hex(5)}"
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{name}"')
+        try:
+            conn.execute(f'CREATE TABLE "{name}".floor (id BIGSERIAL PRIMARY KEY, x INT)')
+            insert = f'INSERT INTO "{name}".floor (x) VALUES (%s)'
+            start = time.perf_counter()
+            for i in range(n):
+                conn.execute(insert, (i,), prepare=True)
+            return n / (time.perf_counter() - start)
+        finally:
+            conn.execute(f'DROP SCHEMA "{name}" CASCADE')
+
+
+def several_nodes(base: str, folder: Path, n: int, nodes: int, slots: int) -> tuple[float, float]:
     """Seconds for `nodes` slotline nodes (each with `slots` slots, in processes of their
-    own) to drain `n` no-ops from one store: from the first node's start to the last
-    node's end."""
+    own) to drain `n` no-ops from one store, from the first node's start to the last
+    node's end; and how many cores the machine kept busy meanwhile (all of it: the
+    nodes, the server, anything else)."""
     with fresh("slotline", base) as url:
         slotline_side.fill(url, NOOP, n, slots * nodes, 0)
         argv = [sys.executable, "-m", "bench.child", "slotline", "drain", str(folder),
                 f"--url={url}", f"--slots={slots}", f"--timeout={CHILD_TIMEOUT}"]  # fmt: skip
-        start = time.perf_counter()
+        start, jiffies = time.perf_counter(), busy_jiffies()
         root = Path(__file__).resolve().parent.parent
         pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
         procs = [subprocess.Popen(argv, cwd=root, text=True, **pipes) for _ in range(nodes)]
@@ -101,7 +121,7 @@ def several_nodes(base: str, folder: Path, n: int, nodes: int, slots: int) -> fl
             _, err = proc.communicate(timeout=CHILD_TIMEOUT + 30)
             if proc.returncode != 0:
                 raise RuntimeError(f"a slotline node failed:\n{err[-3000:]}")
-        seconds = time.perf_counter() - start
+        seconds, busy = time.perf_counter() - start, busy_cores(jiffies, busy_jiffies())
         store = open_store(url)
         try:
             succeeded = store.counts().get("succeeded", 0)
@@ -109,7 +129,7 @@ def several_nodes(base: str, folder: Path, n: int, nodes: int, slots: int) -> fl
             store.close()
     if succeeded != n:
         raise RuntimeError(f"{nodes} slotline nodes ran only {succeeded} of {n} no-ops")
-    return seconds
+    return seconds, busy
 
 
 def one_run(sizes: Sizes, order: tuple[str, ...], base: str, folder: Path) -> dict[str, float]:
@@ -118,6 +138,7 @@ def one_run(sizes: Sizes, order: tuple[str, ...], base: str, folder: Path) -> di
         with fresh(side, base) as url:
             result = run_child(side, "submit", folder, CHILD_TIMEOUT, url=url, n=sizes.submit)
         sample[f"{side}.submit"] = result["rate"]
+    sample["floor.submit"] = floor_rate(base, sizes.submit)
     for side in order:
         result = drain(side, base, folder, NOOP, sizes.drain, sizes.drain_limit, sizes.sleep)
         sample[f"{side}.drain_rate"] = sizes.drain / result["seconds"]
@@ -129,11 +150,13 @@ def one_run(sizes: Sizes, order: tuple[str, ...], base: str, folder: Path) -> di
         sample[f"{side}.handoff_p50_ms"] = percentile(result["gaps"], 50) * 1000
         sample[f"{side}.handoff_p99_ms"] = percentile(result["gaps"], 99) * 1000
     n = sizes.drain
-    one = several_nodes(base, folder, n, 1, sizes.drain_limit)
-    many = several_nodes(base, folder, n, NODES, sizes.drain_limit)
+    one, one_busy = several_nodes(base, folder, n, 1, sizes.drain_limit)
+    many, many_busy = several_nodes(base, folder, n, NODES, sizes.drain_limit)
     sample["slotline.one_node_rate"] = n / one
     sample["slotline.nodes_rate"] = n / many
     sample["slotline.nodes_speedup"] = one / many
+    sample["slotline.one_node_busy_cores"] = one_busy
+    sample["slotline.nodes_busy_cores"] = many_busy
     return sample
 
 
@@ -168,7 +191,15 @@ def render(medians: dict[str, float], samples: list[dict[str, float]]) -> str:
         f"vs {medians['slotline.one_node_rate']:,.0f} | — | "
         f"{medians['slotline.nodes_speedup']:.2f} ({spread('slotline.nodes_speedup')}) | higher |"
     )
-    return "\n".join(lines)
+    cores = os.cpu_count() or 1
+    floor, theirs = medians["floor.submit"], medians["procrastinate.submit"]
+    return "\n".join(lines) + (
+        f"\n\nThe floor of a submit here (one prepared one-row INSERT per commit, "
+        f"{spread('floor.submit')}): {floor:,.0f}/s, {floor / theirs:.2f}× procrastinate's "
+        f"submit.\nCores busy (of {cores}) while the nodes drained: "
+        f"{medians['slotline.one_node_busy_cores']:.2f} with one node, "
+        f"{medians['slotline.nodes_busy_cores']:.2f} with {NODES}."
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
