@@ -3,6 +3,10 @@ say of a task a reached budget holds."""
 
 from __future__ import annotations
 
+import math
+import re
+from datetime import datetime
+
 import pytest
 
 from slotline.models import Usage
@@ -91,7 +95,11 @@ def test_status_ls_and_show_say_why_a_task_waits_and_until_when(cli: Run, store:
     assert status["queued"][0]["id"] == waiting["id"]
     reason = status["queued"][0]["status_reason"]
     assert reason.startswith("budget agent[claude] 1usd/1h reached ($1.50 spent); may start at ")
-    assert status["queued"][0]["budget_until"] == reason.rpartition("may start at ")[2]
+    # The reason gives the second (rounded up), budget_until the exact time, for scripts.
+    said = reason.rpartition("may start at ")[2]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", said), said
+    exact = datetime.fromisoformat(status["queued"][0]["budget_until"]).timestamp()
+    assert datetime.fromisoformat(said).timestamp() == math.ceil(exact)
     text = cli("status").out
     assert "BUDGET REACHED agent[claude] 1usd/1h: $1.50 spent · starts again in 60m" in text
     assert "budget agent[claude] 1usd/1h reached" in text

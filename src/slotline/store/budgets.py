@@ -11,6 +11,7 @@ claim never starts a task whose budget a committed finish has reached.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any, NamedTuple
@@ -124,7 +125,7 @@ def _held(book: BudgetBook, reached: Mapping[Reached, Any], task: Task, now: flo
                 name = key if key == GLOBAL else f"{key}[{value}]"
                 parts.append(
                     f"budget {name} {rule.budget} reached ({_spent(state)} spent); "
-                    f"may start at {iso(state['until'])}"
+                    f"may start at {iso(math.ceil(state['until']))}"
                 )
     if not parts:
         return task
