@@ -29,6 +29,10 @@ _NO_HOOKS = ("-c", "core.hooksPath=/dev/null")
 _IDENTITY = ("-c", "user.name=slotline", "-c", "user.email=slotline@localhost")
 
 
+# Where else the target branch is given (the messages name the CLI's option first).
+_INTO_ELSEWHERE = "`into` over HTTP, MCP and Python"
+
+
 @dataclass(frozen=True, slots=True)
 class MergeResult:
     """A run's branch landed on `into`: the target moved from `old` to `commit`
@@ -103,7 +107,8 @@ def merge_run(
             f"branch {target} is checked out in {holder}, and slotline does not move a "
             "branch under a checkout (its files and index would be left behind); nothing "
             f"was changed. Either merge it there yourself: git -C {holder} merge {branch}; "
-            f"or merge into a branch no checkout has: slotline merge {short} --into BRANCH"
+            f"or merge into a branch no checkout has: slotline merge {short} --into BRANCH "
+            f"({_INTO_ELSEWHERE})"
         )
     root = Path(checkout.path).parent.parent  # the node's worktree root: its lock files
     # No root here: no run can be working in the folder on this machine.
@@ -157,7 +162,7 @@ def _target(task: Task, into: str | None, repo: str) -> str:
     if target is None:
         raise InvalidInput(
             f"task {task.id[:8]} started from a detached HEAD: give the branch to merge "
-            "into (--into BRANCH)"
+            f"into (--into BRANCH; {_INTO_ELSEWHERE})"
         )
     target = target.removeprefix("refs/heads/")
     if not plain_branch(repo, target):
@@ -168,12 +173,12 @@ def _target(task: Task, into: str | None, repo: str) -> str:
             )
         raise InvalidInput(
             f"task {task.id[:8]} started from {target!r}, which is not a branch: give the "
-            "branch to merge into (--into BRANCH)"
+            f"branch to merge into (--into BRANCH; {_INTO_ELSEWHERE})"
         )
     if into is None and branch_tip(repo, target) is None:
         raise InvalidInput(
             f"task {task.id[:8]} started from {target!r}, which is not a branch: give the "
-            "branch to merge into (--into BRANCH)"
+            f"branch to merge into (--into BRANCH; {_INTO_ELSEWHERE})"
         )
     return target
 
