@@ -18,6 +18,7 @@ from slotline.scheduler.fairness import check_fairness
 
 if TYPE_CHECKING:
     from slotline.config import Config
+    from slotline.limits import Limit
     from slotline.scheduler.budgets import Budget
     from slotline.scheduler.rates import RateLimit
 
@@ -157,6 +158,20 @@ def declared_rates(config: Config) -> list[RateLimit]:
     wanted = [(rate.key, rate.value, rate.rate) for rate in config.rates]
     wanted += [("agent", name, a.rate) for name, a in config.agents.items() if a.rate is not None]
     return [check_rate(key, value, *parse_rate(rate)) for key, value, rate in wanted]
+
+
+def declared_limits(config: Config) -> list[Limit]:
+    """The per-key limits the file declares: `limits:` and each agent type's
+    `max_concurrent`."""
+    from slotline.store.settings import check_limit
+
+    wanted = [(limit.key, limit.value, limit.max) for limit in config.limits]
+    wanted += [
+        ("agent", name, a.max_concurrent)
+        for name, a in config.agents.items()
+        if a.max_concurrent is not None
+    ]
+    return [check_limit(key, value, most) for key, value, most in wanted]
 
 
 def declared_budgets(config: Config) -> list[Budget]:

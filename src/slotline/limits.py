@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from slotline.errors import InvalidInput
@@ -42,11 +42,13 @@ def limit_key_value(task: Keyed, key: str) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class Limit:
-    """At most `max` running tasks whose `key` equals `value` (any one value if None)."""
+    """At most `max` running tasks whose `key` equals `value` (any one value if None).
+    `origin` says who set it: `config` (slotline.yaml, which owns it) or `api`."""
 
     key: str
     value: str | None
     max: int
+    origin: str = field(default="api", compare=False)
 
     @property
     def name(self) -> str:

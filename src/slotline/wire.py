@@ -185,7 +185,10 @@ def event_from_json(data: dict[str, Any]) -> Event:
 
 def settings_from_json(data: dict[str, Any]) -> Settings:
     values = {k: v for k, v in data.items() if k not in ("limits", "rates", "budgets")}
-    per_key = tuple(Limit(x["key"], x.get("value"), int(x["max"])) for x in data["limits"])
+    per_key = tuple(
+        Limit(x["key"], x.get("value"), int(x["max"]), x.get("origin", "api"))
+        for x in data["limits"]
+    )
     rates = tuple(
         RateLimit(
             x["key"], x.get("value"), int(x["max"]), float(x["period"]), x.get("origin", "api")

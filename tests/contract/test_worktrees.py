@@ -98,7 +98,9 @@ def test_a_repo_limit_caps_running_tasks_per_repository(
     submit("two-b", repo=str(two))  # a repository without isolation counts too
     submit("none")
     assert sorted(titles(claim())) == ["none", "one-a", "two-a", "two-b"]
-    assert store.settings().to_dict()["limits"] == [{"key": "repo", "value": str(one), "max": 1}]
+    assert store.settings().to_dict()["limits"] == [
+        {"key": "repo", "value": str(one), "max": 1, "origin": "api"}
+    ]
     queued = store.status(now=clock.now).queued
     assert titles(queued) == ["one-b"]
 

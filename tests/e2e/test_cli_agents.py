@@ -78,9 +78,10 @@ def test_serve_applies_the_config_and_runs_the_agent(
     serve("--config", config)
     limits = ok(cli("--json", "limits"))
     assert limits["max_concurrent"] == 2
-    assert {"key": "agent", "value": "echoer", "max": 1} in limits["limits"]
-    assert {"key": "workspace", "value": None, "max": 3} in limits["limits"]
+    assert {"key": "agent", "value": "echoer", "max": 1, "origin": "config"} in limits["limits"]
+    assert {"key": "workspace", "value": None, "max": 3, "origin": "config"} in limits["limits"]
     assert limits["exempt_agents"] == ["pm"]
+    assert "running tasks with agent echoer; from slotline.yaml" in cli("limits").out
 
     task = ok(
         cli("--json", "--config", config, "submit", "--agent", "echoer", "--workspace",

@@ -77,4 +77,6 @@ def test_limits_workspace_value_is_made_absolute_like_submit_does(cli: Run, tmp_
     (tmp_path / "repo").mkdir()
     task = ok(cli("--json", "submit", "--workspace", "repo", "--", "true"))
     result = ok(cli("--json", "limits", "--set", "workspace[repo]=2"))
-    assert result["limits"] == [{"key": "workspace", "value": task["workspace"], "max": 2}]
+    assert result["limits"] == [
+        {"key": "workspace", "value": task["workspace"], "max": 2, "origin": "api"}
+    ]

@@ -134,7 +134,9 @@ def test_export_is_the_whole_state_and_can_go_to_a_file(
     assert data["last_seq"] == store.last_seq()
     assert data["store"] == f"sqlite:///{tmp_path / 'store.db'}"
     assert data["settings"]["max_concurrent"] == 1
-    assert data["settings"]["limits"] == [{"key": "agent", "value": "claude", "max": 2}]
+    assert data["settings"]["limits"] == [
+        {"key": "agent", "value": "claude", "max": 2, "origin": "api"}
+    ]
     assert data["counts"]["succeeded"] == data["counts"]["queued"] == 1
     assert data["status"]["queued"] == [queued]
     assert data["status"]["next_up"] == queued

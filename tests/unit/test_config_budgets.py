@@ -12,6 +12,7 @@ from slotline.cli.serve import apply_config
 from slotline.config import load_config
 from slotline.errors import InvalidInput
 from slotline.store import open_store
+from slotline.store.settings import Settings
 
 BUDGETED = """\
 budgets:
@@ -163,3 +164,57 @@ def test_the_same_value_twice_and_other_windows_of_one_key_load(tmp_path: Path) 
     )
     config = load_config(path, env={})
     assert config.agents["claude"].budget == ["10usd/1h", "100usd/1d", "2Mtok/1h"]
+
+
+def test_the_file_owns_its_per_key_limits_and_run_time_ones_stay(tmp_path: Path) -> None:
+    # Given: a file with a per-key limit and an agent type's cap, and limits set at run time
+    path = tmp_path / "slotline.yaml"
+    path.write_text(
+        "limits:\n"
+        "  - {key: workspace, max: 1}\n"
+        "  - {key: user, value: ann, max: 2}\n"
+        "agents:\n"
+        "  claude: {command: [claude, -p, '{prompt}'], max_concurrent: 3}\n"
+        "  codex: {command: [codex, exec, '{prompt}'], max_concurrent: 4}\n"
+    )
+    store = open_store(tmp_path / "q.db")
+    try:
+        apply_config(store, load_config(path, env={}))
+        store.set_limit("repo", None, 5)  # at run time: kept
+        store.set_limit("agent", "codex", 6)  # a declared one changed at run time: kept
+        first = store.settings()
+
+        # When: the file drops the workspace limit, ann's and both agents' caps, serve runs again
+        path.write_text(
+            "limits:\n"
+            "  - {key: user, value: ann, max: 2}\n"
+            "agents:\n"
+            "  claude: {command: [claude, -p, '{prompt}']}\n"
+            "  codex: {command: [codex, exec, '{prompt}']}\n"
+        )
+        apply_config(store, load_config(path, env={}))
+        told = [e.seq for e in store.events() if e.kind == "limit"]
+        apply_config(store, load_config(path, env={}))  # unchanged: nothing to tell
+        second = store.settings()
+        assert [e.seq for e in store.events() if e.kind == "limit"] == told
+    finally:
+        store.close()
+
+    def shown(settings: Settings) -> set[tuple[str, str | None, int, str]]:
+        return {(lim.key, lim.value, lim.max, lim.origin) for lim in settings.per_key}
+
+    assert shown(first) == {
+        ("workspace", None, 1, "config"),
+        ("user", "ann", 2, "config"),
+        ("agent", "claude", 3, "config"),
+        ("agent", "codex", 6, "api"),
+        ("repo", None, 5, "api"),
+    }
+    assert shown(second) == {
+        ("user", "ann", 2, "config"),
+        ("agent", "codex", 6, "api"),
+        ("repo", None, 5, "api"),
+    }
+    assert {"key": "user", "value": "ann", "max": 2, "origin": "config"} in second.to_dict()[
+        "limits"
+    ]

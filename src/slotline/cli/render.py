@@ -362,14 +362,15 @@ def limits_table(settings: Settings) -> RenderableType:
 
 
 def _limit_meaning(limit: Limit) -> str:
+    origin = "; from slotline.yaml" if limit.origin == "config" else ""
     if limit.key.startswith("label:"):
         label = limit.key.removeprefix("label:")
         if limit.value is None:
-            return f"running tasks per value of label {label}"
-        return f"running tasks labelled {label}={limit.value}"
+            return f"running tasks per value of label {label}{origin}"
+        return f"running tasks labelled {label}={limit.value}{origin}"
     if limit.value is None:
-        return f"running tasks per {limit.key}"
-    return f"running tasks with {limit.key} {limit.value}"
+        return f"running tasks per {limit.key}{origin}"
+    return f"running tasks with {limit.key} {limit.value}{origin}"
 
 
 # How much of a function's result `show` prints (`--json` has all of it).

@@ -277,9 +277,8 @@ def local_url(host: str, port: int) -> str:
 def apply_config(store: Store, config: Config) -> str | None:
     """Write the configuration's settings and limits into the store; returns the file used.
 
-    What the file (or SLOTLINE_* / flags) sets wins over what the store holds; limits from
-    the file are added to those set at runtime with `slotline limits`; its rates and
-    budgets are its own (`apply_rates_and_backoff`).
+    What the file (or SLOTLINE_* / flags) sets wins over what the store holds; its per-key
+    limits, rates and budgets are its own (`apply_rates_and_backoff`).
     """
     given = config.model_fields_set
     settings = (
@@ -293,11 +292,6 @@ def apply_config(store: Store, config: Config) -> str | None:
     for name in settings:
         if name in given:
             store.set_setting(name, getattr(config, name))
-    for limit in config.limits:
-        store.set_limit(limit.key, limit.value, limit.max)
-    for name, agent in config.agents.items():
-        if agent.max_concurrent is not None:
-            store.set_limit("agent", name, agent.max_concurrent)
     exempt = sorted(name for name, agent in config.agents.items() if not agent.global_pool)
     if exempt or "agents" in given:
         store.set_exempt_agents(exempt)
@@ -310,14 +304,17 @@ def apply_config(store: Store, config: Config) -> str | None:
 
 
 def apply_rates_and_backoff(store: Store, config: Config) -> None:
-    """Write the file's rate limits, budgets, back-off rules and fairness into the store.
-    The file owns what it declares: a rate or budget it declared and no longer does goes
-    (those set at run time with `slotline limits` stay), as a type's back-off rule left
-    out of the file does. A node started without a file leaves the declared ones alone."""
+    """Write the file's per-key limits, rate limits, budgets, back-off rules and fairness
+    into the store. The file owns what it declares: a limit, rate or budget it declared
+    and no longer does goes (those set at run time with `slotline limits` stay), as a
+    type's back-off rule left out of the file does. A node started without a file leaves
+    the declared ones alone."""
     if config.source is not None:
-        from slotline.config_pacing import declared_budgets, declared_rates
+        from slotline.config_pacing import declared_budgets, declared_limits, declared_rates
 
-        store.sync_declared_pacing(declared_rates(config), declared_budgets(config))
+        store.sync_declared(
+            declared_rates(config), declared_budgets(config), declared_limits(config)
+        )
     wanted = {
         name: agent.backoff.model_dump() for name, agent in config.agents.items() if agent.backoff
     }

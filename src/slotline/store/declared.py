@@ -1,4 +1,4 @@
-"""The rate limits and budgets slotline.yaml declares, owned by the file.
+"""The per-key limits, rate limits and budgets slotline.yaml declares, owned by the file.
 
 Each rule has an origin: `config` for one the file declares, `api` for one set at run
 time (`slotline limits --set`, HTTP, Python). At `slotline serve` the file's rules are
@@ -12,12 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
+from slotline.limits import Limit
 from slotline.scheduler.budgets import Budget
 from slotline.scheduler.rates import RateLimit
 from slotline.store import budgets, rates
 from slotline.store.core import StoreCore
 from slotline.store.events import emit
 from slotline.store.queries import Tx
+from slotline.store.settings import write_limit
 
 CONFIG = "config"
 
@@ -25,19 +27,39 @@ CONFIG = "config"
 class DeclaredVerbs(StoreCore):
     """The verb that makes the store's declared pacing rules what the file says."""
 
-    def sync_declared_pacing(
-        self, declared_rates: Iterable[RateLimit], declared_budgets: Iterable[Budget]
+    def sync_declared(
+        self,
+        declared_rates: Iterable[RateLimit],
+        declared_budgets: Iterable[Budget],
+        declared_limits: Iterable[Limit] = (),
     ) -> None:
-        """Make the `config` rate limits and budgets exactly `declared_rates` and
-        `declared_budgets` (checked rules, as `check_rate` and `check_budget` make them):
+        """Make the `config` rate limits, budgets and per-key limits exactly the declared
+        ones (checked rules, as `check_rate`, `check_budget` and `check_limit` make them):
         write each that is new or changed, remove each `config` one not declared, in one
-        transaction. An event (`rate`, `budget`) tells each change, none when nothing
-        changed."""
+        transaction. An event (`rate`, `budget`, `limit`) tells each change, none when
+        nothing changed."""
         with self._write() as tx:
             now = tx.now()
+            _sync_limits(tx, [replace(lim, origin=CONFIG) for lim in declared_limits], now)
             _sync_rates(tx, [replace(r, origin=CONFIG) for r in declared_rates], now)
             _sync_budgets(tx, [replace(b, origin=CONFIG) for b in declared_budgets], now)
             budgets.sync_reached(tx, budgets.load_book(tx, budgets.rules(tx), now), now)
+
+
+def _sync_limits(tx: Tx, declared: list[Limit], now: float) -> None:
+    wanted = {(lim.key, lim.value or ""): lim for lim in declared}
+    for row in tx.rows("limits_all"):
+        pair = (row["key"], row["value"])
+        stored = (row["origin"], int(row["max_running"]))
+        rule = wanted.get(pair)
+        if rule is None and row["origin"] == CONFIG:
+            write_limit(tx, None, row["key"], row["value"])
+            emit(tx, "limit", None, now, key=row["key"], value=row["value"] or None, max=None)
+        if rule is not None and stored == (CONFIG, rule.max):
+            del wanted[pair]
+    for rule in wanted.values():
+        write_limit(tx, rule, rule.key, rule.value)
+        emit(tx, "limit", None, now, key=rule.key, value=rule.value, max=rule.max)
 
 
 def _sync_rates(tx: Tx, declared: list[RateLimit], now: float) -> None:

@@ -64,7 +64,8 @@ class Settings:
         return {
             **self.values,
             "limits": [
-                {"key": lim.key, "value": lim.value, "max": lim.max} for lim in self.per_key
+                {"key": lim.key, "value": lim.value, "max": lim.max, "origin": lim.origin}
+                for lim in self.per_key
             ],
             "rates": [rate.to_dict() for rate in self.rates],
             "budgets": [budget.to_dict() for budget in self.budgets],
@@ -76,7 +77,7 @@ def read_settings(tx: Tx) -> Settings:
     for row in tx.rows("settings_all"):
         values[row["name"]] = json.loads(row["value"])
     per_key = tuple(
-        Limit(row["key"], row["value"] or None, int(row["max_running"]))
+        Limit(row["key"], row["value"] or None, int(row["max_running"]), row["origin"])
         for row in tx.rows("limits_all")
     )
     rates = tuple(
@@ -146,20 +147,38 @@ class SettingsVerbs(StoreCore):
     def set_limit(self, key: str, value: str | None, max_running: int | None) -> None:
         """Cap running tasks per `key` (agent, workspace, user, repo, label:NAME), for
         every value (value None) or one named value; `max_running` None removes the cap."""
-        check_limit_key(key)
-        if value is not None and not value:
-            raise InvalidInput("a limit value must not be empty")
-        if value is not None and "\x00" in value:
-            raise InvalidInput("a limit value must not contain NUL bytes")
-        if key in ("workspace", "repo") and value is not None:
-            value = normalize_workspace(value)  # the spelling tasks store
-        if max_running is not None:
-            max_running = check_limit_max(max_running)
+        limit = check_limit(key, value, 0 if max_running is None else max_running)
         with self._write() as tx:
-            tx.run("limit_delete", key=key, value=value or "")
-            if max_running is not None:
-                tx.run("limit_insert", key=key, value=value or "", max_running=max_running)
-            emit(tx, "limit", None, tx.now(), key=key, value=value, max=max_running)
+            write_limit(tx, limit if max_running is not None else None, limit.key, limit.value)
+            given = None if max_running is None else limit.max
+            emit(tx, "limit", None, tx.now(), key=limit.key, value=limit.value, max=given)
+
+
+def check_limit(key: str, value: str | None, max_running: object, origin: str = "api") -> Limit:
+    """A per-key limit as the store keeps it (a workspace or repo spelled as tasks store
+    it): the one check of every surface and of slotline.yaml.
+
+    Raises:
+        InvalidInput: an unknown key, an empty or NUL-bearing value, a bad `max`.
+    """
+    check_limit_key(key)
+    if value is not None and not value:
+        raise InvalidInput("a limit value must not be empty")
+    if value is not None and "\x00" in value:
+        raise InvalidInput("a limit value must not contain NUL bytes")
+    if key in ("workspace", "repo") and value is not None:
+        value = normalize_workspace(value)  # the spelling tasks store
+    return Limit(key, value, check_limit_max(max_running), origin)
+
+
+def write_limit(tx: Tx, limit: Limit | None, key: str, value: str | None) -> None:
+    """Make the limit of (`key`, `value`) `limit`, or remove it (None)."""
+    tx.run("limit_delete", key=key, value=value or "")
+    if limit is not None:
+        tx.run(
+            "limit_insert", key=key, value=value or "", max_running=limit.max,
+            origin=limit.origin,
+        )  # fmt: skip
 
 
 def check_limit_max(value: object) -> int:

@@ -211,13 +211,14 @@ UPDATE attempts SET lease_expires_at = :lease_expires_at
 WHERE node_id = :node_id AND finished_at IS NULL;
 
 -- name: limits_all
-SELECT key, value, max_running FROM limits ORDER BY key, value;
+SELECT key, value, max_running, origin FROM limits ORDER BY key, value;
 
 -- name: limit_delete
 DELETE FROM limits WHERE key = :key AND value = :value;
 
 -- name: limit_insert
-INSERT INTO limits (key, value, max_running) VALUES (:key, :value, :max_running);
+INSERT INTO limits (key, value, max_running, origin)
+VALUES (:key, :value, :max_running, :origin);
 
 -- name: settings_all
 SELECT name, value FROM settings;
