@@ -17,8 +17,9 @@ from slotline.api import open_queue
 from slotline.errors import MergeConflict
 from slotline.landing import verbs
 from slotline.landing.prune import WorktreePolicy
-from slotline.models import Status
+from slotline.models import Status, utcnow
 from slotline.node import Node
+from waiting import until_async
 
 
 def test_diff_merge_and_prune_through_the_python_api(tmp_path: Path) -> None:
@@ -124,3 +125,36 @@ async def _retain(tmp_path: Path) -> None:
     assert trees[idle.id]["branch"] not in branches(repo)
     recorded = {e["branch"]: (e["pruned"], e["branch_fate"]) for e in events if "pruned" in e}
     assert recorded[branch] == ("retain", "kept")
+
+
+def test_prune_takes_an_agent_types_own_retain_and_max_disk(tmp_path: Path) -> None:
+    asyncio.run(_per_type(tmp_path))
+
+
+async def _per_type(tmp_path: Path) -> None:
+    # Given a finished worktree run of each of two agent types,
+    repo = make_repo(tmp_path / "repo", {"notes.txt": "base\n"})
+    script = agent_script(tmp_path)
+    async with open_queue(tmp_path / "store.db") as queue:
+        ids = {
+            agent: (await queue.submit(
+                agent_command(script, agent, "notes.txt"), isolation="worktree",
+                repo=str(repo), agent=agent, keep="until_merged",
+            )).id
+            for agent in ("claude", "codex")
+        }  # fmt: skip
+        await Node(queue.store, log_dir=tmp_path / "data" / "logs").run_until_idle()
+
+        # when a prune caps one type's disk at nothing and gives the other a week, and
+        # one gives the other a second, once a second has passed since its run ended,
+        pruned = await queue.landing.prune(
+            dry_run=True, agent_max_disk={"claude": "0"}, agent_retain={"codex": "7d"}
+        )
+        ended = (await queue.get(ids["codex"])).attempts[-1].finished_at
+        assert ended is not None
+        await until_async(lambda: utcnow() > ended + 1, what="a second since the run ended")
+        by_age = await queue.landing.prune(dry_run=True, agent_retain={"codex": "1s"})
+
+    # then only the capped type's worktree goes, and a type's retain counts its own.
+    assert [(p["task_id"], p["reason"]) for p in pruned] == [(ids["claude"], "max_disk")]
+    assert [(p["task_id"], p["reason"]) for p in by_age] == [(ids["codex"], "retain")]

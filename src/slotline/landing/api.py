@@ -9,6 +9,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from slotline.landing import verbs
@@ -65,9 +66,14 @@ class Landing:
         retain: str | float | None = None,
         max_disk: str | int | None = None,
         dry_run: bool = False,
+        *,
+        agent_retain: Mapping[str, str | float] | None = None,
+        agent_max_disk: Mapping[str, str | int] | None = None,
     ) -> list[dict[str, Any]]:
         """Apply a retention policy now (`retain`: `3d` or seconds; `max_disk`: `20GB` or
-        bytes); what was removed (as `slotline worktrees prune --json`'s `pruned`).
+        bytes; per agent type, as slotline.yaml's `agents.NAME.retain` and `max_disk`,
+        a type's cap counting only its own worktrees); what was removed (as `slotline
+        worktrees prune --json`'s `pruned`).
 
         Raises:
             InvalidInput: a malformed period or size.
@@ -75,6 +81,8 @@ class Landing:
         policy = WorktreePolicy(
             None if retain is None else parse_period(retain),
             None if max_disk is None else parse_size(max_disk),
+            {agent: parse_period(value) for agent, value in (agent_retain or {}).items()},
+            {agent: parse_size(value) for agent, value in (agent_max_disk or {}).items()},
         )
         return await run_git(verbs.prune, self.store, policy, utcnow(), dry_run)
 
@@ -101,5 +109,13 @@ class SyncLanding:
         retain: str | float | None = None,
         max_disk: str | int | None = None,
         dry_run: bool = False,
+        *,
+        agent_retain: Mapping[str, str | float] | None = None,
+        agent_max_disk: Mapping[str, str | int] | None = None,
     ) -> list[dict[str, Any]]:
-        return self._queue.run(self._queue.queue.landing.prune(retain, max_disk, dry_run))
+        landing = self._queue.queue.landing
+        return self._queue.run(
+            landing.prune(
+                retain, max_disk, dry_run, agent_retain=agent_retain, agent_max_disk=agent_max_disk
+            )
+        )
