@@ -22,9 +22,9 @@ from gitrepos import agent_command, agent_script, branches, make_repo, run, show
 from slotline.isolation import DiffStat, WorktreeState
 from slotline.models import Status, Task
 from slotline.node import Node
-from slotline.runner import worktree
+from slotline.runner import repolock, worktree
 from slotline.runner.isolate import Isolator
-from slotline.runner.orphans import store_root
+from slotline.runner.orphans import default_root, store_root
 from slotline.store import Store, open_store
 from waiting import until, until_async
 
@@ -345,3 +345,52 @@ def test_keep_never_removes_the_worktree_and_its_branch_commits_and_all(
     assert other is not None
     assert other.branch in branches(repo)
     assert worktree_paths(repo) == [str(repo), other.path]
+
+
+def test_runs_whose_worktrees_wait_leave_the_node_its_heartbeat(
+    store: Store, repo: Path, tmp_path: Path
+) -> None:
+    # Given eight worktree runs starting at once while their repository is locked (a
+    # prune, a merge or git itself holding it for long): more than the threads of the
+    # default pool (6 on two cores), where the node's heartbeat and claims run,
+    store.set_setting("max_concurrent", 8)
+    tasks = [
+        store.submit({"command": ["true"], "isolation": "worktree", "workspace": str(repo)})
+        for _ in range(8)
+    ]
+    log_dir = tmp_path / "data" / "logs"
+    lock = repolock.RepoLock(store_root(default_root(log_dir), store.url), str(repo))
+    lock.acquire()
+
+    async def scenario() -> None:
+        node = Node(store, log_dir=log_dir, heartbeat=0.1)
+        stop = asyncio.Event()
+        running = asyncio.create_task(node.run(stop))
+        try:
+            # when all eight are claimed and wait for the lock to make their worktrees,
+            await until_async(
+                lambda: all(store.get(t.id).status is Status.RUNNING for t in tasks),
+                what="all eight claimed",
+            )
+            row = store.node(node.node_id)
+            assert row is not None
+            beat = float(row["heartbeat_at"])
+
+            # then the node's heartbeat goes on meanwhile (other nodes would reap its
+            # runs otherwise), and once the lock is free every run ends.
+            def beat_again() -> bool:
+                again = store.node(node.node_id)
+                return again is not None and float(again["heartbeat_at"]) > beat + 0.3
+
+            await until_async(beat_again, what="heartbeats while the worktrees wait")
+            lock.release()
+            await until_async(
+                lambda: all(store.get(t.id).status is Status.SUCCEEDED for t in tasks),
+                what="all eight ran",
+            )
+        finally:
+            lock.release()
+            stop.set()
+            await asyncio.wait_for(running, 30)
+
+    asyncio.run(scenario())

@@ -24,6 +24,7 @@ from typing import Any
 from slotline.errors import NotFound, SlotlineError
 from slotline.isolation import KeepPolicy, Worktree, WorktreeState
 from slotline.landing import inventory
+from slotline.landing.gitpool import run_worktree
 from slotline.landing.prune import WorktreePolicy
 from slotline.models import Attempt, Task
 from slotline.runner import orphans, repolock, worktree
@@ -71,7 +72,9 @@ class Isolator:
         assert task.repo is not None
         assert task.isolation is not None
         base = await self._base(task)
-        checkout = await asyncio.to_thread(
+        # Not on the default pool: runs starting together must leave it to the node's
+        # heartbeat and claims (`gitpool`).
+        checkout = await run_worktree(
             worktree.create, self.root, task.repo, base, task.id, attempt.number
         )
         try:
@@ -80,7 +83,7 @@ class Isolator:
                 checkout.branch, checkout.base_commit,
             )  # fmt: skip
         except SlotlineError:
-            await asyncio.to_thread(worktree.remove, self.root, checkout)
+            await run_worktree(worktree.remove, self.root, checkout)
             raise
         log.info(
             "worktree created",
@@ -177,7 +180,7 @@ class Isolator:
         try:
             ended = await self.ending(task, outcome, requeue)
             keep = KeepPolicy.ALWAYS if resumable else task.isolation.keep
-            state, diff = await asyncio.to_thread(worktree.settle, self.root, checkout, keep, ended)
+            state, diff = await run_worktree(worktree.settle, self.root, checkout, keep, ended)
             with contextlib.suppress(NotFound):  # never recorded: nothing to say
                 await self.retry(self.store.end_worktree, attempt.id, state, diff)
         except Exception:
