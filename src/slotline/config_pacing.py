@@ -4,12 +4,13 @@ and the rates and budgets a file declares, as the store takes them."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from slotline.bounds import MAX_COUNT, MAX_SECONDS
+from slotline.bounds import MAX_COUNT, MAX_SECONDS, normalize_workspace
 from slotline.errors import InvalidInput
 from slotline.scheduler import rates
 from slotline.scheduler.backoff import check_pattern
@@ -199,11 +200,15 @@ def check_declared_once(config: Config) -> None:
         ValueError: what disagrees, and where (the loader adds the file).
     """
     limits = [
-        (f"limits[{i}]", (r.key, r.value or ""), str(r.max)) for i, r in enumerate(config.limits)
+        (f"limits[{i}]", (r.key, _spelled(r.key, r.value)), str(r.max))
+        for i, r in enumerate(config.limits)
     ]
-    rated = [(f"rates[{i}]", (r.key, r.value or ""), r.rate) for i, r in enumerate(config.rates)]
+    rated = [
+        (f"rates[{i}]", (r.key, _spelled(r.key, r.value)), r.rate)
+        for i, r in enumerate(config.rates)
+    ]
     budgets = [
-        (f"budgets[{i}]", (b.key, b.value or "", *_window(b.budget)), b.budget)
+        (f"budgets[{i}]", (b.key, _spelled(b.key, b.value), *_window(b.budget)), b.budget)
         for i, b in enumerate(config.budgets)
     ]
     for name, agent in config.agents.items():
@@ -227,6 +232,15 @@ def check_declared_once(config: Config) -> None:
                     f"{earlier[0]} and {where} give the {what} of {key}={of}{_window_text(ident)}"
                     f" two values ({earlier[1]} and {value}); keep one"
                 )
+
+
+def _spelled(key: str, value: str | None) -> str:
+    """A rule's value as the store keeps it (`/w/ws/` and `/w/ws` are one workspace), ""
+    for every value; one the store would refuse stays as written (`serve` says why)."""
+    if key in ("workspace", "repo") and value:
+        with contextlib.suppress(InvalidInput):
+            return normalize_workspace(value)
+    return value or ""
 
 
 def _window(budget: str) -> tuple[str, str]:

@@ -12,7 +12,7 @@ import pytest
 
 from slotline.errors import InvalidInput, NotFound, StaleAttempt
 from slotline.models import Status
-from slotline.store import Report, Store
+from slotline.store import Report, StartReport, Store
 from slotline.store.estimates import ALL
 
 from .conftest import NODE, ClaimFn, Clock, FinishFn, LineFn, SubmitFn, titles
@@ -501,6 +501,35 @@ def test_a_refused_report_among_others_leaves_each_committed_run_one_end_and_one
     with store._transaction(write=False) as tx:
         times = {(r["scope"], r["name"]): r for r in tx.rows("run_times_all")}
     assert len(json.loads(times[ALL]["samples"])) == 3
+
+
+def test_a_run_started_and_ended_within_one_turn_is_recorded_by_one_claim(
+    store: Store, submit: SubmitFn, claim: ClaimFn, clock: Clock
+) -> None:
+    # Given two running commands, one of which started and ended before its node's next
+    # claim (its start and its end reach that claim together), the other only started,
+    store.set_setting("max_concurrent", 2)
+    submit("quick")
+    submit("slow")
+    quick, slow = claim()
+    started = [
+        StartReport(quick.attempt.id, quick.attempt.token, 4242, None, None),
+        StartReport(slow.attempt.id, slow.attempt.token, 4343, None, None),
+    ]
+    ended = [Report(quick.attempt.id, quick.attempt.token, 0)]
+    seq = store.last_seq()
+
+    # when one claim carries all three, at a time given in whole seconds,
+    result = store.claim(NODE, now=int(clock.advance(5)), started=started, finished=ended)
+
+    # then each is recorded: both pids, the quick one's end after its start.
+    assert result.recorded == [None, None]
+    assert result.finished == [None]
+    assert store.get(quick.task.id).status is Status.SUCCEEDED
+    assert store.get(quick.task.id).attempts[0].pid == 4242
+    assert store.get(slow.task.id).attempts[0].pid == 4343
+    kinds = [(e.kind, e.task_id) for e in store.events(since=seq)]
+    assert kinds.index(("started", quick.task.id)) < kinds.index(("succeeded", quick.task.id))
 
 
 def test_status_of_the_head_shows_the_first_tasks_and_counts_the_whole_line(

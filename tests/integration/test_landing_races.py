@@ -141,7 +141,7 @@ def test_a_sweep_leaves_a_pruned_worktree_a_follow_up_reopened_from_its_branch(
 
     monkeypatch.setattr(orphans, "unheld", recorded_meanwhile)
     # When the sweep goes on,
-    isolator = Isolator(store, tmp_path / "data" / "worktrees", asyncio.to_thread)
+    isolator = Isolator(store, tmp_path / "data" / "worktrees")
     assert isolator.sweep(set()) == 0
     # Then F's folder and its work are left.
     assert (Path(made.path) / "half-done.txt").read_text() == "F's work in progress\n"
@@ -178,7 +178,7 @@ def test_a_resumed_run_reopens_and_records_its_worktree_holding_the_repository_l
     store.record_worktree = recording  # type: ignore[method-assign]
 
     async def scenario() -> None:
-        isolator = Isolator(store, tmp_path / "data" / "worktrees", asyncio.to_thread)
+        isolator = Isolator(store, tmp_path / "data" / "worktrees")
         earlier = Worktree(made.path, made.branch, made.base_commit, WorktreeState.KEPT)
         await isolator.reopen(task, follower, earlier, {})
 
@@ -218,7 +218,7 @@ def test_the_sweep_leaves_a_crashed_runs_worktree_its_resumed_attempt_works_in(
     _, follower = _claim(store, repo)
     _take_over(store, follower, made)
     # When a sweep closes the crashed run's worktree by its policy (removed),
-    isolator = Isolator(store, tmp_path / "data" / "worktrees", asyncio.to_thread)
+    isolator = Isolator(store, tmp_path / "data" / "worktrees")
     isolator.sweep(set())
     # Then the folder and the resumed run's work stay; the crashed run no longer holds it.
     assert (Path(made.path) / "half-done.txt").read_text() == "F's work in progress\n"
@@ -259,7 +259,7 @@ def test_a_resumed_run_cancelled_while_waiting_for_the_lock_never_keeps_it(
         held.acquire()
         monkeypatch.setattr(repolock.RepoLock, "acquire", acquire)
         monkeypatch.setattr(repolock.RepoLock, "release", release)
-        isolator = Isolator(store, tmp_path / "data" / "worktrees", asyncio.to_thread)
+        isolator = Isolator(store, tmp_path / "data" / "worktrees")
         earlier = Worktree(made.path, made.branch, made.base_commit, WorktreeState.KEPT)
         opening = asyncio.ensure_future(isolator.reopen(task, follower, earlier, {}))
         # when the resumed run waiting for it is cancelled, then the prune lets it go,
@@ -301,7 +301,7 @@ def test_a_resumed_run_holding_the_lock_needs_no_other_thread_of_a_full_pool(
     async def scenario() -> None:
         # Given a node whose thread pool has two threads,
         asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(2))
-        isolator = Isolator(store, tmp_path / "data" / "worktrees", asyncio.to_thread)
+        isolator = Isolator(store, tmp_path / "data" / "worktrees")
         earlier = Worktree(made.path, made.branch, made.base_commit, WorktreeState.KEPT)
         # a resumed run that holds the repository's lock,
         opening = asyncio.ensure_future(isolator.reopen(task, follower, earlier, {}))
@@ -336,7 +336,7 @@ def test_a_worktree_taken_over_while_the_sweep_measures_it_is_not_kept_twice(
         return found
 
     monkeypatch.setattr(worktree, "settle", settling)
-    Isolator(store, tmp_path / "data" / "worktrees", asyncio.to_thread).sweep(set())
+    Isolator(store, tmp_path / "data" / "worktrees").sweep(set())
     # then only the resumed run holds it: the crashed run's record does not say kept.
     assert _state(store, follower) is WorktreeState.ACTIVE
     assert _state(store, attempt) is WorktreeState.REMOVED

@@ -71,13 +71,15 @@ def test_a_nodes_reads_of_its_own_runs_keep_an_index_plan_as_attempts_grow(
     assert "attempts_live" in plan, plan
 
 
-def test_a_composed_read_in_a_write_is_planned_for_its_parameters(pg_url: str) -> None:
-    """A claim reads its reports' attempts in one composed query (`id IN (...)`): it is
-    planned at each run, never kept as a prepared statement, so a table that grew gets
-    an index scan. A plain query run as often is prepared: the check can tell."""
+@pytest.mark.parametrize("write", [True, False], ids=["write", "read"])
+def test_a_composed_query_is_planned_for_its_parameters(pg_url: str, write: bool) -> None:
+    """A claim reads its reports' attempts in one composed query (`id IN (...)`), the
+    task list pages with composed filters: each is planned at each run, never kept as
+    a prepared statement, so a table that grew gets an index scan. A plain query run as
+    often is prepared: the check can tell."""
     store = open_store(pg_url)
     try:
-        with store._write() as tx:
+        with store._transaction(write=write) as tx:
             where = Where().all("attempts_where_ids", ids=("a" * 32, "b" * 32))
             for _ in range(8):
                 tx.select("attempts_page", where)

@@ -220,7 +220,7 @@ def test_the_sweep_closes_what_a_crash_left_and_spares_live_runs(
     assert worktree_state(store, live.task) is WorktreeState.ACTIVE
     assert sorted(worktree_paths(repo)) == sorted([str(repo), live_tree.path, ended_tree.path])
     # A sweep with nothing left to do does nothing.
-    isolator = Isolator(store, tmp_path / "data" / "worktrees", asyncio.to_thread)
+    isolator = Isolator(store, tmp_path / "data" / "worktrees")
     assert isolator.root == root
     assert isolator.sweep(set()) == 0
     # Another store's worktrees are out of its reach.
@@ -232,7 +232,7 @@ def test_the_sweep_keeps_an_orphan_holding_work_and_warns_once_with_its_path(
 ) -> None:
     # Given worktrees of tasks this store does not know: one with uncommitted work,
     # one clean,
-    isolator = Isolator(store, tmp_path / "data" / "worktrees", asyncio.to_thread)
+    isolator = Isolator(store, tmp_path / "data" / "worktrees")
     dirty = worktree.create(isolator.root, str(repo), "HEAD", "d" * 32, 1)
     (Path(dirty.path) / "notes.txt").write_text("base\nunsaved\n")
     clean = worktree.create(isolator.root, str(repo), "HEAD", "c" * 32, 1)

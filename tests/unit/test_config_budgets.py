@@ -133,6 +133,11 @@ def test_the_file_owns_its_budgets_and_rates_and_run_time_ones_stay(tmp_path: Pa
             "values (2 and 3); keep one",
         ),
         (
+            "limits:\n  - {key: workspace, value: /w/proj/, max: 1}\n"
+            "  - {key: workspace, value: /w/./proj, max: 2}\n",
+            "limits[0] and limits[1] give the limit of workspace=/w/proj two values (1 and 2)",
+        ),
+        (
             "rates:\n  - {key: agent, rate: 20/1m}\n  - {key: agent, rate: 30/1m}\n",
             "rates[0] and rates[1] give the rate of agent=each value two values",
         ),

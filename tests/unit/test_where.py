@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from slotline.store.queries import Composed, Where, load_queries
 
 
@@ -30,3 +32,8 @@ def test_each_use_of_a_fragment_gets_its_own_names_beside_a_list() -> None:
         "ids_0_0": "a", "ids_0_1": "b", "ids_0_2": "c", "status_3": "queued", "status_4": "running",
     }  # fmt: skip
     assert "(status = :status_3) OR (status = :status_4)" in sql
+
+
+def test_an_empty_list_is_refused_rather_than_run_differently_per_store() -> None:
+    with pytest.raises(ValueError, match="empty list"):
+        Where().all("tasks_where_ids", ids=()).compose(load_queries("sqlite"), "tasks_selected")

@@ -36,17 +36,24 @@ from slotline.transitions import StopKind
 log = logging.getLogger("slotline.node")
 # How often a node sweeps its worktrees (besides at its start).
 SWEEP_INTERVAL = 60.0
-Retry = Callable[..., Awaitable[Any]]
+# Calls a blocking function with a runner (`asyncio.to_thread`, `run_worktree`), retrying
+# while the store fails (the outbox's `retrying`).
+Retrying = Callable[..., Awaitable[Any]]
+
+
+async def _once(run: Callable[..., Awaitable[Any]], function: Any, *args: Any) -> Any:
+    """A `Retrying` that does not retry."""
+    return await run(function, *args)
 
 
 class Isolator:
     """A node's worktrees, under `root`."""
 
-    def __init__(self, store: Store, base: Path, retry: Retry) -> None:
+    def __init__(self, store: Store, base: Path, retrying: Retrying = _once) -> None:
         self.store = store
         self.root = orphans.store_root(base, store.url)
-        # Calls a store verb, retrying while the store is unreachable (the outbox's).
-        self.retry = retry
+        # Calls a function in a thread, retrying while the store fails (the outbox's).
+        self.retrying = retrying
         # Worktrees nothing owns that hold work, kept (each warned about once).
         self.kept: set[Path] = set()
         # The retention policy a prune applies after each sweep (None: none).
@@ -78,9 +85,9 @@ class Isolator:
             worktree.create, self.root, task.repo, base, task.id, attempt.number
         )
         try:
-            await self.retry(
-                self.store.record_worktree, attempt.id, attempt.token, checkout.path,
-                checkout.branch, checkout.base_commit,
+            await self.retrying(
+                asyncio.to_thread, self.store.record_worktree, attempt.id, attempt.token,
+                checkout.path, checkout.branch, checkout.base_commit,
             )  # fmt: skip
         except SlotlineError:
             await run_worktree(worktree.remove, self.root, checkout)
@@ -128,7 +135,9 @@ class Isolator:
                 )  # fmt: skip
 
         try:
-            await self.retry(reopen_and_record)
+            # On the worktrees' threads (`gitpool`), as a new worktree's checkout: runs
+            # resuming together must leave the default pool to the heartbeat and claims.
+            await self.retrying(run_worktree, reopen_and_record)
         except asyncio.CancelledError:
             cancelled.set()
             raise
@@ -182,7 +191,9 @@ class Isolator:
             keep = KeepPolicy.ALWAYS if resumable else task.isolation.keep
             state, diff = await run_worktree(worktree.settle, self.root, checkout, keep, ended)
             with contextlib.suppress(NotFound):  # never recorded: nothing to say
-                await self.retry(self.store.end_worktree, attempt.id, state, diff)
+                await self.retrying(
+                    asyncio.to_thread, self.store.end_worktree, attempt.id, state, diff
+                )
         except Exception:
             log.exception("closing a worktree failed", extra={"task_id": task.id})
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +14,8 @@ from slotline.errors import SlotlineError, StoreError
 from slotline.store import Report, StartReport, Store
 
 log = logging.getLogger("slotline.node")
+# Calls a blocking function in a thread and waits for it (`asyncio.to_thread`).
+Runner = Callable[..., Awaitable[Any]]
 # How long a command's start (pid, log file) may wait for a claim of the loop to ride
 # with before the loop is woken for it alone: the keeper's pid file covers a node that
 # dies meanwhile, and under load the next claim comes sooner.
@@ -143,10 +145,17 @@ class Outbox:
 
     async def with_retries(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Call a store verb, retrying while the store itself fails (not on refusals)."""
+        return await self.retrying(asyncio.to_thread, function, *args, **kwargs)
+
+    async def retrying(
+        self, run: Runner, function: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> Any:
+        """`with_retries`, with `function` called by `run`: `asyncio.to_thread`, or the
+        call to another pool of threads (`gitpool.run_worktree`)."""
         delay = 0.1
         while True:
             try:
-                return await asyncio.to_thread(function, *args, **kwargs)
+                return await run(function, *args, **kwargs)
             except StoreError:
                 if self.stopping:
                     raise

@@ -61,7 +61,7 @@ class Supervisor:
         # The starts and outcomes of runs on their way to the store.
         self.outbox = Outbox(store, changed)
         root = settings.worktree_dir or default_root(settings.log_dir)
-        self.isolator = Isolator(store, root, self.outbox.with_retries)
+        self.isolator = Isolator(store, root, self.outbox.retrying)
         self._stoppers: set[asyncio.Task[None]] = set()
 
     @property

@@ -31,7 +31,7 @@ class DeclaredVerbs(StoreCore):
         self,
         declared_rates: Iterable[RateLimit],
         declared_budgets: Iterable[Budget],
-        declared_limits: Iterable[Limit] = (),
+        declared_limits: Iterable[Limit],
     ) -> None:
         """Make the `config` rate limits, budgets and per-key limits exactly the declared
         ones (checked rules, as `check_rate`, `check_budget` and `check_limit` make them):

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any
+from typing import Any, Self
 
 import psycopg
 from psycopg import sql
+from psycopg.abc import Params
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from slotline.errors import StoreError
 from slotline.store.pg_listen import first_line
+from slotline.store.queries import Composed
 
 # How many connections a store may open: a claim, a report's commit and a heartbeat of
 # the node, and a read of the server, at once. A CLI command uses one.
@@ -35,6 +37,25 @@ LOCK_TIMEOUT = "60s"
 IDLE_IN_TRANSACTION_TIMEOUT = "10s"
 
 Connection = psycopg.Connection[DictRow]
+
+
+class _Cursor(psycopg.Cursor[DictRow]):
+    """The store's cursor: a composed query (`Composed`) is planned anew at each run,
+    never prepared. Its conditions vary from one use to the next, and PostgreSQL would
+    keep the generic plan of its first runs, made while a table was small (a sequential
+    scan), as the table grows."""
+
+    def execute(
+        self,
+        query: Any,
+        params: Params | None = None,
+        *,
+        prepare: bool | None = None,
+        binary: bool | None = None,
+    ) -> Self:
+        if isinstance(query, Composed):
+            prepare = False
+        return super().execute(query, params, prepare=prepare, binary=binary)
 
 
 class Connections:
@@ -77,6 +98,7 @@ class Connections:
         return conn
 
     def _configure(self, conn: Connection) -> None:
+        conn.cursor_factory = _Cursor
         conn.execute(self._search_path)
         conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(LOCK_TIMEOUT)))
         conn.execute(

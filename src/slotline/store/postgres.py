@@ -29,14 +29,7 @@ from slotline.store.core import Ahead, Serial, Watcher
 from slotline.store.migrate import migrate
 from slotline.store.pg_connections import LOCK_TIMEOUT, Connection, Connections
 from slotline.store.pg_listen import ListenWatcher, channel_name, first_line
-from slotline.store.queries import (
-    Composed,
-    ConfigCache,
-    Cursor,
-    Tx,
-    config_writes,
-    load_queries,
-)
+from slotline.store.queries import ConfigCache, Cursor, Tx, config_writes, load_queries
 
 DEFAULT_SCHEMA = "public"
 CONNECT_TIMEOUT_S = 10
@@ -317,6 +310,8 @@ class PostgresStore(Store):
         if events:
             tx.cursor.execute(_LOCK, {"key": self._events_key})
             columns = {name: [event[name] for event in events] for name in _EVENT_COLUMNS}
+            # One type per array: a caller's `now` may be an int beside the clock's floats.
+            columns["at"] = [float(at) for at in columns["at"]]
             tx.cursor.execute(_APPEND_EVENTS, columns)
 
     @contextlib.contextmanager
@@ -401,7 +396,7 @@ class _PipelinedCursor:
         self._pipeline = pipeline
 
     def execute(self, sql: Any, params: Any = None) -> None:
-        self._cursor.execute(sql, params, prepare=False if isinstance(sql, Composed) else None)
+        self._cursor.execute(sql, params)
 
     def executemany(self, sql: Any, params_seq: Any, /) -> None:
         self._cursor.executemany(sql, params_seq)

@@ -24,7 +24,14 @@ WHERE = "/*where*/"
 
 def _renamed(fragment: str, values: Mapping[str, Any], n: int) -> tuple[str, dict[str, Any]]:
     """`fragment` with each parameter NAME renamed NAME_n, and their values; a tuple is a
-    list of values (`IN (:ids)`), one parameter NAME_n_i for each."""
+    list of values (`IN (:ids)`), one parameter NAME_n_i for each.
+
+    Raises:
+        ValueError: an empty tuple (`IN ()` is an error on PostgreSQL, no rows on
+            SQLite): the caller asks for nothing and should not run the query.
+    """
+    if any(value == () for value in values.values()):
+        raise ValueError(f"an empty list of values for {fragment!r}")
     names = {
         name: [f"{name}_{n}_{i}" for i in range(len(value))]
         if isinstance(value, tuple)
