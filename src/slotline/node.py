@@ -63,6 +63,7 @@ class Node:
         guard: Guard | None = None,
         api_url: str | None = None,
         sample_interval: float = 10.0,
+        sweep_interval: float = SWEEP_INTERVAL,
         worktree_policy: WorktreePolicy | None = None,
         agents: Mapping[str, AgentType] | None = None,
     ) -> None:
@@ -81,6 +82,9 @@ class Node:
         self.guard_interval = 2.0
         # How often the line is sampled for the dashboard's charts (0: never).
         self.sample_interval = sample_interval
+        # Seconds between sweeps of the node's worktrees besides those after a run's
+        # worktree closed (0: none but those, and the one at the start).
+        self.sweep_interval = sweep_interval
         self.lease = lease
         self.guard = guard or Guard(admission or Admission())
         self._verdict = Verdict()
@@ -319,7 +323,7 @@ class Node:
             await asyncio.sleep(self.sample_interval)
 
     async def _sweep_worktrees(self, stop: asyncio.Event) -> None:
-        """Once the node has reconciled its attempts, then every SWEEP_INTERVAL and soon
+        """Once the node has reconciled its attempts, then every `sweep_interval` and soon
         after a run's worktree is closed: close the worktrees a crash left open, remove
         those of tasks that are gone, then apply the retention policy (in a worker
         thread, beside dispatch, never in its way)."""
@@ -338,7 +342,8 @@ class Node:
                 asyncio.ensure_future(stop.wait()),
                 asyncio.ensure_future(isolator.closed.wait()),
             ]
-            await asyncio.wait(waits, timeout=SWEEP_INTERVAL, return_when=asyncio.FIRST_COMPLETED)
+            every = self.sweep_interval or None
+            await asyncio.wait(waits, timeout=every, return_when=asyncio.FIRST_COMPLETED)
             for waiting in waits:
                 waiting.cancel()
 

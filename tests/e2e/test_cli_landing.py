@@ -28,7 +28,9 @@ def test_two_agents_diffed_and_merged_the_second_refused_on_conflict(
     # Given two agents that each append a line to notes.txt in their own worktree,
     repo = make_repo(tmp_path / "repo", {"notes.txt": "base\n"})
     script = agent_script(tmp_path)
-    url = serve_http()
+    # The node prunes on its own too (its periodic sweep): not during this test, whose
+    # prunes are the CLI's and the server's (on a slow machine it once came first).
+    url = serve_http("--sweep-interval", "0")
     remote = ("--url", url)
     ids = []
     for name in ("alpha", "beta"):

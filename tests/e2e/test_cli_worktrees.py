@@ -88,4 +88,4 @@ def test_limits_key_on_the_repository(cli: Run, tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     assert cli("limits", "--set", f"repo[{repo}]=1").code == 0
     limits = ok(cli("--json", "limits"))
-    assert {"key": "repo", "value": str(repo), "max": 1} in limits["limits"]
+    assert {"key": "repo", "value": str(repo), "max": 1, "origin": "api"} in limits["limits"]

@@ -15,6 +15,7 @@ from slotline.bounds import MAX_COUNT
 from slotline.cli.context import CliState, json_option, pass_state
 from slotline.errors import SlotlineError
 from slotline.runner.env import BASE_ALLOW
+from slotline.runner.isolate import SWEEP_INTERVAL
 
 if TYPE_CHECKING:
     from slotline.config import Config
@@ -100,6 +101,15 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
     "the store finishes them after that (default: 30; `lease:` in slotline.yaml).",
 )
 @click.option(
+    "--sweep-interval",
+    metavar="SECONDS",
+    type=click.FloatRange(0, 86_400),
+    default=SWEEP_INTERVAL,
+    show_default=True,
+    help="How often the node sweeps its worktrees and applies their retention policy, "
+    "besides when a run's worktree closes and at its start (0: only then).",
+)
+@click.option(
     "--sample-interval",
     metavar="SECONDS",
     type=click.FloatRange(0, 3600),
@@ -139,6 +149,7 @@ def serve(
     access_log: bool,
     slots: int | None,
     lease: float | None,
+    sweep_interval: float,
     sample_interval: float,
     app_refs: tuple[str, ...],
     env_allow: tuple[str, ...],
@@ -191,6 +202,7 @@ def serve(
         lease=config.lease,
         slots=config.slots,
         sample_interval=sample_interval,
+        sweep_interval=sweep_interval,
         callables=functions,
         worktree_policy=config.worktree_policy(),
         agents=config.agents,
