@@ -69,7 +69,7 @@ def fill(url: str, n: int, priority: str = "normal") -> None:
     if url.startswith("postgresql://"):
         import psycopg
 
-        from slotline.store.postgres import split_url
+        from slotline.store.pg_url import split_url
 
         conninfo, schema = split_url(url)
         with psycopg.connect(conninfo, autocommit=True) as conn:
@@ -179,7 +179,7 @@ def store_url(backend: str, folder: Path, size: int, postgres: str | None) -> st
 def drop_schema(url: str) -> None:
     import psycopg
 
-    from slotline.store.postgres import split_url
+    from slotline.store.pg_url import split_url
 
     conninfo, schema = split_url(url)
     with psycopg.connect(conninfo, autocommit=True) as conn:

@@ -19,7 +19,8 @@ import pytest
 from slotline.errors import InvalidInput, StoreError, UnknownDependency
 from slotline.models import Status, Usage
 from slotline.store import Report, Store, open_store
-from slotline.store.postgres import FOLD_EVERY, split_url
+from slotline.store.pg_url import split_url
+from slotline.store.postgres import FOLD_EVERY
 from slotline.store.queries import load_queries
 
 COMMAND = {"command": ["true"]}

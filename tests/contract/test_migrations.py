@@ -17,7 +17,7 @@ import pytest
 from slotline.errors import SchemaTooNew
 from slotline.store import open_store
 from slotline.store.migrate import migrations
-from slotline.store.postgres import split_url
+from slotline.store.pg_url import split_url
 
 Catalog = dict[str, list[tuple[Any, ...]]]
 

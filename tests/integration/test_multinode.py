@@ -23,7 +23,7 @@ import pytest
 from overlap import peak
 from slotline.models import Attempt, Status
 from slotline.store import Store, open_store
-from slotline.store.postgres import split_url
+from slotline.store.pg_url import split_url
 from waiting import until
 
 pytestmark = pytest.mark.postgres

@@ -26,7 +26,7 @@ import pytest
 from overlap import peaks
 from slotline.models import Attempt, Event, Status, Task
 from slotline.store import Claim, open_store
-from slotline.store.postgres import lock_key, split_url
+from slotline.store.pg_url import lock_key, split_url
 from waiting import until
 
 MAX_CONCURRENT = 3

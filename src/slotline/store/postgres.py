@@ -10,12 +10,9 @@ so several queues can share one database.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -29,12 +26,10 @@ from slotline.store.core import Ahead, Serial, Watcher
 from slotline.store.migrate import migrate
 from slotline.store.pg_connections import LOCK_TIMEOUT, Connection, Connections
 from slotline.store.pg_listen import ListenWatcher, channel_name, first_line
+from slotline.store.pg_url import lock_key, redact, split_url
 from slotline.store.queries import ConfigCache, Cursor, Tx, config_writes, load_queries
 
-DEFAULT_SCHEMA = "public"
 CONNECT_TIMEOUT_S = 10
-
-_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 _BEGIN_WRITE = "BEGIN"
@@ -89,44 +84,6 @@ def _clock(cursor: Cursor) -> float:
     cursor.execute(_CLOCK)
     row = cursor.fetchall()[0]
     return float(row["now"])
-
-
-def split_url(url: str) -> tuple[str, str]:
-    """The libpq conninfo of `url` without slotline's `schema` parameter, and the schema.
-
-    Raises:
-        InvalidInput: the schema name is not a plain lower-case identifier.
-    """
-    parts = urlsplit(url)
-    params = parse_qsl(parts.query, keep_blank_values=True)
-    schemas = [value for key, value in params if key == "schema"]
-    if len(schemas) > 1:
-        raise InvalidInput(f"give ?schema= once in the store URL, not {len(schemas)} times")
-    schema = schemas[0] if schemas else DEFAULT_SCHEMA
-    if not _SCHEMA_NAME.match(schema) or schema.startswith("pg_"):
-        raise InvalidInput(
-            f"schema {schema!r} in the store URL must be 1-63 lower-case letters, digits or _, "
-            "start with a letter or _, and not start with pg_"
-        )
-    rest = urlencode([(k, v) for k, v in params if k != "schema"], quote_via=quote)
-    return urlunsplit(parts._replace(query=rest)), schema
-
-
-def redact(url: str) -> str:
-    """The URL with its password hidden, for messages and logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
-def lock_key(schema: str, lock: str = "") -> int:
-    """The key of one of a schema's advisory locks (the write lock, "submits" or
-    "events"): a signed 64-bit hash of their names."""
-    name = f"slotline:{schema}" + (f":{lock}" if lock else "")
-    digest = hashlib.sha256(name.encode()).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 class PostgresStore(Store):
