@@ -5,6 +5,7 @@ and the rates and budgets a file declares, as the store takes them."""
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import pydantic
@@ -18,7 +19,7 @@ from slotline.scheduler.budgets import parse_budget
 from slotline.scheduler.fairness import check_fairness
 
 if TYPE_CHECKING:
-    from slotline.config import Config
+    from slotline.config import Config, LimitConfig
     from slotline.limits import Limit
     from slotline.scheduler.budgets import Budget
     from slotline.scheduler.rates import RateLimit
@@ -151,14 +152,44 @@ def checked_pattern(pattern: str | None) -> str | None:
     return pattern
 
 
+def _declared(config: Config, what: str) -> list[tuple[str, str, str | None, str]]:
+    """What the file declares of `what` (`limit`, `rate`, `budget`), in its own list and as
+    agent types' own, each as (where in the file, key, value, as written)."""
+    lists: dict[str, Sequence[LimitConfig | RateConfig | BudgetConfig]] = {
+        "limit": config.limits,
+        "rate": config.rates,
+        "budget": config.budgets,
+    }
+    listed = lists[what]
+    found = [
+        (
+            f"{what}s[{i}]",
+            rule.key,
+            rule.value,
+            str(getattr(rule, "max" if what == "limit" else what)),
+        )
+        for i, rule in enumerate(listed)
+    ]
+    field = "max_concurrent" if what == "limit" else what
+    for name, agent in config.agents.items():
+        given = getattr(agent, field)
+        if given is None:
+            continue
+        if isinstance(given, list):  # several budget windows
+            found += [
+                (f"agents.{name}.{field}[{i}]", "agent", name, g) for i, g in enumerate(given)
+            ]
+        else:
+            found.append((f"agents.{name}.{field}", "agent", name, str(given)))
+    return found
+
+
 def declared_rates(config: Config) -> list[RateLimit]:
     """The rate limits the file declares: `rates:` and each agent type's `rate:`."""
     from slotline.scheduler.rates import parse_rate
     from slotline.store.rates import check_rate
 
-    wanted = [(rate.key, rate.value, rate.rate) for rate in config.rates]
-    wanted += [("agent", name, a.rate) for name, a in config.agents.items() if a.rate is not None]
-    return [check_rate(key, value, *parse_rate(rate)) for key, value, rate in wanted]
+    return [check_rate(k, v, *parse_rate(rate)) for _, k, v, rate in _declared(config, "rate")]
 
 
 def declared_limits(config: Config) -> list[Limit]:
@@ -166,13 +197,7 @@ def declared_limits(config: Config) -> list[Limit]:
     `max_concurrent`."""
     from slotline.store.settings import check_limit
 
-    wanted = [(limit.key, limit.value, limit.max) for limit in config.limits]
-    wanted += [
-        ("agent", name, a.max_concurrent)
-        for name, a in config.agents.items()
-        if a.max_concurrent is not None
-    ]
-    return [check_limit(key, value, most) for key, value, most in wanted]
+    return [check_limit(k, v, int(most)) for _, k, v, most in _declared(config, "limit")]
 
 
 def declared_budgets(config: Config) -> list[Budget]:
@@ -180,12 +205,8 @@ def declared_budgets(config: Config) -> list[Budget]:
     or a list of several windows and units)."""
     from slotline.store.budgets import check_budget
 
-    wanted = [(b.key, b.value, b.budget) for b in config.budgets]
-    for name, agent in config.agents.items():
-        given = [agent.budget] if isinstance(agent.budget, str) else agent.budget or []
-        wanted += [("agent", name, budget) for budget in given]
     declared = []
-    for key, value, budget in wanted:
+    for _, key, value, budget in _declared(config, "budget"):
         amount, unit, period = parse_budget(budget)
         declared.append(check_budget(key, value, amount, period, unit))
     return declared
@@ -199,38 +220,18 @@ def check_declared_once(config: Config) -> None:
     Raises:
         ValueError: what disagrees, and where (the loader adds the file).
     """
-    limits = [
-        (f"limits[{i}]", (r.key, _spelled(r.key, r.value)), str(r.max))
-        for i, r in enumerate(config.limits)
-    ]
-    rated = [
-        (f"rates[{i}]", (r.key, _spelled(r.key, r.value)), r.rate)
-        for i, r in enumerate(config.rates)
-    ]
-    budgets = [
-        (f"budgets[{i}]", (b.key, _spelled(b.key, b.value), *_window(b.budget)), b.budget)
-        for i, b in enumerate(config.budgets)
-    ]
-    for name, agent in config.agents.items():
-        if agent.max_concurrent is not None:
-            limits.append(
-                (f"agents.{name}.max_concurrent", ("agent", name), str(agent.max_concurrent))
-            )
-        if agent.rate is not None:
-            rated.append((f"agents.{name}.rate", ("agent", name), agent.rate))
-        given = [agent.budget] if isinstance(agent.budget, str) else agent.budget or []
-        for i, budget in enumerate(given):
-            where = f"agents.{name}.budget" + ("" if isinstance(agent.budget, str) else f"[{i}]")
-            budgets.append((where, ("agent", name, *_window(budget)), budget))
-    for what, declared in (("limit", limits), ("rate", rated), ("budget", budgets)):
+    for what in ("limit", "rate", "budget"):
         first: dict[tuple[str, ...], tuple[str, str]] = {}
-        for where, ident, value in declared:
-            earlier = first.setdefault(ident, (where, value))
-            if _amount(what, earlier[1]) != _amount(what, value):
-                key, of = ident[0], ident[1] or "each value"
+        for where, key, value, given in _declared(config, what):
+            ident: tuple[str, ...] = (key, _spelled(key, value))
+            if what == "budget":
+                ident += _window(given)
+            earlier = first.setdefault(ident, (where, given))
+            if _amount(what, earlier[1]) != _amount(what, given):
+                of = ident[1] or "each value"
                 raise ValueError(
                     f"{earlier[0]} and {where} give the {what} of {key}={of}{_window_text(ident)}"
-                    f" two values ({earlier[1]} and {value}); keep one"
+                    f" two values ({earlier[1]} and {given}); keep one"
                 )
 
 
