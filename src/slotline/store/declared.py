@@ -25,7 +25,8 @@ CONFIG = "config"
 
 
 class DeclaredVerbs(StoreCore):
-    """The verb that makes the store's declared pacing rules what the file says."""
+    """The verb that makes the store's declared limits, rates and budgets what the file
+    says."""
 
     def sync_declared(
         self,
