@@ -65,3 +65,11 @@ def store(store_url: str) -> Iterator[Store]:
     s = open_store(store_url)
     yield s
     s.close()
+
+
+@pytest.fixture
+def pg_store(pg_url: str) -> Iterator[Store]:
+    """A store in a fresh schema of the test PostgreSQL database."""
+    s = open_store(pg_url)
+    yield s
+    s.close()

@@ -150,7 +150,7 @@ class Node:
     async def _loop(self, stop: asyncio.Event, until_idle: bool) -> None:
         await asyncio.to_thread(self._claim_node_id)
         self.ready.set()
-        watcher = self.store.watcher()
+        watcher = self.store.watcher(dispatching=True)
         log.info("node started", extra={"node": self.node_id, "store": self.store.url})
         beat = asyncio.create_task(self._heartbeat(stop))
         guard = asyncio.create_task(self._guard(stop))

@@ -12,7 +12,7 @@ import pytest
 
 from slotline.errors import InvalidInput, NotFound, StaleAttempt
 from slotline.models import Status
-from slotline.store import Report, StartReport, Store
+from slotline.store import Report, StartReport, Store, Watcher
 from slotline.store.estimates import ALL
 
 from .conftest import NODE, ClaimFn, Clock, FinishFn, LineFn, SubmitFn, titles
@@ -388,6 +388,46 @@ def test_a_claim_wakes_watchers_when_it_starts_or_expires_something(
         assert asyncio.run(woken()) is True  # it expired one
     finally:
         watcher.close()
+
+
+def test_a_claim_that_takes_every_slot_wakes_no_node_but_wakes_followers(
+    store: Store, submit: SubmitFn, clock: Clock
+) -> None:
+    # Given a limit of two, three commands in line, a node's watcher and a follower's
+    # (a dashboard, `--wait`),
+    store.set_setting("max_concurrent", 2)
+    _, second, third = (submit(title) for title in "abc")
+    node, follower = store.watcher(dispatching=True), store.watcher()
+
+    def woken(watcher: Watcher) -> bool:
+        return asyncio.run(watcher.wait(0.5))
+
+    try:
+        # when a node with one slot starts one task, another node could start one: both
+        # wake;
+        assert titles(store.claim(NODE, now=clock.now, slots=1).claims) == ["a"]
+        assert woken(node)
+        assert woken(follower)
+        # when another node starts the second, every slot is taken: the follower wakes,
+        # the node does not (its claim would find nothing to start);
+        assert titles(store.claim("node-2", now=clock.now).claims) == ["b"]
+        assert woken(follower) is True
+        assert woken(node) is False
+        # a task told to start now starts past the limit: a claim (of a node that runs
+        # callables only) that leaves it waiting, with every slot taken, wakes the nodes.
+        store.bump(third.id)
+        assert woken(node)
+        assert woken(follower)
+        run = store.get(second.id).attempts[0]
+        started = [StartReport(run.id, run.token, pid=None, pid_started=None, log_path=None)]
+        callables = frozenset({"callable"})
+        result = store.claim("node-2", now=clock.now, kinds=callables, started=started)
+        assert result.claims == []
+        assert result.recorded == [None]
+        assert woken(node) is True
+    finally:
+        node.close()
+        follower.close()
 
 
 def test_a_claim_returns_the_task_and_attempt_as_stored(

@@ -22,7 +22,7 @@ import pytest
 
 from overlap import peak
 from slotline.models import Attempt, Status
-from slotline.store import Store, open_store
+from slotline.store import Store
 from slotline.store.pg_url import split_url
 from waiting import until
 
@@ -110,10 +110,8 @@ class Nodes:
 
 
 @pytest.fixture
-def store(pg_url: str) -> Iterator[Store]:
-    opened = open_store(pg_url)
-    yield opened
-    opened.close()
+def store(pg_store: Store) -> Store:
+    return pg_store
 
 
 @pytest.fixture

@@ -313,3 +313,19 @@ def test_a_task_without_a_value_for_one_limited_key_is_still_held_by_another() -
     plan = policy.plan(Snapshot(running=running, queued=line, limits=limits, now=NOW))
     # and the one behind it, in another workspace, does.
     assert [s.task_id for s in plan.start] == ["t3"]
+
+
+def test_the_pool_is_full_only_when_nothing_in_line_may_go_past_it() -> None:
+    # Two running tasks take both slots of a limit of two; an agent type exempt from the
+    # limit could still start, and one task does not fill two slots.
+    running = [task(1, status=Status.RUNNING), task(2, status=Status.RUNNING, agent="pm")]
+    assert policy.pool_full(Limits(max_concurrent=2), running) is True
+    assert (
+        policy.pool_full(Limits(max_concurrent=2, exempt_agents=frozenset({"x"})), running) is False
+    )
+    assert policy.pool_full(Limits(max_concurrent=2), running[:1]) is False
+    # A running task of an exempt type takes no slot.
+    assert (
+        policy.pool_full(Limits(max_concurrent=2, exempt_agents=frozenset({"pm"})), running)
+        is False
+    )

@@ -140,6 +140,8 @@ def split_arguments(
     function: Callable[..., Any], args: dict[str, Any]
 ) -> tuple[list[Any], dict[str, Any]]:
     """The positional and keyword arguments to call `function` with stored `args`."""
+    if not args:  # nothing to place (and reading a signature costs more than the call)
+        return [], {}
     try:
         parameters = inspect.signature(function).parameters.values()
     except (TypeError, ValueError):  # no signature to read: keywords, as given

@@ -198,6 +198,12 @@ class _Usage:
         return self.global_count >= self.limits.max_concurrent
 
 
+def pool_full(limits: Limits, running: Iterable[Placeable]) -> bool:
+    """Whether `running` takes every slot of `max_concurrent` and no queued task may go
+    past it (no agent type is exempt): only a "start now" task could start."""
+    return not limits.exempt_agents and _Usage(limits, running).pool_full()
+
+
 def plan(snapshot: Snapshot[T], runnable: Callable[[T], bool] | None = None) -> Plan[T]:
     """Decide which queued tasks start now.
 
@@ -262,4 +268,6 @@ def plan(snapshot: Snapshot[T], runnable: Callable[[T], bool] | None = None) -> 
             usage.add(task)
             if book is not None:
                 book.record(task, now)
+            if usage.pool_full() and not exempt:
+                break  # not even reading the next task (a claim reads the line in pages)
     return Plan(start=starts, next_wake=min(wake) if wake else None)

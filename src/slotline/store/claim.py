@@ -20,7 +20,7 @@ from slotline.store import budgets, estimates, rates
 from slotline.store import fairness as fair
 from slotline.store.core import StoreCore
 from slotline.store.events import change, emit
-from slotline.store.queries import Tx
+from slotline.store.queries import FIRST_PAGE, Read, Tx
 from slotline.store.read_ahead import read_ahead
 from slotline.store.rows import task_from_row
 from slotline.store.runs import Report, StartReport, end, expire, record
@@ -110,8 +110,12 @@ class ClaimVerbs(StoreCore):
             with read_ahead(tx, [*started, *finished]):
                 refusals = _apply(tx, steps, undone=runs.clear)
             recorded, outcomes = refusals[: len(started)], refusals[len(started) :]
+            mine = None if slots is None else node_id
+            tx.prefetch(_snapshot_reads(now, runs, mine))
             estimates.record_runs(tx, runs, now)
             expired = tx.rows("tasks_ttl_due", now=now)
+            if expired:  # the line read ahead has them as they were
+                tx.forget_preloaded(_SNAPSHOT)
             for row in expired:
                 expire(tx, task_from_row(row), now)
             settings = read_settings(tx)
@@ -141,22 +145,31 @@ class ClaimVerbs(StoreCore):
             )
             decided = policy.plan(snapshot, runnable=lambda t: _runnable(t, kinds, functions))
             starts = decided.start
-            if slots is not None:
+            if mine is not None and slots is not None:
                 # The first starts of the plan are what a plan with fewer slots starts.
-                free = slots - count_of(tx, "count_running_on_node", node_id=node_id)
+                free = slots - count_of(tx, "count_running_on_node", node_id=mine)
                 starts = starts[: max(0, free)]
+            tx.forget_preloaded()  # what the plan did not take
             claims = [_start(tx, s, node_id, now, lease, log_dir) for s in starts]
             if book is not None:
                 rates.record_starts(tx, book, [c.task for c in claims], now)
             if fairness is not None:
                 turns = [(c.task, s.turn) for c, s in zip(claims, starts, strict=True)]
                 fair.charge(tx, fairness, passes, turns, now)
-            if claims and len(snapshot.running) + len(claims) >= limits.max_concurrent:
-                # The line is full again: these claims took slots a finish freed; how
-                # long after it is the dispatch gap ETAs add to every run.
-                estimates.record_gap(tx, now)
+            # The line is full again: these claims took slots a finish freed; how long
+            # after it is the dispatch gap ETAs add to every run.
+            refilled = bool(claims) and len(snapshot.running) + len(claims) >= limits.max_concurrent
+            tx.prefetch(_closing_reads(node_id, now, len(claims) if refilled else 0))
+            if refilled:
+                estimates.record_gap(tx, [c.task for c in claims], now)
             tx.notify = bool(claims or expired or outcomes.count(None) or recorded.count(None))
             tx.quiet_for = watcher
+            # No node could start a task after this commit (by the store's limit, not
+            # this node's guard): the others' claims would find nothing.
+            started_ids = {c.task.id for c in claims}
+            waiting = any(t.id not in started_ids for t in snapshot.start_now)
+            running = [*snapshot.running, *(c.task for c in claims)]
+            tx.line_full = not waiting and policy.pool_full(settings.limits, running)
             deadline = (tx.one("next_ttl_deadline") or {}).get("at")
             wakes = [w for w in (decided.next_wake, deadline, *freed) if w is not None]
             kills = _kill_requests(tx, node_id)
@@ -278,6 +291,39 @@ def _start(
         current_attempt=attempt_id,
     )
     return Claim(claimed, attempt)
+
+
+# The reads of the line a claim decides on, read ahead together once its reports are in.
+_SNAPSHOT = ("tasks_ttl_due", "tasks_running", "tasks_start_now", "tasks_queued_in_order")
+
+
+def _snapshot_reads(
+    now: float, runs: Sequence[tuple[str | None, float]], node_id: str | None
+) -> list[Read]:
+    """What a claim reads once its reports are in, for one round trip: the tasks due to
+    expire and the line as it stands (its first page), the windows of run times the
+    reports add to (`estimates.record_runs`) and, with `node_id`, the count of that
+    node's runs."""
+    reads = [
+        Read("tasks_ttl_due", {"now": now}),
+        Read("tasks_running"),
+        Read("tasks_start_now"),
+        Read("tasks_queued_in_order", {"limit": FIRST_PAGE, "offset": 0}),
+        *(Read("run_time_get", {"scope": s, "name": n}) for s, n in estimates.windows(runs)),
+    ]
+    if node_id is not None:
+        reads.append(Read("count_running_on_node", {"node_id": node_id}))
+    return reads
+
+
+def _closing_reads(node_id: str, now: float, refilled: int) -> list[Read]:
+    """What a claim reads once its starts are written, for one round trip: when the next
+    queue TTL lapses, the node's runs to stop and, after `refilled` slots were filled
+    again, the finishes they waited for (`estimates.record_gap`)."""
+    reads = [Read("next_ttl_deadline"), Read("tasks_kill_requested", {"node_id": node_id})]
+    if refilled:
+        reads += [Read(query, params) for query, params in estimates.gap_reads(now, refilled)]
+    return reads
 
 
 def _runnable(task: Task, kinds: frozenset[str], functions: frozenset[str] | None) -> bool:

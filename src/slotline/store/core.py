@@ -16,6 +16,9 @@ class Watcher(abc.ABC):
 
     # Names this watcher to a writer that need not wake it (see `Tx.quiet_for`).
     id: str = ""
+    # A node's watcher, which a commit after which no node could start a task does not
+    # wake (`Tx.line_full`); every other watcher wakes on every commit.
+    dispatching: bool = False
 
     @abc.abstractmethod
     async def wait(self, timeout: float | None) -> bool:
@@ -63,13 +66,14 @@ class StoreCore(abc.ABC):
         server may send with the first round trip (`Tx.preload`)."""
 
     @abc.abstractmethod
-    def _notify(self, skip: str | None = None) -> None:
+    def _notify(self, skip: str | None = None, full: bool = False) -> None:
         """Tell watchers, in this and other processes, that something was committed; all
-        but the one whose id is `skip`."""
+        but the one whose id is `skip` and, if the line is `full`, the dispatching ones."""
 
     @abc.abstractmethod
-    def watcher(self) -> Watcher:
-        """A new handle that wakes when the store changes; close it when done."""
+    def watcher(self, dispatching: bool = False) -> Watcher:
+        """A new handle that wakes when the store changes; close it when done.
+        `dispatching`: a node's, not woken when the line is full (`Tx.line_full`)."""
 
     @abc.abstractmethod
     def close(self) -> None:
@@ -87,4 +91,4 @@ class StoreCore(abc.ABC):
         with self._transaction(write=True, serial=serial, ahead=ahead) as tx:
             yield tx
         if tx.notify:
-            self._notify(tx.quiet_for)
+            self._notify(tx.quiet_for, tx.line_full)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -261,21 +261,32 @@ def with_estimate(task: Task, estimates: Mapping[str, eta.Estimate], **changes: 
     return replace(task, **changes) if changes else task
 
 
-def record_gap(tx: Tx, now: float) -> None:
-    """Add how long the slots refilled by the claims made at `now` stood empty to the
+def record_gap(tx: Tx, claimed: Sequence[Task], now: float) -> None:
+    """Add how long the slots refilled by the tasks `claimed` at `now` stood empty to the
     window of dispatch gaps. The claims took the slots of the latest finishes, one each;
     a slot counts as waiting from its finish, or from when its task was queued if that
     was later (an idle slot waits for no dispatch)."""
-    queued = sorted(float(r["queued_at"] or now) for r in tx.rows("claimed_at", now=now))
+    queued = sorted(now if t.queued_at is None else t.queued_at for t in claimed)
     if not queued:
         return
-    since = now - MAX_GAP
-    ends = sorted(
-        float(r["at"]) for r in tx.rows("finishes_before", since=since, now=now, n=len(queued))
-    )
+    (query, params), _ = gap_reads(now, len(queued))
+    ends = sorted(float(r["at"]) for r in tx.rows(query, **params))
     gaps = [now - max(end, q) for end, q in zip(ends, queued[-len(ends) :], strict=False)]
     if gaps:
         _add_samples(tx, GAP, [sum(gaps) / len(gaps)], now)
+
+
+def gap_reads(now: float, claims: int) -> list[tuple[str, dict[str, Any]]]:
+    """What `record_gap` reads for `claims` claims (query, parameters)."""
+    since = {"since": now - MAX_GAP, "now": now, "n": claims}
+    return [("finishes_before", since), ("run_time_get", {"scope": GAP[0], "name": GAP[1]})]
+
+
+def windows(runs: Iterable[tuple[str | None, float]]) -> list[tuple[str, str]]:
+    """The windows (scope, name) `record_runs` adds `runs` to: all tasks' and their
+    agent types'."""
+    agents = sorted({agent for agent, _ in runs if agent is not None})
+    return [ALL, *(("agent", agent) for agent in agents)]
 
 
 def record_runs(tx: Tx, runs: Iterable[tuple[str | None, float]], now: float) -> None:

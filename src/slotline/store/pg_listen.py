@@ -28,6 +28,17 @@ def channel_name(schema: str) -> str:
     return "slotline_" + hashlib.sha256(schema.encode()).hexdigest()[:16]
 
 
+# A notification's payload: the id of the watcher that need not wake, then `_FULL` if
+# the commit left the line full (`Tx.line_full`).
+_SEPARATOR = " "
+_FULL = "full"
+
+
+def notice(quiet_for: str | None, full: bool) -> str:
+    """The payload of a commit's notification (see `ListenWatcher._drain`)."""
+    return (quiet_for or "") + (_SEPARATOR + _FULL if full else "")
+
+
 def first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
@@ -43,7 +54,9 @@ class ListenWatcher(Watcher):
         connect_args: dict[str, Any],
         listen: sql.Composed,
         where: str,
+        dispatching: bool = False,
     ) -> None:
+        self.dispatching = dispatching
         self._conninfo = conninfo
         self._connect_args = connect_args
         self._listen = listen
@@ -85,7 +98,9 @@ class ListenWatcher(Watcher):
         blocking."""
         got = False
         for notification in conn.notifies(timeout=0):
-            got = got or notification.payload != self.id
+            quiet, _, flag = notification.payload.partition(_SEPARATOR)
+            full = self.dispatching and flag == _FULL
+            got = got or (quiet != self.id and not full)
         return got
 
     async def wait(self, timeout: float | None) -> bool:

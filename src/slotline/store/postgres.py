@@ -10,7 +10,7 @@ so several queues can share one database.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +25,7 @@ from slotline.store.base import Store
 from slotline.store.core import Ahead, Serial, Watcher
 from slotline.store.migrate import migrate
 from slotline.store.pg_connections import LOCK_TIMEOUT, Connection, Connections
-from slotline.store.pg_listen import ListenWatcher, channel_name, first_line
+from slotline.store.pg_listen import ListenWatcher, channel_name, first_line, notice
 from slotline.store.pg_url import lock_key, redact, split_url
 from slotline.store.queries import ConfigCache, Cursor, Tx, config_writes, load_queries
 
@@ -225,7 +225,9 @@ class PostgresStore(Store):
             # A write reads the clock once, right after the locks (see `_CLOCK`).
             clock = _clock if begun.now is None else lambda _cursor, now=begun.now: now
             config = None if self._config is None else self._config.at(begun.version)
-            tx = Tx(begun.cursor, self._queries, clock, config, self._config_writes)
+            piped = begun.cursor if isinstance(begun.cursor, _PipelinedCursor) else None
+            together = None if piped is None else piped.read_together
+            tx = Tx(begun.cursor, self._queries, clock, config, self._config_writes, together)
             for name, params, rows in begun.read:
                 tx.preload(name, params, rows)
             try:
@@ -277,11 +279,12 @@ class PostgresStore(Store):
         with self._transaction(write=True, serial=serial, ahead=ahead) as tx:
             yield tx
             if tx.notify:
-                # The payload names the one watcher that need not wake (or none).
-                payload = tx.quiet_for or ""
+                # The payload names the one watcher that need not wake (or none), and
+                # whether the line is full (dispatching watchers need not wake).
+                payload = notice(tx.quiet_for, tx.line_full)
                 tx.cursor.execute(_NOTIFY, {"channel": self._channel, "payload": payload})
 
-    def _notify(self, skip: str | None = None) -> None:
+    def _notify(self, skip: str | None = None, full: bool = False) -> None:
         """Nothing to do: `_write` sends NOTIFY inside the committed transaction."""
 
     def _migrate(self) -> None:
@@ -298,8 +301,10 @@ class PostgresStore(Store):
         finally:
             conn.close()
 
-    def watcher(self) -> Watcher:
-        return ListenWatcher(self._conninfo, self._connect_args, self._listen, self._where)
+    def watcher(self, dispatching: bool = False) -> Watcher:
+        return ListenWatcher(
+            self._conninfo, self._connect_args, self._listen, self._where, dispatching
+        )
 
     def close(self) -> None:
         self._connections.close()
@@ -361,6 +366,19 @@ class _PipelinedCursor:
     def fetchall(self) -> list[DictRow]:
         self._pipeline.sync()
         return self._cursor.fetchall()
+
+    def read_together(self, statements: Sequence[tuple[str, Mapping[str, Any]]]) -> list[list[Any]]:
+        """The rows of each statement, each sent on a cursor of its own and all read
+        after one Sync: one round trip."""
+        cursors = [self._cursor.connection.cursor() for _ in statements]
+        try:
+            for cursor, (query, params) in zip(cursors, statements, strict=True):
+                cursor.execute(query, params)
+            self._pipeline.sync()
+            return [cursor.fetchall() for cursor in cursors]
+        finally:
+            for cursor in cursors:
+                cursor.close()
 
     def close(self) -> None:
         self._cursor.close()

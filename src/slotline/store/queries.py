@@ -20,6 +20,8 @@ _PARAM = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
 _ANY_PARAM = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)|%\(([a-z_][a-z0-9_]*)\)s")
 _COMMENT = re.compile(r"^\s*--.*$\n?", re.MULTILINE)
 WHERE = "/*where*/"
+# The first page `Tx.iter_rows` reads.
+FIRST_PAGE = 8
 
 
 def _renamed(fragment: str, values: Mapping[str, Any], n: int) -> tuple[str, dict[str, Any]]:
@@ -177,6 +179,20 @@ class ConfigCache:
         return fresh
 
 
+@dataclass(frozen=True, slots=True)
+class Read:
+    """One of several reads sent together (`Tx.read_together`): a named query, composed
+    with the conditions of `where` if it has a `/*where*/`."""
+
+    query: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    where: Where | None = None
+
+
+# Reads sent together (SQL, parameters): the rows of each, in order, in one round trip.
+Together = Callable[[Sequence[tuple[str, Mapping[str, Any]]]], list[list[Any]]]
+
+
 class Cursor(Protocol):
     """The slice of DB-API both sqlite3 and psycopg cursors provide."""
 
@@ -197,8 +213,12 @@ class Tx:
         clock: Callable[[Cursor], float] | None = None,
         config: ConfigRows | None = None,
         config_writes: frozenset[str] = frozenset(),
+        together: Together | None = None,
     ) -> None:
         self.cursor = cursor
+        # How a store with a server sends several reads in one round trip (None: one
+        # after the other, as SQLite in the same process does at no cost).
+        self._together = together
         self._cursor = cursor
         self._clock = clock
         # Whether committing wakes the watchers; a verb that changed nothing clears it,
@@ -207,6 +227,10 @@ class Tx:
         # The id of a watcher the commit need not wake: the writer's own, when it knows
         # everything it changed (a node's claim).
         self.quiet_for: str | None = None
+        # Set by a claim after which no node could start a task (every slot of the store
+        # is taken and no "start now" task waits): nodes' watchers need not wake, as
+        # their claims could only find that out again, under the write lock.
+        self.line_full = False
         self._queries = queries
         self._config = config
         self._config_writes = config_writes
@@ -275,9 +299,42 @@ class Tx:
         nothing in the transaction changes before that read."""
         self._preloaded[(query, tuple(sorted(params.items())))] = rows
 
-    def forget_preloaded(self) -> None:
-        """Drop the rows read ahead that no read took: later reads go to the database."""
-        self._preloaded.clear()
+    def forget_preloaded(self, queries: Iterable[str] | None = None) -> None:
+        """Drop the rows read ahead that no read took (of `queries` only, if given):
+        later reads go to the database."""
+        if queries is None:
+            self._preloaded.clear()
+            return
+        names = set(queries)
+        for key in [key for key in self._preloaded if key[0] in names]:
+            del self._preloaded[key]
+
+    def read_together(self, reads: Sequence[Read]) -> list[list[dict[str, Any]]]:
+        """The rows of each of `reads`, in one round trip on a store with a server."""
+        statements = [self._statement(read) for read in reads]
+        if self._together is None or len(statements) < 2:
+            found = []
+            for sql, params in statements:
+                self._cursor.execute(sql, params)
+                found.append([dict(row) for row in self._cursor.fetchall()])
+            return found
+        return [[dict(row) for row in rows] for rows in self._together(statements)]
+
+    def prefetch(self, reads: Sequence[Read]) -> None:
+        """On a store with a server, read now, in one round trip, what the next read of
+        each named query with the same parameters takes (`preload`); on SQLite, nothing
+        (each read runs when it is made, in the same process). Only for rows nothing in
+        the transaction changes between now and that read."""
+        if self._together is None or not reads:
+            return
+        for read, rows in zip(reads, self.read_together(reads), strict=True):
+            self.preload(read.query, read.params, rows)
+
+    def _statement(self, read: Read) -> tuple[str, Mapping[str, Any]]:
+        if read.where is None:
+            return self._queries[read.query], read.params
+        sql, more = read.where.compose(self._queries, read.query)
+        return sql, {**read.params, **more}
 
     def _written(self, query: str) -> None:
         """Stop using the cached configuration once this transaction changes it: its own
@@ -287,7 +344,7 @@ class Tx:
             self._config = None
 
     def iter_rows(
-        self, query: str, /, page: int = 8, max_page: int = 512, **params: Any
+        self, query: str, /, page: int = FIRST_PAGE, max_page: int = 512, **params: Any
     ) -> Iterator[dict[str, Any]]:
         """Rows of a query with `:limit`/`:offset`, fetched lazily in growing pages: a
         reader that needs only the first few rows (a claim filling one slot) reads few.

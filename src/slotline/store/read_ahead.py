@@ -9,44 +9,56 @@ from typing import TYPE_CHECKING
 
 from slotline.bounds import parse_id
 from slotline.errors import InvalidInput
-from slotline.store.queries import Tx, Where
+from slotline.store.queries import Read, Tx, Where
 
 if TYPE_CHECKING:
     from slotline.store.runs import Report, StartReport
 
 
+# The composed queries read ahead, each with its condition on the reports' attempt ids.
+_BY_ATTEMPTS = {
+    "attempts_page": "attempts_where_ids",
+    "tasks_selected": "tasks_where_attempts",
+    "dependents_selected": "deps_where_attempts",
+}
+# The reads they stand in for.
+_PRELOADED = ("attempt_get", "task_get", "dependents_of")
+
+
 @contextlib.contextmanager
 def read_ahead(tx: Tx, reports: Sequence[Report | StartReport]) -> Iterator[None]:
     """Within it: read the attempts, tasks and dependents that `record` and `end` read
-    for each of `reports` in three reads for them all, not three for each (a round trip
-    apiece on PostgreSQL). Each report's part changes only its own task and attempt and
+    for each of `reports` in three reads for them all, sent together (one round trip on
+    PostgreSQL), not three for each. Each report's part changes only its own task and attempt and
     its dependents, which are not running and so have no report of their own; a row is
     given to the first read of it only (a run that started and ended within one turn
     has two reports: the end reads again what the start changed). So what is read ahead
     is still what each part would have read. What no part took is dropped at the end."""
     ids = sorted({i for i in (_known_id(r.attempt_id) for r in reports) if i is not None})
-    if len(ids) >= 2:
+    if ids:
         _read(tx, ids)
     try:
         yield
     finally:
-        tx.forget_preloaded()
+        tx.forget_preloaded(_PRELOADED)
 
 
 def _read(tx: Tx, ids: list[str]) -> None:
-    attempts = tx.select("attempts_page", Where().all("attempts_where_ids", ids=tuple(ids)))
+    """The reports' attempts, their tasks and those tasks' dependents: three reads in one
+    round trip (the tasks and dependents found by the attempts' ids)."""
+    attempts, tasks, found = tx.read_together(
+        [
+            Read(query, where=Where().all(fragment, ids=tuple(ids)))
+            for query, fragment in _BY_ATTEMPTS.items()
+        ]
+    )
     by_id = {row["id"]: row for row in attempts}
     for attempt_id in ids:
         row = by_id.get(attempt_id)
         tx.preload("attempt_get", {"id": attempt_id}, [] if row is None else [row])
-    task_ids = tuple(sorted({row["task_id"] for row in attempts}))
-    if not task_ids:
-        return
-    tasks = tx.select("tasks_selected", Where().all("tasks_where_ids", ids=task_ids))
-    found = tx.select("dependents_selected", Where().all("deps_where_deps", ids=task_ids))
     for row in tasks:
         tx.preload("task_get", {"id": row["id"]}, [row])
-    for task_id in task_ids:
+    for task_id in {row["task_id"] for row in attempts}:
         rows = [{"task_id": r["task_id"]} for r in found if r["dep_id"] == task_id]
         tx.preload("dependents_of", {"dep_id": task_id}, rows)
 

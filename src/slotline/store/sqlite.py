@@ -127,7 +127,7 @@ class SQLiteStore(Store):
             finally:
                 cur.close()
 
-    def _notify(self, skip: str | None = None) -> None:
+    def _notify(self, skip: str | None = None, full: bool = False) -> None:
         try:
             names = os.listdir(self._wake_dir)
         except FileNotFoundError:
@@ -139,7 +139,7 @@ class SQLiteStore(Store):
                     continue
                 target = os.path.join(self._wake_dir, name)
                 try:
-                    sender.sendto(b"!", target)
+                    sender.sendto(_FULL if full else _CHANGED, target)
                 except BlockingIOError:
                     pass  # its buffer is full: a wake-up is already pending there
                 except (ConnectionRefusedError, FileNotFoundError):
@@ -148,8 +148,8 @@ class SQLiteStore(Store):
                 except OSError:
                     pass
 
-    def watcher(self) -> Watcher:
-        return _SocketWatcher(self._wake_dir)
+    def watcher(self, dispatching: bool = False) -> Watcher:
+        return _SocketWatcher(self._wake_dir, dispatching)
 
     def close(self) -> None:
         if self._checkpoints is not None:
@@ -242,9 +242,15 @@ def _private_folder(folder: str) -> None:
         os.chmod(folder, 0o700)
 
 
+# What a commit sends each watcher: a change, or a change after which the line is full.
+_CHANGED = b"!"
+_FULL = b"f"
+
+
 class _SocketWatcher(Watcher):
-    def __init__(self, folder: str) -> None:
+    def __init__(self, folder: str, dispatching: bool = False) -> None:
         self.id = f"{os.getpid()}-{secrets.token_hex(4)}"
+        self.dispatching = dispatching
         self._path = os.path.join(folder, self.id)
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         for attempt in range(5):
@@ -263,14 +269,17 @@ class _SocketWatcher(Watcher):
                 raise
         self._sock.setblocking(False)
 
+    def _wakes(self, datagram: bytes) -> bool:
+        return not (self.dispatching and datagram == _FULL)
+
     def _drain(self) -> bool:
         got = False
         while True:
             try:
-                self._sock.recv(64)
+                datagram = self._sock.recv(64)
             except BlockingIOError:
                 return got
-            got = True
+            got = got or self._wakes(datagram)
 
     async def wait(self, timeout: float | None) -> bool:
         if self._drain():
@@ -282,7 +291,8 @@ class _SocketWatcher(Watcher):
             # asyncio.timeout, not wait_for, which on Python 3.11 can swallow a
             # cancellation that comes as a datagram arrives.
             async with asyncio.timeout(timeout):
-                await loop.sock_recv(self._sock, 64)
+                while not self._wakes(await loop.sock_recv(self._sock, 64)):
+                    pass
         except TimeoutError:
             return False
         self._drain()

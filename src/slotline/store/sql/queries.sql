@@ -407,9 +407,6 @@ LIMIT 1;
 -- name: event_first_after
 SELECT at FROM events WHERE seq > :after ORDER BY seq LIMIT 1;
 
--- name: claimed_at
-SELECT queued_at FROM tasks WHERE status = 'running' AND started_at = :now;
-
 -- name: finishes_before
 SELECT finished_at AS at FROM attempts WHERE finished_at > :since AND finished_at <= :now
 ORDER BY finished_at DESC LIMIT :n;
@@ -469,8 +466,11 @@ id IN (:ids)
 -- name: attempts_where_ids
 id IN (:ids)
 
--- name: deps_where_deps
-dep_id IN (:ids)
+-- name: tasks_where_attempts
+id IN (SELECT task_id FROM attempts WHERE id IN (:ids))
+
+-- name: deps_where_attempts
+dep_id IN (SELECT task_id FROM attempts WHERE id IN (:ids))
 
 -- name: tasks_where_label
 -- :needle is `"NAME":` or `"NAME":"VALUE"` as the labels' JSON spells them (compact,

@@ -1,0 +1,72 @@
+"""How many round trips a node's claim costs on PostgreSQL, whatever it carries.
+
+A claim holds the store's write lock from its first round trip to its commit, so every
+round trip it waits for is time no other node can claim. Its reads go together: the
+locks and the clock; the reports' attempts, tasks and dependents; the line once the
+reports are in (and the run-time windows they add to); what it answers once its starts
+are written; then the commit. These tests count the Syncs psycopg sends (each is one
+round trip) for claims with more and more in them.
+"""
+
+from __future__ import annotations
+
+import pytest
+from psycopg import _pipeline_base
+
+from slotline.store import Store
+from slotline.store.runs import Report
+
+pytestmark = pytest.mark.postgres
+
+# BEGIN and the locks, the read-ahead of the reports, the line, the claim's answer, COMMIT.
+ROUND_TRIPS = 5
+
+
+@pytest.fixture
+def store(pg_store: Store) -> Store:
+    return pg_store
+
+
+@pytest.fixture
+def syncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A counter of the Syncs sent (psycopg's own method: one Sync, one round trip)."""
+    count = [0]
+    enqueue = _pipeline_base.BasePipeline._enqueue_sync
+
+    def counted(self: _pipeline_base.BasePipeline) -> None:
+        count[0] += 1
+        enqueue(self)
+
+    monkeypatch.setattr(_pipeline_base.BasePipeline, "_enqueue_sync", counted)
+    return count
+
+
+@pytest.mark.parametrize("runs", [1, 4, 8])
+def test_a_claim_that_ends_and_starts_runs_takes_the_same_few_round_trips(
+    store: Store, syncs: list[int], runs: int
+) -> None:
+    # Given `runs` running tasks of one agent type and as many more in line,
+    store.set_setting("max_concurrent", runs)
+    store.submit_many([{"command": ["true"], "agent": "claude"} for _ in range(2 * runs)])
+    running = store.claim("n1").claims
+    assert len(running) == runs
+    for claimed in running:
+        store.record_start(claimed.attempt.id, claimed.attempt.token, pid=None)
+    reports = [Report(c.attempt.id, c.attempt.token, 0) for c in running]
+
+    # when the node reports their ends and claims in one transaction,
+    syncs[0] = 0
+    result = store.claim("n1", finished=reports)
+
+    # then every end is committed, every freed slot is filled again, and the claim
+    # waited for a fixed number of round trips, not for a few per run.
+    assert result.finished == [None] * runs
+    assert len(result.claims) == runs
+    assert syncs[0] == ROUND_TRIPS
+
+
+def test_an_empty_claim_takes_no_more_round_trips(store: Store, syncs: list[int]) -> None:
+    store.claim("n1")  # the configuration is read once, then kept while it is unchanged
+    syncs[0] = 0
+    assert store.claim("n1").claims == []
+    assert syncs[0] <= ROUND_TRIPS
