@@ -43,6 +43,20 @@ class Serial(enum.Enum):
     SUBMITS = "submits"
     # Both, in that order: a submit that reads other tasks, whose ends it must not miss.
     BOTH = "both"
+    # Neither: a node's own bookkeeping (its heartbeat, its runs' leases and usage, the
+    # line's samples), which decides nothing about who runs; its row locks order it
+    # with any other write of the same rows.
+    ROWS = "rows"
+
+    @property
+    def submits(self) -> bool:
+        """Whether it takes the submit lock."""
+        return self in (Serial.SUBMITS, Serial.BOTH)
+
+    @property
+    def writes(self) -> bool:
+        """Whether it takes the write lock."""
+        return self in (Serial.WRITES, Serial.BOTH)
 
 
 # Named queries a transaction will run first, with their parameters: a store with a

@@ -7,7 +7,7 @@ import socket
 from typing import Any
 
 from slotline.models import Attempt
-from slotline.store.core import StoreCore
+from slotline.store.core import Serial, StoreCore
 from slotline.store.events import emit
 from slotline.store.rows import attempt_from_row
 from slotline.store.settings import LEASE_SECONDS
@@ -22,7 +22,7 @@ class NodeVerbs(StoreCore):
         self, node_id: str, now: float | None = None, lease: float = LEASE_SECONDS
     ) -> None:
         """Renew the node's liveness and the leases of its running attempts."""
-        with self._transaction(write=True) as tx:
+        with self._transaction(write=True, serial=Serial.ROWS) as tx:
             now = tx.now() if now is None else now
             if tx.one("node_heartbeat", id=node_id, now=now) is None:
                 tx.run(
@@ -33,7 +33,7 @@ class NodeVerbs(StoreCore):
     def record_usage(self, usage: dict[str, tuple[float, int]]) -> None:
         """Latest CPU% and RSS of running attempts' process trees ({attempt id: (cpu, rss)});
         the peaks are kept. Wakes no one: readers refresh on their own."""
-        with self._transaction(write=True) as tx:
+        with self._transaction(write=True, serial=Serial.ROWS) as tx:
             for attempt_id, (cpu, rss) in usage.items():
                 tx.run("attempt_usage", id=attempt_id, cpu_percent=float(cpu), rss_bytes=int(rss))
 

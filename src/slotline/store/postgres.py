@@ -149,9 +149,9 @@ class PostgresStore(Store):
             piped = _PipelinedCursor(cur, pipeline.__enter__())
             piped.execute(_BEGIN_WRITE)
             piped.execute(_NO_BITMAP_SCANS)
-            if serial is not Serial.WRITES:
+            if serial.submits:
                 piped.execute(_LOCK, {"key": self._submits_key})
-            if serial is not Serial.SUBMITS:
+            if serial.writes:
                 piped.execute(_LOCK, {"key": self._key})
             piped.execute(_CLOCK if self._config is None else _CLOCK_AND_CONFIG)
             cursors = []
@@ -259,9 +259,9 @@ class PostgresStore(Store):
         releases: so a reader that has seen `seq` n never later sees a smaller one."""
         tx.run_last_checks()
         if self._config is not None:  # migrated
-            if serial is not Serial.SUBMITS:
+            if serial.writes:
                 tx.cursor.execute(_FOLD_COUNTS)
-            else:
+            elif serial is Serial.SUBMITS:
                 self._submits += 1
                 if self._submits % FOLD_EVERY == 0:
                     tx.cursor.execute(_TRY_FOLD_COUNTS, {"key": self._key})

@@ -20,6 +20,7 @@ _PARAM = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
 _ANY_PARAM = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)|%\(([a-z_][a-z0-9_]*)\)s")
 _COMMENT = re.compile(r"^\s*--.*$\n?", re.MULTILINE)
 WHERE = "/*where*/"
+_SKIP_LOCKED = "FOR UPDATE SKIP LOCKED"
 # The first page `Tx.iter_rows` reads.
 FIRST_PAGE = 8
 
@@ -73,7 +74,11 @@ def load_queries(dialect: str) -> dict[str, str]:
         key=lambda e: (e.name != "queries.sql", e.name),
     )
     text = "\n".join(entry.read_text() for entry in files)
-    queries = parse_queries(text.replace("{line_order}", policy.LINE_ORDER_SQL))
+    text = text.replace("{line_order}", policy.LINE_ORDER_SQL)
+    # Rows another transaction holds are passed over, not waited for (SQLite has one
+    # writer at a time: none is ever held).
+    text = text.replace("{skip_locked}", _SKIP_LOCKED if dialect == "postgres" else "")
+    queries = parse_queries(text)
     if dialect == "postgres":
         queries = {name: _PARAM.sub(r"%(\1)s", sql) for name, sql in queries.items()}
     return queries

@@ -14,7 +14,7 @@ from slotline.bounds import parse_id
 from slotline.errors import InvalidInput, NotFound, StaleAttempt
 from slotline.models import Attempt, Kind, ResumedFrom, Status, Task, Usage
 from slotline.store import backoff, deps, estimates, notify
-from slotline.store.core import StoreCore
+from slotline.store.core import Serial, StoreCore
 from slotline.store.events import change, emit
 from slotline.store.queries import Tx
 from slotline.store.rows import attempt_from_row
@@ -152,7 +152,7 @@ class RunVerbs(StoreCore):
         Raises:
             StaleAttempt: the attempt is not the task's current one, or the token is wrong.
         """
-        with self._transaction(write=True) as tx:
+        with self._transaction(write=True, serial=Serial.ROWS) as tx:
             now = tx.now() if now is None else now
             task, attempt = live_attempt(tx, attempt_id, token)
             tx.run("attempt_renew_one", id=attempt.id, lease_expires_at=now + lease)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from slotline.models import Attempt, Task
-from slotline.store.core import StoreCore
+from slotline.store.core import Serial, StoreCore
 from slotline.store.rows import attempt_from_row, task_from_row
 from slotline.store.settings import read_settings
 
@@ -43,7 +43,7 @@ class SampleVerbs(StoreCore):
     def record_sample(self, interval: float, now: float | None = None, keep: float = DAY) -> None:
         """Write the sample of the interval `now` falls in, unless a node already did, and
         drop the samples older than `keep` seconds. Wakes no one."""
-        with self._transaction(write=True) as tx:
+        with self._transaction(write=True, serial=Serial.ROWS) as tx:
             now = tx.now() if now is None else now
             tx.run(
                 "sample_insert",

@@ -207,8 +207,14 @@ SELECT * FROM attempts WHERE node_id = :node_id AND finished_at IS NULL;
 SELECT * FROM attempts WHERE finished_at IS NULL AND lease_expires_at < :now;
 
 -- name: attempt_renew
+-- A heartbeat takes none of the store's locks (`Serial.ROWS`): it passes over a run
+-- another transaction is ending (a claim, a reaper), so it never waits for one, nor
+-- deadlocks with one that locks the node's runs in another order. Ended, the run needs
+-- no lease; if the end rolls back, the next beat renews it.
 UPDATE attempts SET lease_expires_at = :lease_expires_at
-WHERE node_id = :node_id AND finished_at IS NULL;
+WHERE id IN (
+  SELECT id FROM attempts WHERE node_id = :node_id AND finished_at IS NULL {skip_locked}
+);
 
 -- name: limits_all
 SELECT key, value, max_running, origin FROM limits ORDER BY key, value;
@@ -255,7 +261,7 @@ SET cpu_percent = :cpu_percent, rss_bytes = :rss_bytes,
                             THEN :cpu_percent ELSE peak_cpu_percent END,
     peak_rss_bytes = CASE WHEN peak_rss_bytes IS NULL OR peak_rss_bytes < :rss_bytes
                           THEN :rss_bytes ELSE peak_rss_bytes END
-WHERE id = :id AND finished_at IS NULL;
+WHERE id IN (SELECT id FROM attempts WHERE id = :id AND finished_at IS NULL {skip_locked});
 
 -- name: task_cancel_start_now
 UPDATE tasks SET start_now = FALSE WHERE id = :id;

@@ -1,0 +1,62 @@
+"""A node's own bookkeeping on PostgreSQL waits for no other node's claim.
+
+A heartbeat (the node's liveness and its runs' leases), its runs' usage, an external
+runner's lease renewal and the line's samples decide nothing about who runs: they take
+none of the store's locks (`Serial.ROWS`), and the heartbeat passes over a run another
+transaction is ending rather than wait for it (and perhaps deadlock with it: a claim
+ends the same node's runs in another order). Here a session holds the write lock and one
+run's row, as a long claim ending that run would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import psycopg
+import pytest
+
+from slotline.store import Store
+from slotline.store.pg_url import lock_key, split_url
+
+pytestmark = pytest.mark.postgres
+
+# Far above what a write takes, far below the store's lock timeout (60 s): a call still
+# running then waits for the held locks.
+BOUND_S = 20.0
+
+
+def test_bookkeeping_goes_through_while_a_claim_holds_the_write_lock_and_a_run(
+    pg_store: Store, pg_url: str
+) -> None:
+    # Given a node with two runs,
+    store = pg_store
+    store.register_node("n1")
+    store.submit_many([{"command": ["true"]} for _ in range(2)])
+    ending, other = store.claim("n1").claims
+    conninfo, schema = split_url(pg_url)
+    with psycopg.connect(conninfo) as holder, ThreadPoolExecutor(1) as pool:
+        # while another session holds the write lock and the row of the run it ends,
+        holder.execute("SELECT pg_advisory_xact_lock(%s)", [lock_key(schema)])
+        holder.execute(
+            f'SELECT 1 FROM "{schema}".attempts WHERE id = %s FOR UPDATE', [ending.attempt.id]
+        )
+
+        def done(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+            return pool.submit(call, *args, **kwargs).result(timeout=BOUND_S)
+
+        # the node's heartbeat, its runs' usage, a lease renewal and a sample go through,
+        done(store.heartbeat, "n1", lease=1000.0)
+        done(store.record_usage, {other.attempt.id: (12.5, 4096), ending.attempt.id: (1.0, 1)})
+        done(store.renew_attempt, other.attempt.id, other.attempt.token, lease=2000.0)
+        done(store.record_sample, 60.0)
+        holder.rollback()
+
+    # and they renewed and measured every run but the one being ended.
+    leases = {a.id: a.lease_expires_at for a in store.live_attempts("n1")}
+    assert leases[ending.attempt.id] == ending.attempt.lease_expires_at
+    assert leases[other.attempt.id] is not None
+    assert leases[other.attempt.id] > ending.attempt.lease_expires_at + 1000
+    usage = {a.id: a.peak_rss_bytes for a in store.live_attempts("n1")}
+    assert usage == {other.attempt.id: 4096, ending.attempt.id: None}
