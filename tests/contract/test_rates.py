@@ -24,7 +24,7 @@ def test_a_rate_caps_starts_per_window_and_wakes_the_node_when_room_comes(
 
     # Then: two start, the others wait, and the node is told when the next may start
     assert titles(first.claims) == ["a", "b"]
-    assert first.next_wake == pytest.approx(clock.now + 60)
+    assert first.next_wake == pytest.approx(clock.now + 60, abs=1e-3)
     for claimed in first.claims:
         finish(claimed)
     clock.advance(59)
@@ -92,7 +92,7 @@ def test_status_shows_the_rate_in_force_and_when_the_next_start_is_allowed(
     (rate,) = status.rates
     shown = (rate["key"], rate["value"], rate["rate"], rate["used"])
     assert shown == ("agent", "claude", "1/30s", 1)
-    assert rate["next_start_at"] == pytest.approx(clock.now + 30)
+    assert rate["next_start_at"] == pytest.approx(clock.now + 30, abs=1e-3)
     assert status.to_dict()["rates"] == status.rates
     # The ETA of the waiting task respects the rate.
     (waiting,) = status.queued

@@ -71,7 +71,7 @@ def test_a_failed_attempt_is_retried_after_an_exponential_backoff(
         clock.advance(delay - 0.01)
         result = store.claim(NODE, now=clock.now)
         assert result.claims == []
-        assert result.next_wake == pytest.approx(retried.not_before)
+        assert result.next_wake == pytest.approx(retried.not_before, abs=1e-3)
         clock.advance(0.01)
 
     (last,) = claim()
@@ -130,7 +130,7 @@ def test_a_task_not_started_within_its_queue_ttl_expires(
 
     clock.advance(59)
     result = store.claim(NODE, now=clock.now)
-    assert result.next_wake == pytest.approx(queued.created_at + 60)
+    assert result.next_wake == pytest.approx(queued.created_at + 60, abs=1e-3)
     assert store.get(queued.id).status is Status.QUEUED
 
     clock.advance(1)
@@ -155,6 +155,22 @@ def test_a_task_started_in_time_does_not_expire(
     claim()
 
     assert finish(running, 0).status is Status.SUCCEEDED
+
+
+def test_a_claim_wakes_for_the_next_queue_ttl_of_a_task_it_did_not_start(
+    store: Store, submit: SubmitFn, clock: Clock
+) -> None:
+    # Given one slot and two tasks with queue TTLs, the first to lapse first in line,
+    store.set_setting("max_concurrent", 1)
+    first = submit("first", queue_ttl=10)
+    second = submit("second", queue_ttl=100)
+
+    # when a claim starts the first,
+    result = store.claim(NODE, now=clock.now)
+
+    # then the node is told to look again when the second's TTL lapses, not the first's.
+    assert [c.task.id for c in result.claims] == [first.id]
+    assert result.next_wake == pytest.approx(second.created_at + 100, abs=1e-3)
 
 
 def test_a_restarted_task_gets_a_full_queue_ttl_again(

@@ -18,8 +18,8 @@ from slotline.store.runs import Report
 
 pytestmark = pytest.mark.postgres
 
-# BEGIN and the locks, the read-ahead of the reports, the line, the claim's answer, COMMIT.
-ROUND_TRIPS = 5
+# BEGIN and the locks, the read-ahead of the reports, the line and the answer, COMMIT.
+ROUND_TRIPS = 4
 
 
 @pytest.fixture

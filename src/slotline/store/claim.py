@@ -111,11 +111,11 @@ class ClaimVerbs(StoreCore):
                 refusals = _apply(tx, steps, undone=runs.clear)
             recorded, outcomes = refusals[: len(started)], refusals[len(started) :]
             mine = None if slots is None else node_id
-            tx.prefetch(_snapshot_reads(now, runs, mine))
+            tx.prefetch(_snapshot_reads(node_id, now, runs, mine))
             estimates.record_runs(tx, runs, now)
             expired = tx.rows("tasks_ttl_due", now=now)
-            if expired:  # the line read ahead has them as they were
-                tx.forget_preloaded(_SNAPSHOT)
+            if expired:  # what was read ahead has them as they were
+                tx.forget_preloaded()
             for row in expired:
                 expire(tx, task_from_row(row), now)
             settings = read_settings(tx)
@@ -149,7 +149,7 @@ class ClaimVerbs(StoreCore):
                 # The first starts of the plan are what a plan with fewer slots starts.
                 free = slots - count_of(tx, "count_running_on_node", node_id=mine)
                 starts = starts[: max(0, free)]
-            tx.forget_preloaded()  # what the plan did not take
+            tx.forget_preloaded(_SNAPSHOT)  # what the plan did not take
             claims = [_start(tx, s, node_id, now, lease, log_dir) for s in starts]
             if book is not None:
                 rates.record_starts(tx, book, [c.task for c in claims], now)
@@ -158,9 +158,7 @@ class ClaimVerbs(StoreCore):
                 fair.charge(tx, fairness, passes, turns, now)
             # The line is full again: these claims took slots a finish freed; how long
             # after it is the dispatch gap ETAs add to every run.
-            refilled = bool(claims) and len(snapshot.running) + len(claims) >= limits.max_concurrent
-            tx.prefetch(_closing_reads(node_id, now, len(claims) if refilled else 0))
-            if refilled:
+            if claims and len(snapshot.running) + len(claims) >= limits.max_concurrent:
                 estimates.record_gap(tx, [c.task for c in claims], now)
             tx.notify = bool(claims or expired or outcomes.count(None) or recorded.count(None))
             tx.quiet_for = watcher
@@ -170,9 +168,10 @@ class ClaimVerbs(StoreCore):
             waiting = any(t.id not in started_ids for t in snapshot.start_now)
             running = [*snapshot.running, *(c.task for c in claims)]
             tx.line_full = not waiting and policy.pool_full(settings.limits, running)
-            deadline = (tx.one("next_ttl_deadline") or {}).get("at")
+            deadline = _next_deadline(tx, claims)
             wakes = [w for w in (decided.next_wake, deadline, *freed) if w is not None]
             kills = _kill_requests(tx, node_id)
+            tx.forget_preloaded()
             wake = min(wakes) if wakes else None
             return ClaimResult(claims, wake, now, outcomes, recorded, kills)
 
@@ -298,32 +297,35 @@ _SNAPSHOT = ("tasks_ttl_due", "tasks_running", "tasks_start_now", "tasks_queued_
 
 
 def _snapshot_reads(
-    now: float, runs: Sequence[tuple[str | None, float]], node_id: str | None
+    node_id: str, now: float, runs: Sequence[tuple[str | None, float]], mine: str | None
 ) -> list[Read]:
-    """What a claim reads once its reports are in, for one round trip: the tasks due to
-    expire and the line as it stands (its first page), the windows of run times the
-    reports add to (`estimates.record_runs`) and, with `node_id`, the count of that
-    node's runs."""
+    """What a claim reads once its reports are in, all in one round trip: the tasks due
+    to expire and the line as it stands (its first page); for its answer, the next
+    queue-TTL deadline and the node's runs to stop (which its starts do not change, but
+    for a start of a task with a TTL: `_next_deadline`); the windows of run times its
+    reports and starts add to, with the latest finishes (`estimates`); and, with `mine`,
+    the count of that node's runs."""
     reads = [
         Read("tasks_ttl_due", {"now": now}),
         Read("tasks_running"),
         Read("tasks_start_now"),
         Read("tasks_queued_in_order", {"limit": FIRST_PAGE, "offset": 0}),
-        *(Read("run_time_get", {"scope": s, "name": n}) for s, n in estimates.windows(runs)),
+        Read("next_ttl_deadline"),
+        Read("tasks_kill_requested", {"node_id": node_id}),
+        *(Read(query, params) for query, params in estimates.window_reads(runs, now)),
     ]
-    if node_id is not None:
-        reads.append(Read("count_running_on_node", {"node_id": node_id}))
+    if mine is not None:
+        reads.append(Read("count_running_on_node", {"node_id": mine}))
     return reads
 
 
-def _closing_reads(node_id: str, now: float, refilled: int) -> list[Read]:
-    """What a claim reads once its starts are written, for one round trip: when the next
-    queue TTL lapses, the node's runs to stop and, after `refilled` slots were filled
-    again, the finishes they waited for (`estimates.record_gap`)."""
-    reads = [Read("next_ttl_deadline"), Read("tasks_kill_requested", {"node_id": node_id})]
-    if refilled:
-        reads += [Read(query, params) for query, params in estimates.gap_reads(now, refilled)]
-    return reads
+def _next_deadline(tx: Tx, claims: Sequence[Claim]) -> float | None:
+    """When the next queue TTL lapses. Read ahead, before the claim's starts: read again
+    if it started a task with a queue TTL (which may have been the next to lapse)."""
+    if any(c.task.queue_ttl is not None for c in claims):
+        tx.forget_preloaded(["next_ttl_deadline"])
+    row = tx.one("next_ttl_deadline")
+    return None if row is None or row["at"] is None else float(row["at"])
 
 
 def _runnable(task: Task, kinds: frozenset[str], functions: frozenset[str] | None) -> bool:

@@ -34,6 +34,9 @@ ALL = ("all", "")
 GAP = ("dispatch", "")
 # A gap longer than this is a line that was idle, not a slot waiting to be refilled.
 MAX_GAP = 5.0
+# The latest finishes a claim reads for its dispatch gap (a claim of more starts measures
+# the gap of this many).
+GAP_FINISHES = 64
 # The forecast of work joining the line rests on the arrivals of the last this many
 # seconds (among the last SCAN events); over at least MIN_SPAN, so that the first burst
 # on a new store is not read as a rate that lasts.
@@ -263,30 +266,33 @@ def with_estimate(task: Task, estimates: Mapping[str, eta.Estimate], **changes: 
 
 def record_gap(tx: Tx, claimed: Sequence[Task], now: float) -> None:
     """Add how long the slots refilled by the tasks `claimed` at `now` stood empty to the
-    window of dispatch gaps. The claims took the slots of the latest finishes, one each;
-    a slot counts as waiting from its finish, or from when its task was queued if that
-    was later (an idle slot waits for no dispatch)."""
+    window of dispatch gaps. The claims took the slots of the latest finishes, one each
+    (of the last `GAP_FINISHES` at most); a slot counts as waiting from its finish, or
+    from when its task was queued if that was later (an idle slot waits for no dispatch)."""
     queued = sorted(now if t.queued_at is None else t.queued_at for t in claimed)
     if not queued:
         return
-    (query, params), _ = gap_reads(now, len(queued))
-    ends = sorted(float(r["at"]) for r in tx.rows(query, **params))
+    latest = tx.rows("finishes_before", **_finishes(now))[: len(queued)]
+    ends = sorted(float(r["at"]) for r in latest)
     gaps = [now - max(end, q) for end, q in zip(ends, queued[-len(ends) :], strict=False)]
     if gaps:
         _add_samples(tx, GAP, [sum(gaps) / len(gaps)], now)
 
 
-def gap_reads(now: float, claims: int) -> list[tuple[str, dict[str, Any]]]:
-    """What `record_gap` reads for `claims` claims (query, parameters)."""
-    since = {"since": now - MAX_GAP, "now": now, "n": claims}
-    return [("finishes_before", since), ("run_time_get", {"scope": GAP[0], "name": GAP[1]})]
+def _finishes(now: float) -> dict[str, Any]:
+    return {"since": now - MAX_GAP, "now": now, "n": GAP_FINISHES}
 
 
-def windows(runs: Iterable[tuple[str | None, float]]) -> list[tuple[str, str]]:
-    """The windows (scope, name) `record_runs` adds `runs` to: all tasks' and their
-    agent types'."""
+def window_reads(
+    runs: Iterable[tuple[str | None, float]], now: float
+) -> list[tuple[str, dict[str, Any]]]:
+    """The reads (query, parameters) of a claim at `now` that ends `runs`: the windows
+    `record_runs` adds them to (all tasks', their agent types'), and what `record_gap`
+    reads."""
     agents = sorted({agent for agent, _ in runs if agent is not None})
-    return [ALL, *(("agent", agent) for agent in agents)]
+    windows = [ALL, GAP, *(("agent", agent) for agent in agents)]
+    reads = [("run_time_get", {"scope": scope, "name": name}) for scope, name in windows]
+    return [*reads, ("finishes_before", _finishes(now))]
 
 
 def record_runs(tx: Tx, runs: Iterable[tuple[str | None, float]], now: float) -> None:
