@@ -1,10 +1,10 @@
 """How many round trips a node's claim costs on PostgreSQL, whatever it carries.
 
 A claim holds the store's write lock from its first round trip to its commit, so every
-round trip it waits for is time no other node can claim. Its reads go together: the
-locks and the clock; the reports' attempts, tasks and dependents; the line once the
-reports are in (and the run-time windows they add to); what it answers once its starts
-are written; then the commit. These tests count the Syncs psycopg sends (each is one
+round trip it waits for is time no other node can claim. Its reads go together: with
+the locks and the clock, the reports' attempts, tasks and dependents; once the reports
+are in, the line and what the claim answers (and the run-time windows the ends add to);
+then the commit. These tests count the Syncs psycopg sends (each is one
 round trip) for claims with more and more in them.
 """
 
@@ -18,8 +18,8 @@ from slotline.store.runs import Report
 
 pytestmark = pytest.mark.postgres
 
-# BEGIN and the locks, the read-ahead of the reports, the line and the answer, COMMIT.
-ROUND_TRIPS = 4
+# BEGIN, the locks and the read-ahead of the reports; the line and the answer; COMMIT.
+ROUND_TRIPS = 3
 
 
 @pytest.fixture

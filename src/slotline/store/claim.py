@@ -16,12 +16,11 @@ from slotline.models import Attempt, KillRequest, Kind, Status, Task, log_file
 from slotline.scheduler import backoff, policy
 from slotline.scheduler.fairness import Fairness
 from slotline.store import backoff as provider
-from slotline.store import budgets, estimates, rates
+from slotline.store import budgets, estimates, rates, read_ahead
 from slotline.store import fairness as fair
 from slotline.store.core import StoreCore
 from slotline.store.events import change, emit
 from slotline.store.queries import FIRST_PAGE, Read, Tx
-from slotline.store.read_ahead import read_ahead
 from slotline.store.rows import task_from_row
 from slotline.store.runs import Report, StartReport, end, expire, record
 from slotline.store.settings import LEASE_SECONDS, read_settings
@@ -98,7 +97,8 @@ class ClaimVerbs(StoreCore):
             functions: the function names the node runs: it claims no other callable task
                 (None: any callable task, if `kinds` has callables).
         """
-        with self._write() as tx:
+        reports: list[Report | StartReport] = [*started, *finished]
+        with self._write(ahead=read_ahead.reads(reports)) as tx:
             # The clock is read under the write lock, so that recorded starts and ends
             # follow commit order: a slot is never seen taken before it was freed.
             now = tx.now() if now is None else now
@@ -107,7 +107,7 @@ class ClaimVerbs(StoreCore):
                 functools.partial(record, tx, report) for report in started
             ]
             steps += [functools.partial(end, tx, report, now, None, runs) for report in finished]
-            with read_ahead(tx, [*started, *finished]):
+            with read_ahead.read_ahead(tx, reports):
                 refusals = _apply(tx, steps, undone=runs.clear)
             recorded, outcomes = refusals[: len(started)], refusals[len(started) :]
             mine = None if slots is None else node_id

@@ -5,10 +5,9 @@ from __future__ import annotations
 import abc
 import contextlib
 import enum
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
 
-from slotline.store.queries import Tx
+from slotline.store.queries import Read, Tx
 
 
 class Watcher(abc.ABC):
@@ -62,7 +61,7 @@ class Serial(enum.Enum):
 # Named queries a transaction will run first, with their parameters: a store with a
 # server sends them with the round trip that takes the locks. Only queries whose result
 # nothing the transaction does before them can change (`Tx.preload`).
-Ahead = Sequence[tuple[str, Mapping[str, Any]]]
+Ahead = Sequence[Read]
 
 
 class StoreCore(abc.ABC):

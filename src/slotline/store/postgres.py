@@ -27,7 +27,15 @@ from slotline.store.migrate import migrate
 from slotline.store.pg_connections import LOCK_TIMEOUT, Connection, Connections
 from slotline.store.pg_listen import ListenWatcher, channel_name, first_line, notice
 from slotline.store.pg_url import lock_key, redact, split_url
-from slotline.store.queries import ConfigCache, Cursor, Tx, config_writes, load_queries
+from slotline.store.queries import (
+    ConfigCache,
+    Cursor,
+    Read,
+    Tx,
+    config_writes,
+    load_queries,
+    statement,
+)
 
 CONNECT_TIMEOUT_S = 10
 
@@ -153,18 +161,14 @@ class PostgresStore(Store):
                 piped.execute(_LOCK, {"key": self._submits_key})
             if serial.writes:
                 piped.execute(_LOCK, {"key": self._key})
-            piped.execute(_CLOCK if self._config is None else _CLOCK_AND_CONFIG)
-            cursors = []
-            for name, params in ahead:
-                cursors.append(conn.cursor())
-                cursors[-1].execute(self._queries[name], params)
-            row = piped.fetchall()[0]
+            statements = [statement(self._queries, read) for read in ahead]
+            answers = piped.read_together(
+                [*statements, (_CLOCK if self._config is None else _CLOCK_AND_CONFIG, {})]
+            )
+            row = answers.pop()[0]
             read = [
-                (name, params, [dict(r) for r in c.fetchall()])
-                for (name, params), c in zip(ahead, cursors, strict=True)
+                (r, [dict(found) for found in rows]) for r, rows in zip(ahead, answers, strict=True)
             ]
-            for c in cursors:
-                c.close()
         except BaseException:
             _leave(pipeline)
             raise
@@ -228,8 +232,8 @@ class PostgresStore(Store):
             piped = begun.cursor if isinstance(begun.cursor, _PipelinedCursor) else None
             together = None if piped is None else piped.read_together
             tx = Tx(begun.cursor, self._queries, clock, config, self._config_writes, together)
-            for name, params, rows in begun.read:
-                tx.preload(name, params, rows)
+            for read, rows in begun.read:
+                tx.answer(read, rows)
             try:
                 yield tx
             except psycopg.Error as exc:
@@ -324,7 +328,7 @@ class _Begun:
     now: float | None
     version: int | None
     # The queries read ahead (`Ahead`), with their rows.
-    read: list[tuple[str, Mapping[str, Any], list[dict[str, Any]]]] = field(default_factory=list)
+    read: list[tuple[Read, list[dict[str, Any]]]] = field(default_factory=list)
 
 
 def _leave(pipeline: _Pipeline | None) -> None:

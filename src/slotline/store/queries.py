@@ -194,6 +194,18 @@ class Read:
     where: Where | None = None
 
 
+def statement(queries: Mapping[str, str], read: Read) -> tuple[str, Mapping[str, Any]]:
+    """The text and parameters of `read`."""
+    if read.where is None:
+        return queries[read.query], read.params
+    sql, more = read.where.compose(queries, read.query)
+    return sql, {**read.params, **more}
+
+
+def _key(sql: str, params: Mapping[str, Any]) -> tuple[str, tuple[tuple[str, Any], ...]]:
+    return sql, tuple(sorted(params.items()))
+
+
 # Reads sent together (SQL, parameters): the rows of each, in order, in one round trip.
 Together = Callable[[Sequence[tuple[str, Mapping[str, Any]]]], list[list[Any]]]
 
@@ -247,6 +259,7 @@ class Tx:
         # (`once_before_commit`), by name.
         self._last_checks: dict[str, Callable[[], None]] = {}
         # Rows read ahead for the next read of a query with the same parameters (`preload`).
+        # Keyed by the statement's text and parameters (`_key`).
         self._preloaded: dict[tuple[str, tuple[tuple[str, Any], ...]], list[dict[str, Any]]]
         self._preloaded = {}
 
@@ -257,7 +270,7 @@ class Tx:
 
     def rows(self, query: str, /, **params: Any) -> list[dict[str, Any]]:
         if self._preloaded:
-            ahead = self._preloaded.pop((query, tuple(sorted(params.items()))), None)
+            ahead = self._preloaded.pop(_key(self._queries[query], params), None)
             if ahead is not None:
                 return ahead
         config = self._config if query in CONFIG_READS else None
@@ -302,7 +315,11 @@ class Tx:
         """Give the next read of `query` with exactly `params` these rows, read ahead by
         the caller together with others (one round trip for many reads). Only for rows
         nothing in the transaction changes before that read."""
-        self._preloaded[(query, tuple(sorted(params.items())))] = rows
+        self.answer(Read(query, params), rows)
+
+    def answer(self, read: Read, rows: list[dict[str, Any]]) -> None:
+        """Give the next `read_together` (or `rows`) of `read` these rows (`preload`)."""
+        self._preloaded[_key(*statement(self._queries, read))] = rows
 
     def forget_preloaded(self, queries: Iterable[str] | None = None) -> None:
         """Drop the rows read ahead that no read took (of `queries` only, if given):
@@ -310,20 +327,25 @@ class Tx:
         if queries is None:
             self._preloaded.clear()
             return
-        names = set(queries)
-        for key in [key for key in self._preloaded if key[0] in names]:
+        texts = {self._queries[name] for name in queries}
+        for key in [key for key in self._preloaded if key[0] in texts]:
             del self._preloaded[key]
 
     def read_together(self, reads: Sequence[Read]) -> list[list[dict[str, Any]]]:
-        """The rows of each of `reads`, in one round trip on a store with a server."""
-        statements = [self._statement(read) for read in reads]
-        if self._together is None or len(statements) < 2:
-            found = []
-            for sql, params in statements:
+        """The rows of each of `reads` (given ahead, `answer`, or read now: in one round
+        trip on a store with a server)."""
+        statements = [statement(self._queries, read) for read in reads]
+        found = [self._preloaded.pop(_key(*s), None) for s in statements]
+        missing = [s for s, rows in zip(statements, found, strict=True) if rows is None]
+        if self._together is None or len(missing) < 2:
+            fresh = []
+            for sql, params in missing:
                 self._cursor.execute(sql, params)
-                found.append([dict(row) for row in self._cursor.fetchall()])
-            return found
-        return [[dict(row) for row in rows] for rows in self._together(statements)]
+                fresh.append([dict(row) for row in self._cursor.fetchall()])
+        else:
+            fresh = [[dict(row) for row in rows] for rows in self._together(missing)]
+        answers = iter(fresh)
+        return [next(answers) if rows is None else rows for rows in found]
 
     def prefetch(self, reads: Sequence[Read]) -> None:
         """On a store with a server, read now, in one round trip, what the next read of
@@ -334,12 +356,6 @@ class Tx:
             return
         for read, rows in zip(reads, self.read_together(reads), strict=True):
             self.preload(read.query, read.params, rows)
-
-    def _statement(self, read: Read) -> tuple[str, Mapping[str, Any]]:
-        if read.where is None:
-            return self._queries[read.query], read.params
-        sql, more = read.where.compose(self._queries, read.query)
-        return sql, {**read.params, **more}
 
     def _written(self, query: str) -> None:
         """Stop using the cached configuration once this transaction changes it: its own

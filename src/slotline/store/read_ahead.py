@@ -33,8 +33,11 @@ def read_ahead(tx: Tx, reports: Sequence[Report | StartReport]) -> Iterator[None
     its dependents, which are not running and so have no report of their own; a row is
     given to the first read of it only (a run that started and ended within one turn
     has two reports: the end reads again what the start changed). So what is read ahead
-    is still what each part would have read. What no part took is dropped at the end."""
-    ids = sorted({i for i in (_known_id(r.attempt_id) for r in reports) if i is not None})
+    is still what each part would have read. What no part took is dropped at the end.
+
+    Those three reads (`reads`) may have been sent ahead, with the transaction's first
+    round trip: they are then answered from there."""
+    ids = _ids(reports)
     if ids:
         _read(tx, ids)
     try:
@@ -43,15 +46,24 @@ def read_ahead(tx: Tx, reports: Sequence[Report | StartReport]) -> Iterator[None
         tx.forget_preloaded(_PRELOADED)
 
 
+def reads(reports: Sequence[Report | StartReport]) -> list[Read]:
+    """The reads `read_ahead` makes for `reports`: their attempts, those attempts' tasks
+    and those tasks' dependents, by the attempts' ids (none without a report)."""
+    ids = _ids(reports)
+    return _reads(ids) if ids else []
+
+
+def _ids(reports: Sequence[Report | StartReport]) -> list[str]:
+    return sorted({i for i in (_known_id(r.attempt_id) for r in reports) if i is not None})
+
+
+def _reads(ids: list[str]) -> list[Read]:
+    where = {name: Where().all(name, ids=tuple(ids)) for name in _BY_ATTEMPTS.values()}
+    return [Read(query, where=where[name]) for query, name in _BY_ATTEMPTS.items()]
+
+
 def _read(tx: Tx, ids: list[str]) -> None:
-    """The reports' attempts, their tasks and those tasks' dependents: three reads in one
-    round trip (the tasks and dependents found by the attempts' ids)."""
-    attempts, tasks, found = tx.read_together(
-        [
-            Read(query, where=Where().all(fragment, ids=tuple(ids)))
-            for query, fragment in _BY_ATTEMPTS.items()
-        ]
-    )
+    attempts, tasks, found = tx.read_together(_reads(ids))
     by_id = {row["id"]: row for row in attempts}
     for attempt_id in ids:
         row = by_id.get(attempt_id)

@@ -13,7 +13,7 @@ from slotline.isolation import Isolation, KeepPolicy
 from slotline.models import Status, Task, iso
 from slotline.store import dedup, deps, estimates, serving
 from slotline.store.core import Ahead, Serial, StoreCore
-from slotline.store.queries import Tx
+from slotline.store.queries import Read, Tx
 from slotline.store.rows import dumps, isolation_to_text
 from slotline.store.settings import Settings, read_settings
 from slotline.store.tasks import count_of, next_ranks, resolve
@@ -99,9 +99,9 @@ def _ahead(parsed: list[TaskSpec]) -> Ahead:
     left unused by a refused batch is rolled back with it)."""
     if not parsed:
         return ()
-    ahead: list[tuple[str, dict[str, Any]]] = [("count_pending", {})]
+    ahead = [Read("count_pending")]
     if all(spec.key is None for spec in parsed):
-        ahead.append(("counter_add", {"name": "rank", "n": len(parsed)}))
+        ahead.append(Read("counter_add", {"name": "rank", "n": len(parsed)}))
     return ahead
 
 
