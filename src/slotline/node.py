@@ -30,6 +30,7 @@ from slotline.runner import adopt
 from slotline.runner.callable import Entry, Registry, TaskFunction
 from slotline.runner.env import BASE_ALLOW
 from slotline.runner.isolate import SWEEP_INTERVAL
+from slotline.runner.outbox import Batch
 from slotline.runner.process import DEFAULT_LOG_MAX, process_start_time
 from slotline.runner.run import RunSettings, default_log_dir
 from slotline.runner.supervisor import Supervisor
@@ -91,6 +92,8 @@ class Node:
         self._changed = asyncio.Event()
         # The next tick of a recurring schedule (store clock); NaN until first asked.
         self._schedules_due: float | None = math.nan
+        # When the last claim said to look at the line again (store clock), if ever.
+        self._claim_wake: float | None = None
         # Set once the node is registered (with the functions it serves) and dispatching.
         self.ready = asyncio.Event()
         # Set once the node has reconciled the attempts it had when it last stopped.
@@ -236,6 +239,16 @@ class Node:
         if self.registry.names():
             kinds.add(Kind.CALLABLE.value)
         batch = self.supervisor.outbox.take()
+        if self._full(batch):
+            # Every slot of this node is taken and it has nothing to report: a claim
+            # could start nothing here, and would wait for the write lock to say so. It
+            # only learns, in a read, which of its runs to stop and when a queue TTL
+            # lapses (a claim then expires the task, full or not).
+            glance = await asyncio.to_thread(self.store.between_claims, self.node_id)
+            self.supervisor.settle(batch, glance)
+            wakes = [w for w in (self._claim_wake, glance.next_wake) if w is not None]
+            self._claim_wake = min(wakes, default=None)  # a claim's turn, once due
+            return self._claim_wake
         try:
             result = await asyncio.to_thread(
                 self.store.claim,
@@ -257,7 +270,17 @@ class Node:
         if result.now is not None:
             self._skew = result.now - utcnow()
         self.supervisor.settle(batch, result)
+        self._claim_wake = result.next_wake
         return result.next_wake
+
+    def _full(self, batch: Batch) -> bool:
+        """Whether this node's own slots are all taken, with no report to commit and no
+        chore of the last claim due (a TTL to expire, a delayed start, a budget's end)."""
+        if self.slots is None or batch.starts or batch.ends:
+            return False
+        wake = self._claim_wake
+        due = wake is not None and wake <= self._store_now()
+        return len(self.supervisor.runs) >= self.slots and not due
 
     async def _fire_schedules(self) -> None:
         """Submit the tasks of the schedules' due ticks (each tick once, whichever node

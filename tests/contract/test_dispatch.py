@@ -430,6 +430,27 @@ def test_a_claim_that_takes_every_slot_wakes_no_node_but_wakes_followers(
         follower.close()
 
 
+def test_a_full_node_reads_its_kill_requests_and_the_next_queue_ttl_without_claiming(
+    store: Store, submit: SubmitFn, clock: Clock
+) -> None:
+    # Given a node running one task, a cancel asked for it, and a task with a TTL in line,
+    store.set_setting("max_concurrent", 1)
+    submit("running")
+    (running,) = store.claim(NODE, now=clock.now).claims
+    store.cancel(running.task.id)
+    late = submit("late", queue_ttl=30)
+
+    # when the node reads between claims,
+    glance = store.between_claims(NODE)
+
+    # then it learns which run to stop and when to claim again, and nothing changed.
+    assert [k.attempt_id for k in glance.kills] == [running.attempt.id]
+    assert glance.next_wake == pytest.approx(late.created_at + 30, abs=1e-3)
+    assert glance.claims == []
+    assert store.get(late.id).status is Status.QUEUED
+    assert store.between_claims("another-node").kills == []
+
+
 def test_a_claim_returns_the_task_and_attempt_as_stored(
     store: Store, submit: SubmitFn, tmp_path: Path
 ) -> None:

@@ -704,3 +704,40 @@ def test_the_heartbeat_outlives_an_error_that_is_not_the_stores(
     # and the failure is in the log, with its cause.
     assert "heartbeat failed" in caplog.text
     assert "Too many open files" in caplog.text
+
+
+def test_a_node_with_every_slot_taken_reads_instead_of_claiming(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given room under the global limit, a node of one slot running a long task,
+    store.set_setting("max_concurrent", 5)
+    long = submit(store, "sleep", "30")
+    claims = claim_ends(store, monkeypatch)
+    glances: list[float] = []
+    real = store.between_claims
+
+    def between_claims(node_id: str) -> Any:
+        result = real(node_id)
+        glances.append(time.monotonic())
+        return result
+
+    monkeypatch.setattr(store, "between_claims", between_claims)
+
+    async def scenario() -> None:
+        async with running_node(store, tmp_path, slots=1):
+            await until_async(lambda: has_pid(store, long.id))
+            claimed = len(claims)
+            # when a task with a short queue TTL joins the line, the node wakes and reads
+            # (its kill requests, the next TTL) without claiming: it could start nothing;
+            late = submit(store, "true", queue_ttl=1)
+            await until_async(lambda: glances)
+            assert len(claims) == claimed
+            # at the TTL it claims, full or not, and expires the task;
+            await until_async(lambda: store.get(late.id).status is Status.EXPIRED)
+            # a cancel reaches it through that read, and the freed slot is refilled.
+            after = submit(store, "true")
+            store.cancel(long.id)
+            await until_async(lambda: store.get(after.id).status is Status.SUCCEEDED)
+
+    asyncio.run(scenario())
+    assert store.get(long.id).status is Status.CANCELLED

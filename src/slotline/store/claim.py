@@ -180,6 +180,13 @@ class ClaimVerbs(StoreCore):
         with self._transaction(write=False) as tx:
             return _kill_requests(tx, node_id)
 
+    def between_claims(self, node_id: str) -> ClaimResult:
+        """What a node whose slots are all taken needs instead of a claim, in a read: its
+        runs someone asked to stop, and when the next queue TTL lapses (`next_wake`)."""
+        with self._transaction(write=False) as tx:
+            kills = _kill_requests(tx, node_id)
+            return ClaimResult(next_wake=_deadline(tx), now=tx.now(), kills=kills)
+
 
 def _apply(
     tx: Tx, steps: Sequence[Callable[[], object]], undone: Callable[[], None]
@@ -324,6 +331,10 @@ def _next_deadline(tx: Tx, claims: Sequence[Claim]) -> float | None:
     if it started a task with a queue TTL (which may have been the next to lapse)."""
     if any(c.task.queue_ttl is not None for c in claims):
         tx.forget_preloaded(["next_ttl_deadline"])
+    return _deadline(tx)
+
+
+def _deadline(tx: Tx) -> float | None:
     row = tx.one("next_ttl_deadline")
     return None if row is None or row["at"] is None else float(row["at"])
 
