@@ -245,6 +245,8 @@ class Node:
             # only learns, in a read, which of its runs to stop and when a queue TTL
             # lapses (a claim then expires the task, full or not).
             glance = await asyncio.to_thread(self.store.between_claims, self.node_id)
+            if glance.now is not None:
+                self._skew = glance.now - utcnow()
             self.supervisor.settle(batch, glance)
             wakes = [w for w in (self._claim_wake, glance.next_wake) if w is not None]
             self._claim_wake = min(wakes, default=None)  # a claim's turn, once due

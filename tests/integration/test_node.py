@@ -67,6 +67,19 @@ def claim_ends(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[float]:
     return ends
 
 
+def calls_started(store: Store, verb: str, monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """When each call of `verb` on `store` began (monotonic clock); the real verb runs."""
+    starts: list[float] = []
+    real = getattr(store, verb)
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        starts.append(time.monotonic())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(store, verb, call)
+    return starts
+
+
 def submit(store: Store, *argv: str, **fields: object) -> Task:
     return store.submit({"command": list(argv), **fields})
 
@@ -712,26 +725,18 @@ def test_a_node_with_every_slot_taken_reads_instead_of_claiming(
     # Given room under the global limit, a node of one slot running a long task,
     store.set_setting("max_concurrent", 5)
     long = submit(store, "sleep", "30")
-    claims = claim_ends(store, monkeypatch)
-    glances: list[float] = []
-    real = store.between_claims
-
-    def between_claims(node_id: str) -> Any:
-        result = real(node_id)
-        glances.append(time.monotonic())
-        return result
-
-    monkeypatch.setattr(store, "between_claims", between_claims)
+    claims = calls_started(store, "claim", monkeypatch)
+    glances = calls_started(store, "between_claims", monkeypatch)
 
     async def scenario() -> None:
         async with running_node(store, tmp_path, slots=1):
             await until_async(lambda: has_pid(store, long.id))
-            claimed = len(claims)
-            # when a task with a short queue TTL joins the line, the node wakes and reads
-            # (its kill requests, the next TTL) without claiming: it could start nothing;
+            # when a task with a short queue TTL joins the line, the node reads (its kill
+            # requests, the next TTL) instead of claiming: it could start nothing;
+            joined = time.monotonic()
             late = submit(store, "true", queue_ttl=1)
-            await until_async(lambda: glances)
-            assert len(claims) == claimed
+            first = await until_async(lambda: min((t for t in glances if t > joined), default=0))
+            assert not [at for at in claims if joined < at < first]
             # at the TTL it claims, full or not, and expires the task;
             await until_async(lambda: store.get(late.id).status is Status.EXPIRED)
             # a cancel reaches it through that read, and the freed slot is refilled.

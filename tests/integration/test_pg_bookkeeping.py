@@ -17,8 +17,10 @@ from typing import Any
 import psycopg
 import pytest
 
+from slotline.errors import StaleAttempt
 from slotline.store import Store
 from slotline.store.pg_url import lock_key, split_url
+from waiting import until
 
 pytestmark = pytest.mark.postgres
 
@@ -36,7 +38,8 @@ def test_bookkeeping_goes_through_while_a_claim_holds_the_write_lock_and_a_run(
     store.submit_many([{"command": ["true"]} for _ in range(2)])
     ending, other = store.claim("n1").claims
     conninfo, schema = split_url(pg_url)
-    with psycopg.connect(conninfo) as holder, ThreadPoolExecutor(1) as pool:
+    # (the pool is shut down after the holder lets go: a call still waiting then ends)
+    with ThreadPoolExecutor(1) as pool, psycopg.connect(conninfo) as holder:
         # while another session holds the write lock and the row of the run it ends,
         holder.execute("SELECT pg_advisory_xact_lock(%s)", [lock_key(schema)])
         holder.execute(
@@ -46,17 +49,55 @@ def test_bookkeeping_goes_through_while_a_claim_holds_the_write_lock_and_a_run(
         def done(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
             return pool.submit(call, *args, **kwargs).result(timeout=BOUND_S)
 
-        # the node's heartbeat, its runs' usage, a lease renewal and a sample go through,
+        # the node's heartbeat goes through and renews every lease but the one being ended,
         done(store.heartbeat, "n1", lease=1000.0)
+        leases = done(_leases, store)
+        assert leases[ending.attempt.id] == ending.attempt.lease_expires_at
+        assert leases[other.attempt.id] > ending.attempt.lease_expires_at + 900
+        # and so do its runs' usage, an external runner's renewal and a sample.
         done(store.record_usage, {other.attempt.id: (12.5, 4096), ending.attempt.id: (1.0, 1)})
         done(store.renew_attempt, other.attempt.id, other.attempt.token, lease=2000.0)
         done(store.record_sample, 60.0)
+        assert done(_leases, store)[other.attempt.id] > ending.attempt.lease_expires_at + 1900
         holder.rollback()
 
-    # and they renewed and measured every run but the one being ended.
-    leases = {a.id: a.lease_expires_at for a in store.live_attempts("n1")}
-    assert leases[ending.attempt.id] == ending.attempt.lease_expires_at
-    assert leases[other.attempt.id] is not None
-    assert leases[other.attempt.id] > ending.attempt.lease_expires_at + 1000
     usage = {a.id: a.peak_rss_bytes for a in store.live_attempts("n1")}
     assert usage == {other.attempt.id: 4096, ending.attempt.id: None}
+
+
+def _leases(store: Store) -> dict[str, float | None]:
+    return {a.id: a.lease_expires_at for a in store.live_attempts("n1")}
+
+
+def test_a_lease_renewal_racing_the_runs_end_is_refused_as_stale(
+    pg_store: Store, pg_url: str
+) -> None:
+    # Given an external runner's run, whose row another session holds as it ends it,
+    store = pg_store
+    store.submit({"command": ["true"]})
+    (run,) = store.claim("n1").claims
+    conninfo, schema = split_url(pg_url)
+    with ThreadPoolExecutor(1) as pool, psycopg.connect(conninfo) as holder:
+        holder.execute(
+            f'SELECT 1 FROM "{schema}".attempts WHERE id = %s FOR UPDATE', [run.attempt.id]
+        )
+        # when the runner renews its lease meanwhile (it waits for that row),
+        renewal = pool.submit(store.renew_attempt, run.attempt.id, run.attempt.token, 600.0)
+        until(lambda: _waiting_for_a_row(holder), what="the renewal waiting for the row")
+        holder.execute(
+            f'UPDATE "{schema}".attempts SET finished_at = 1 WHERE id = %s', [run.attempt.id]
+        )
+        holder.commit()
+        # then the renewal is refused, not reported as made.
+        with pytest.raises(StaleAttempt):
+            renewal.result(timeout=BOUND_S)
+
+
+def _waiting_for_a_row(holder: psycopg.Connection[Any]) -> bool:
+    """Whether a session waits for a row `holder`'s transaction has locked."""
+    (count,) = holder.execute(
+        "SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype = 'transactionid'"
+        " AND transactionid = (SELECT backend_xid FROM pg_stat_activity"
+        " WHERE pid = pg_backend_pid())"
+    ).fetchone() or (0,)
+    return bool(count)

@@ -42,27 +42,36 @@ def syncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 @pytest.mark.parametrize("runs", [1, 4, 8])
-def test_a_claim_that_ends_and_starts_runs_takes_the_same_few_round_trips(
-    store: Store, syncs: list[int], runs: int
+@pytest.mark.parametrize("waiting", ["as many waiting", "none waiting"])
+def test_a_claim_that_ends_runs_takes_the_same_few_round_trips(
+    store: Store, syncs: list[int], runs: int, waiting: str
 ) -> None:
-    # Given `runs` running tasks of one agent type and as many more in line,
+    # Given `runs` running tasks of one agent type (with processes: their times count)
+    # and as many more in line, or none,
     store.set_setting("max_concurrent", runs)
-    store.submit_many([{"command": ["true"], "agent": "claude"} for _ in range(2 * runs)])
+    more = runs if waiting == "as many waiting" else 0
+    store.submit_many([{"command": ["true"], "agent": "claude"} for _ in range(runs + more)])
     running = store.claim("n1").claims
     assert len(running) == runs
     for claimed in running:
-        store.record_start(claimed.attempt.id, claimed.attempt.token, pid=None)
+        store.record_start(claimed.attempt.id, claimed.attempt.token, pid=4242)
     reports = [Report(c.attempt.id, c.attempt.token, 0) for c in running]
 
     # when the node reports their ends and claims in one transaction,
     syncs[0] = 0
     result = store.claim("n1", finished=reports)
 
-    # then every end is committed, every freed slot is filled again, and the claim
-    # waited for a fixed number of round trips, not for a few per run.
+    # then every end is committed, every freed slot is filled again (or the line has
+    # drained), and the claim waited for a fixed number of round trips, not for a few
+    # per run.
     assert result.finished == [None] * runs
-    assert len(result.claims) == runs
+    assert len(result.claims) == more
     assert syncs[0] == ROUND_TRIPS
+    with store._transaction(write=False) as tx:
+        times = {(r["scope"], r["name"]): r["runs"] for r in tx.rows("run_times_all")}
+    assert times[("agent", "claude")] == runs
+    if not more:
+        assert [e.kind for e in store.events()][-1] == "drained"
 
 
 def test_an_empty_claim_takes_no_more_round_trips(store: Store, syncs: list[int]) -> None:

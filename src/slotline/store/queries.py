@@ -20,7 +20,12 @@ _PARAM = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
 _ANY_PARAM = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)|%\(([a-z_][a-z0-9_]*)\)s")
 _COMMENT = re.compile(r"^\s*--.*$\n?", re.MULTILINE)
 WHERE = "/*where*/"
-_SKIP_LOCKED = "FOR UPDATE SKIP LOCKED"
+# NO KEY: what an update that changes no key takes; it does not block the inserts of rows
+# that refer to the locked one.
+_ROW_LOCKS = {
+    "{for_update}": "FOR NO KEY UPDATE",
+    "{skip_locked}": "FOR NO KEY UPDATE SKIP LOCKED",
+}
 # The first page `Tx.iter_rows` reads.
 FIRST_PAGE = 8
 
@@ -75,9 +80,11 @@ def load_queries(dialect: str) -> dict[str, str]:
     )
     text = "\n".join(entry.read_text() for entry in files)
     text = text.replace("{line_order}", policy.LINE_ORDER_SQL)
-    # Rows another transaction holds are passed over, not waited for (SQLite has one
-    # writer at a time: none is ever held).
-    text = text.replace("{skip_locked}", _SKIP_LOCKED if dialect == "postgres" else "")
+    # Row locks (SQLite has one writer at a time: it needs none): `{for_update}` locks the
+    # rows read until the transaction ends, `{skip_locked}` too but passes over rows
+    # another transaction holds instead of waiting for them.
+    for placeholder, lock in _ROW_LOCKS.items():
+        text = text.replace(placeholder, lock if dialect == "postgres" else "")
     queries = parse_queries(text)
     if dialect == "postgres":
         queries = {name: _PARAM.sub(r"%(\1)s", sql) for name, sql in queries.items()}

@@ -155,7 +155,10 @@ class RunVerbs(StoreCore):
         with self._transaction(write=True, serial=Serial.ROWS) as tx:
             now = tx.now() if now is None else now
             task, attempt = live_attempt(tx, attempt_id, token)
-            tx.run("attempt_renew_one", id=attempt.id, lease_expires_at=now + lease)
+            # Not under the write lock: a reaper or a node may have ended it since the
+            # check above (the update then waits for that end and renews nothing).
+            if tx.one("attempt_renew_one", id=attempt.id, lease_expires_at=now + lease) is None:
+                raise StaleAttempt(f"attempt {attempt.id[:8]} ended; its report was ignored")
             return task
 
 
@@ -351,7 +354,10 @@ def expire(tx: Tx, task: Task, now: float) -> None:
 
 
 def _check_reapable(tx: Tx, attempt: Attempt, now: float, grace: float) -> None:
-    lease = attempt.lease_expires_at
+    # The lease read again with the attempt's row locked: a heartbeat that has renewed it
+    # meanwhile is seen (its lock waited for), and one that comes later passes it over.
+    row = tx.one("attempt_lease_locked", id=attempt.id)
+    lease = None if row is None else row["lease_expires_at"]
     node = tx.one("node_get", id=attempt.node_id) if attempt.node_id else None
     beat = None if node is None else float(node["heartbeat_at"])
     if (lease is not None and lease >= now) or (beat is not None and beat >= now - grace):

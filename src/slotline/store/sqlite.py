@@ -135,11 +135,11 @@ class SQLiteStore(Store):
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
             sender.setblocking(False)
             for name in names:
-                if name == skip:
+                if name == skip or (full and name.startswith(_DISPATCHING)):
                     continue
                 target = os.path.join(self._wake_dir, name)
                 try:
-                    sender.sendto(_FULL if full else _CHANGED, target)
+                    sender.sendto(b"!", target)
                 except BlockingIOError:
                     pass  # its buffer is full: a wake-up is already pending there
                 except (ConnectionRefusedError, FileNotFoundError):
@@ -242,14 +242,17 @@ def _private_folder(folder: str) -> None:
         os.chmod(folder, 0o700)
 
 
-# What a commit sends each watcher: a change, or a change after which the line is full.
-_CHANGED = b"!"
-_FULL = b"f"
+# The start of a dispatching watcher's socket name: a commit after which the line is full
+# sends it nothing (`Tx.line_full`). Not a datagram of its own, which it would have to
+# read and pass over: a socket holds only a few unread datagrams (net.unix.max_dgram_qlen),
+# and one sent to a full socket is dropped, so a real wake-up could be lost behind them.
+_DISPATCHING = "d-"
 
 
 class _SocketWatcher(Watcher):
     def __init__(self, folder: str, dispatching: bool = False) -> None:
-        self.id = f"{os.getpid()}-{secrets.token_hex(4)}"
+        prefix = _DISPATCHING if dispatching else ""
+        self.id = f"{prefix}{os.getpid()}-{secrets.token_hex(4)}"
         self.dispatching = dispatching
         self._path = os.path.join(folder, self.id)
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -269,17 +272,14 @@ class _SocketWatcher(Watcher):
                 raise
         self._sock.setblocking(False)
 
-    def _wakes(self, datagram: bytes) -> bool:
-        return not (self.dispatching and datagram == _FULL)
-
     def _drain(self) -> bool:
         got = False
         while True:
             try:
-                datagram = self._sock.recv(64)
+                self._sock.recv(64)
             except BlockingIOError:
                 return got
-            got = got or self._wakes(datagram)
+            got = True
 
     async def wait(self, timeout: float | None) -> bool:
         if self._drain():
@@ -291,8 +291,7 @@ class _SocketWatcher(Watcher):
             # asyncio.timeout, not wait_for, which on Python 3.11 can swallow a
             # cancellation that comes as a datagram arrives.
             async with asyncio.timeout(timeout):
-                while not self._wakes(await loop.sock_recv(self._sock, 64)):
-                    pass
+                await loop.sock_recv(self._sock, 64)
         except TimeoutError:
             return False
         self._drain()

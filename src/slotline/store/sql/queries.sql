@@ -252,7 +252,13 @@ SELECT * FROM nodes ORDER BY id;
 UPDATE tasks SET depends_on = :depends_on WHERE id = :id;
 
 -- name: attempt_renew_one
-UPDATE attempts SET lease_expires_at = :lease_expires_at WHERE id = :id AND finished_at IS NULL;
+UPDATE attempts SET lease_expires_at = :lease_expires_at WHERE id = :id AND finished_at IS NULL
+RETURNING id;
+
+-- name: attempt_lease_locked
+-- An attempt's lease, its row locked until the transaction ends: a reaper's check, which
+-- a heartbeat (passing over a locked row) then cannot make stale.
+SELECT lease_expires_at FROM attempts WHERE id = :id {for_update};
 
 -- name: attempt_usage
 UPDATE attempts
@@ -261,7 +267,9 @@ SET cpu_percent = :cpu_percent, rss_bytes = :rss_bytes,
                             THEN :cpu_percent ELSE peak_cpu_percent END,
     peak_rss_bytes = CASE WHEN peak_rss_bytes IS NULL OR peak_rss_bytes < :rss_bytes
                           THEN :rss_bytes ELSE peak_rss_bytes END
-WHERE id IN (SELECT id FROM attempts WHERE id = :id AND finished_at IS NULL {skip_locked});
+WHERE id IN (
+  SELECT id FROM attempts WHERE id = :id AND finished_at IS NULL {skip_locked}
+);
 
 -- name: task_cancel_start_now
 UPDATE tasks SET start_now = FALSE WHERE id = :id;
