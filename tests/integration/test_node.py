@@ -726,7 +726,17 @@ def test_a_node_with_every_slot_taken_reads_instead_of_claiming(
     store.set_setting("max_concurrent", 5)
     long = submit(store, "sleep", "30")
     claims = calls_started(store, "claim", monkeypatch)
-    glances = calls_started(store, "between_claims", monkeypatch)
+    # When each read between claims began, and whether it saw a queue TTL.
+    glances: list[tuple[float, bool]] = []
+    real = store.between_claims
+
+    def between_claims(node_id: str) -> Any:
+        began = time.monotonic()
+        result = real(node_id)
+        glances.append((began, result.next_wake is not None))
+        return result
+
+    monkeypatch.setattr(store, "between_claims", between_claims)
 
     async def scenario() -> None:
         async with running_node(store, tmp_path, slots=1):
@@ -735,7 +745,7 @@ def test_a_node_with_every_slot_taken_reads_instead_of_claiming(
             # requests, the next TTL) instead of claiming: it could start nothing;
             joined = time.monotonic()
             late = submit(store, "true", queue_ttl=1)
-            first = await until_async(lambda: min((t for t in glances if t > joined), default=0))
+            first = await until_async(lambda: min((t for t, ttl in glances if ttl), default=0))
             assert not [at for at in claims if joined < at < first]
             # at the TTL it claims, full or not, and expires the task;
             await until_async(lambda: store.get(late.id).status is Status.EXPIRED)

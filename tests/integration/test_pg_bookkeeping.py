@@ -18,6 +18,7 @@ import psycopg
 import pytest
 
 from slotline.errors import StaleAttempt
+from slotline.models import Status
 from slotline.store import Store
 from slotline.store.pg_url import lock_key, split_url
 from waiting import until
@@ -101,3 +102,31 @@ def _waiting_for_a_row(holder: psycopg.Connection[Any]) -> bool:
         " WHERE pid = pg_backend_pid())"
     ).fetchone() or (0,)
     return bool(count)
+
+
+def test_a_reaper_waits_for_a_renewal_under_way_and_then_sees_it(
+    pg_store: Store, pg_url: str
+) -> None:
+    # Given a run whose lease and node have lapsed (as the store's clock will say),
+    store = pg_store
+    store.submit({"command": ["true"]})
+    (run,) = store.claim("n1").claims
+    later = run.attempt.started_at + 10_000
+    conninfo, schema = split_url(pg_url)
+    with ThreadPoolExecutor(1) as pool, psycopg.connect(conninfo) as renewer:
+        # while another session renews its lease, not yet committed (as a heartbeat),
+        renewer.execute(
+            f'UPDATE "{schema}".attempts SET lease_expires_at = %s WHERE id = %s',
+            [later + 600, run.attempt.id],
+        )
+        reaping = pool.submit(
+            store.finish, run.attempt.id, run.attempt.token, None, "reaped",
+            now=later, reap_after=1.0,
+        )  # fmt: skip
+        # a reaper checks the lease only once that renewal is in,
+        until(lambda: _waiting_for_a_row(renewer), what="the reaper waiting for the row")
+        renewer.commit()
+        # and so does not reap a run whose lease was just renewed.
+        with pytest.raises(StaleAttempt, match="alive"):
+            reaping.result(timeout=BOUND_S)
+    assert store.get(run.task.id).status is Status.RUNNING

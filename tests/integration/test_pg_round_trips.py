@@ -10,10 +10,13 @@ round trip) for claims with more and more in them.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from psycopg import _pipeline_base
 
-from slotline.store import Store
+from slotline.models import Status
+from slotline.store import Claim, Store, estimates, open_store
 from slotline.store.runs import Report
 
 pytestmark = pytest.mark.postgres
@@ -63,10 +66,11 @@ def test_a_claim_that_ends_runs_takes_the_same_few_round_trips(
 
     # then every end is committed, every freed slot is filled again (or the line has
     # drained), and the claim waited for a fixed number of round trips, not for a few
-    # per run.
+    # per run (one more when it drains the line: it asks, under the events lock, whether
+    # anything is left to run).
     assert result.finished == [None] * runs
     assert len(result.claims) == more
-    assert syncs[0] == ROUND_TRIPS
+    assert syncs[0] == ROUND_TRIPS + (0 if more else 1)
     with store._transaction(write=False) as tx:
         times = {(r["scope"], r["name"]): r["runs"] for r in tx.rows("run_times_all")}
     assert times[("agent", "claude")] == runs
@@ -79,3 +83,35 @@ def test_an_empty_claim_takes_no_more_round_trips(store: Store, syncs: list[int]
     syncs[0] = 0
     assert store.claim("n1").claims == []
     assert syncs[0] <= ROUND_TRIPS
+
+
+def test_a_submit_committed_while_a_claim_decides_keeps_it_from_saying_drained(
+    store: Store, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the last task running,
+    store.submit({"command": ["true"]})
+    (run,) = store.claim("n1").claims
+    other = open_store(pg_url)
+    late: list[str] = []
+    record_runs = estimates.record_runs
+
+    def submitting(*args: Any, **kwargs: Any) -> None:
+        # (a submit takes the submit lock, not the write lock the claim holds)
+        late.append(other.submit({"command": ["true"]}).id)
+        record_runs(*args, **kwargs)
+
+    # when a claim ends it and, while it decides, another process submits a task,
+    monkeypatch.setattr(estimates, "record_runs", submitting)
+    try:
+        store.claim("n1", kinds=frozenset({"callable"}), finished=[_report(run)])
+    finally:
+        other.close()
+
+    # then the line has not drained: a task waits in it.
+    assert late
+    assert store.get(late[0]).status is Status.QUEUED
+    assert "drained" not in [e.kind for e in store.events()]
+
+
+def _report(claim: Claim) -> Report:
+    return Report(claim.attempt.id, claim.attempt.token, 0)

@@ -13,7 +13,7 @@ from typing import Any
 from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel, ConfigDict, Field
 
-from slotline.models import Kind, Task, iso, utcnow
+from slotline.models import Kind, Task, iso
 from slotline.server.auth import Principal
 from slotline.server.context import Admin, ServerState, State, Writer
 from slotline.server.errors import ERROR_RESPONSES
@@ -109,7 +109,9 @@ async def heartbeat(
 ) -> dict[str, Any]:
     """Renew the attempt's lease. `stop_requested` says whether to stop and report."""
     await _owned(state, who, attempt_id)
-    now = utcnow()
+    # The store's clock, which reaping compares leases with (the database server's on
+    # PostgreSQL), not this server's.
+    now = await state.call(state.store.clock)
     task: Task = await state.call(
         state.store.renew_attempt, attempt_id, body.token, body.lease, now
     )

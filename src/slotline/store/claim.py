@@ -111,7 +111,7 @@ class ClaimVerbs(StoreCore):
                 refusals = _apply(tx, steps, undone=runs.clear)
             recorded, outcomes = refusals[: len(started)], refusals[len(started) :]
             mine = None if slots is None else node_id
-            tx.prefetch(_snapshot_reads(node_id, now, runs, mine, bool(finished)))
+            tx.prefetch(_snapshot_reads(node_id, now, runs, mine))
             estimates.record_runs(tx, runs, now)
             expired = tx.rows("tasks_ttl_due", now=now)
             if expired:  # what was read ahead has them as they were
@@ -171,7 +171,7 @@ class ClaimVerbs(StoreCore):
             deadline = _next_deadline(tx, claims)
             wakes = [w for w in (decided.next_wake, deadline, *freed) if w is not None]
             kills = _kill_requests(tx, node_id)
-            tx.forget_preloaded(_ANSWER)  # what it did not need; the drained check is left
+            tx.forget_preloaded()  # what it did not need
             wake = min(wakes) if wakes else None
             return ClaimResult(claims, wake, now, outcomes, recorded, kills)
 
@@ -299,32 +299,19 @@ def _start(
     return Claim(claimed, attempt)
 
 
-# The reads of the line a claim decides on, read ahead together once its reports are in,
-# and those of its answer.
+# The reads of the line a claim decides on, read ahead together once its reports are in.
 _SNAPSHOT = ("tasks_ttl_due", "tasks_running", "tasks_start_now", "tasks_queued_in_order")
-_ANSWER = (
-    "next_ttl_deadline",
-    "tasks_kill_requested",
-    "run_time_get",
-    "finishes_before",
-    "count_running_on_node",
-)
 
 
 def _snapshot_reads(
-    node_id: str,
-    now: float,
-    runs: Sequence[tuple[str | None, float]],
-    mine: str | None,
-    ended: bool,
+    node_id: str, now: float, runs: Sequence[tuple[str | None, float]], mine: str | None
 ) -> list[Read]:
     """What a claim reads once its reports are in, all in one round trip: the tasks due
     to expire and the line as it stands (its first page); for its answer, the next
     queue-TTL deadline and the node's runs to stop (which its starts do not change, but
     for a start of a task with a TTL: `_next_deadline`); the windows of run times its
-    reports and starts add to, with the latest finishes (`estimates`); with `mine`, the
-    count of that node's runs; and if it `ended` runs, whether anything is left to run
-    (`notify.after_end`'s check at the commit, made if the claim starts nothing)."""
+    reports and starts add to, with the latest finishes (`estimates`); and, with `mine`,
+    the count of that node's runs."""
     reads = [
         Read("tasks_ttl_due", {"now": now}),
         Read("tasks_running"),
@@ -336,8 +323,6 @@ def _snapshot_reads(
     ]
     if mine is not None:
         reads.append(Read("count_running_on_node", {"node_id": mine}))
-    if ended:
-        reads.append(Read("tasks_active_any"))
     return reads
 
 

@@ -260,7 +260,14 @@ class PostgresStore(Store):
     def _before_commit(self, tx: Tx, serial: Serial) -> None:
         """The last statements of a write, sent with its COMMIT: the count deltas folded
         (see `_FOLD_COUNTS`), then its events, under the events lock, which the commit
-        releases: so a reader that has seen `seq` n never later sees a smaller one."""
+        releases: so a reader that has seen `seq` n never later sees a smaller one.
+
+        A check left for the commit (is the line drained?) reads the end state under
+        that lock already: every write that changes a task appends an event, so takes
+        it before its commit, and none can commit between the check and this commit."""
+        locked = tx.checks_left
+        if locked:
+            tx.cursor.execute(_LOCK, {"key": self._events_key})
         tx.run_last_checks()
         if self._config is not None:  # migrated
             if serial.writes:
@@ -271,7 +278,8 @@ class PostgresStore(Store):
                     tx.cursor.execute(_TRY_FOLD_COUNTS, {"key": self._key})
         events = tx.take_events()
         if events:
-            tx.cursor.execute(_LOCK, {"key": self._events_key})
+            if not locked:
+                tx.cursor.execute(_LOCK, {"key": self._events_key})
             columns = {name: [event[name] for event in events] for name in _EVENT_COLUMNS}
             # One type per array: a caller's `now` may be an int beside the clock's floats.
             columns["at"] = [float(at) for at in columns["at"]]

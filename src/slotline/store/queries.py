@@ -302,6 +302,11 @@ class Tx:
         (a claim) would otherwise make after each (a round trip apiece on PostgreSQL)."""
         self._last_checks[name] = check
 
+    @property
+    def checks_left(self) -> bool:
+        """Whether checks are left for the commit (`once_before_commit`)."""
+        return bool(self._last_checks)
+
     def run_last_checks(self) -> None:
         """Make the checks left for the commit (the store calls it before its last
         statements)."""
