@@ -21,7 +21,7 @@ from slotline.models import Status, Usage
 from slotline.store import Report, Store, open_store
 from slotline.store.pg_url import split_url
 from slotline.store.postgres import FOLD_EVERY
-from slotline.store.queries import load_queries
+from slotline.store.statements import load_queries
 
 COMMAND = {"command": ["true"]}
 

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from slotline.store import open_store
-from slotline.store.queries import Where, load_queries
+from slotline.store.statements import Where, load_queries
 
 pytestmark = pytest.mark.postgres
 

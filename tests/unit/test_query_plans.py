@@ -13,7 +13,7 @@ import pytest
 
 from slotline.scheduler import policy
 from slotline.store import open_store
-from slotline.store.queries import load_queries
+from slotline.store.statements import load_queries
 
 EXPECTED = {
     "tasks_ttl_due": "tasks_ttl_deadline",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from slotline.store.queries import Composed, Where, load_queries
+from slotline.store.statements import Composed, Where, load_queries
 
 
 def test_a_tuple_parameter_becomes_one_parameter_per_value_in_either_style() -> None:

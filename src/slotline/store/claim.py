@@ -20,10 +20,11 @@ from slotline.store import budgets, estimates, rates, read_ahead
 from slotline.store import fairness as fair
 from slotline.store.core import StoreCore
 from slotline.store.events import change, emit
-from slotline.store.queries import FIRST_PAGE, Read, Tx
+from slotline.store.queries import FIRST_PAGE, Tx
 from slotline.store.rows import task_from_row
 from slotline.store.runs import Report, StartReport, end, expire, record
 from slotline.store.settings import LEASE_SECONDS, read_settings
+from slotline.store.statements import Read
 from slotline.store.tasks import count_of
 from slotline.transitions import StopRequest, check_transition
 

@@ -7,7 +7,8 @@ import contextlib
 import enum
 from collections.abc import Iterator, Sequence
 
-from slotline.store.queries import Read, Tx
+from slotline.store.queries import Tx
+from slotline.store.statements import Read
 
 
 class Watcher(abc.ABC):

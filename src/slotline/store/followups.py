@@ -13,7 +13,7 @@ from slotline.models import Task, Usage
 from slotline.spend import NO_VALUE, Spent, SpentRun
 from slotline.store.core import Serial, StoreCore
 from slotline.store.events import emit
-from slotline.store.queries import Where
+from slotline.store.statements import Where
 from slotline.store.submit import create_tasks
 from slotline.store.tasks import resolve
 

@@ -25,9 +25,10 @@ from typing import TYPE_CHECKING
 from slotline.models import Attempt, Priority, Status, Task, TaskPage
 from slotline.scheduler import eta, policy
 from slotline.store import budgets, estimates
-from slotline.store.queries import Tx, Where
+from slotline.store.queries import Tx
 from slotline.store.rows import attempt_from_row, task_from_row
 from slotline.store.settings import read_settings
+from slotline.store.statements import Where
 from slotline.store.tasks import count_of, ordered_queue, reordered, resolve
 
 if TYPE_CHECKING:

@@ -7,7 +7,8 @@ from __future__ import annotations
 from importlib import resources
 
 from slotline.errors import SchemaTooNew
-from slotline.store.queries import Tx, split_statements
+from slotline.store.queries import Tx
+from slotline.store.statements import split_statements
 
 # Not named queries: DDL cannot be prepared, and these run before the schema exists.
 _VERSION_TABLE = "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"

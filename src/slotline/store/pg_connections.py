@@ -21,7 +21,7 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from slotline.errors import StoreError
 from slotline.store.pg_listen import first_line
-from slotline.store.queries import Composed
+from slotline.store.statements import Composed
 
 # How many connections a store may open: a claim, a report's commit and a heartbeat of
 # the node, and a read of the server, at once. A CLI command uses one.

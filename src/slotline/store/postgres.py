@@ -27,15 +27,8 @@ from slotline.store.migrate import migrate
 from slotline.store.pg_connections import LOCK_TIMEOUT, Connection, Connections
 from slotline.store.pg_listen import ListenWatcher, channel_name, first_line, notice
 from slotline.store.pg_url import lock_key, redact, split_url
-from slotline.store.queries import (
-    ConfigCache,
-    Cursor,
-    Read,
-    Tx,
-    config_writes,
-    load_queries,
-    statement,
-)
+from slotline.store.queries import ConfigCache, Cursor, Tx, config_writes
+from slotline.store.statements import Read, load_queries, statement
 
 CONNECT_TIMEOUT_S = 10
 

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 from slotline.bounds import parse_id
 from slotline.errors import InvalidInput
-from slotline.store.queries import Read, Tx, Where
+from slotline.store.queries import Tx
+from slotline.store.statements import Read, Where
 
 if TYPE_CHECKING:
     from slotline.store.runs import Report, StartReport

@@ -10,9 +10,10 @@ from slotline.models import Attempt, Status, Task, TaskPage
 from slotline.store import backoff, budgets, estimates, listing, rates, serving
 from slotline.store.core import StoreCore
 from slotline.store.events import last_seq
-from slotline.store.queries import Tx, Where
+from slotline.store.queries import Tx
 from slotline.store.rows import attempt_from_row, task_from_row
 from slotline.store.settings import Settings, read_settings
+from slotline.store.statements import Where
 from slotline.store.tasks import (
     count_of,
     load,

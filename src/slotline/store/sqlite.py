@@ -25,7 +25,8 @@ from slotline.errors import StoreError
 from slotline.store.base import Store
 from slotline.store.core import Ahead, Serial, Watcher
 from slotline.store.migrate import migrate
-from slotline.store.queries import Tx, load_queries
+from slotline.store.queries import Tx
+from slotline.store.statements import load_queries
 
 BUSY_TIMEOUT_MS = 60_000
 # The WAL is copied back into the database file (a checkpoint, which syncs the file) by a

@@ -13,9 +13,10 @@ from slotline.isolation import Isolation, KeepPolicy
 from slotline.models import Status, Task, iso
 from slotline.store import dedup, deps, estimates, serving
 from slotline.store.core import Ahead, Serial, StoreCore
-from slotline.store.queries import Read, Tx
+from slotline.store.queries import Tx
 from slotline.store.rows import dumps, isolation_to_text
 from slotline.store.settings import Settings, read_settings
+from slotline.store.statements import Read
 from slotline.store.tasks import count_of, next_ranks, resolve
 
 if TYPE_CHECKING:  # imported when used: a read needs no pydantic model
