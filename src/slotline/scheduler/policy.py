@@ -194,14 +194,15 @@ class _Usage:
                 return False
         return True
 
-    def pool_full(self) -> bool:
-        return self.global_count >= self.limits.max_concurrent
+    def closed(self) -> bool:
+        """Every slot of `max_concurrent` is taken and no queued task may go past it (no
+        agent type is exempt): only a "start now" task could start."""
+        return not self.limits.exempt_agents and self.global_count >= self.limits.max_concurrent
 
 
 def pool_full(limits: Limits, running: Iterable[Placeable]) -> bool:
-    """Whether `running` takes every slot of `max_concurrent` and no queued task may go
-    past it (no agent type is exempt): only a "start now" task could start."""
-    return not limits.exempt_agents and _Usage(limits, running).pool_full()
+    """Whether `running` closes the pool (`_Usage.closed`)."""
+    return _Usage(limits, running).closed()
 
 
 def plan(snapshot: Snapshot[T], runnable: Callable[[T], bool] | None = None) -> Plan[T]:
@@ -242,9 +243,8 @@ def plan(snapshot: Snapshot[T], runnable: Callable[[T], bool] | None = None) -> 
         line = fair_line(
             line, snapshot.fairness, snapshot.passes, lambda t: band_key(t, now, aging), turns
         )
-    exempt = snapshot.limits.exempt_agents
     for task in line:
-        if usage.pool_full() and not exempt:
+        if usage.closed():
             break
         if task.id in started or not can_run(task):
             continue
@@ -268,6 +268,6 @@ def plan(snapshot: Snapshot[T], runnable: Callable[[T], bool] | None = None) -> 
             usage.add(task)
             if book is not None:
                 book.record(task, now)
-            if usage.pool_full() and not exempt:
+            if usage.closed():
                 break  # not even reading the next task (a claim reads the line in pages)
     return Plan(start=starts, next_wake=min(wake) if wake else None)

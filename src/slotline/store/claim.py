@@ -111,8 +111,7 @@ class ClaimVerbs(StoreCore):
             with read_ahead.read_ahead(tx, reports):
                 refusals = _apply(tx, steps, undone=runs.clear)
             recorded, outcomes = refusals[: len(started)], refusals[len(started) :]
-            mine = None if slots is None else node_id
-            tx.prefetch(_snapshot_reads(node_id, now, runs, mine))
+            tx.prefetch(_snapshot_reads(node_id, now, runs, slots is not None))
             estimates.record_runs(tx, runs, now)
             expired = tx.rows("tasks_ttl_due", now=now)
             if expired:  # what was read ahead has them as they were
@@ -146,9 +145,9 @@ class ClaimVerbs(StoreCore):
             )
             decided = policy.plan(snapshot, runnable=lambda t: _runnable(t, kinds, functions))
             starts = decided.start
-            if mine is not None and slots is not None:
+            if slots is not None:
                 # The first starts of the plan are what a plan with fewer slots starts.
-                free = slots - count_of(tx, "count_running_on_node", node_id=mine)
+                free = slots - count_of(tx, "count_running_on_node", node_id=node_id)
                 starts = starts[: max(0, free)]
             tx.forget_preloaded(_SNAPSHOT)  # what the plan did not take
             claims = [_start(tx, s, node_id, now, lease, log_dir) for s in starts]
@@ -305,14 +304,14 @@ _SNAPSHOT = ("tasks_ttl_due", "tasks_running", "tasks_start_now", "tasks_queued_
 
 
 def _snapshot_reads(
-    node_id: str, now: float, runs: Sequence[tuple[str | None, float]], mine: str | None
+    node_id: str, now: float, runs: Sequence[tuple[str | None, float]], counted: bool
 ) -> list[Read]:
     """What a claim reads once its reports are in, all in one round trip: the tasks due
     to expire and the line as it stands (its first page); for its answer, the next
     queue-TTL deadline and the node's runs to stop (which its starts do not change, but
     for a start of a task with a TTL: `_next_deadline`); the windows of run times its
-    reports and starts add to, with the latest finishes (`estimates`); and, with `mine`,
-    the count of that node's runs."""
+    reports and starts add to, with the latest finishes (`estimates`); and, if `counted`
+    (the node has `slots`), the count of the node's runs."""
     reads = [
         Read("tasks_ttl_due", {"now": now}),
         Read("tasks_running"),
@@ -322,8 +321,8 @@ def _snapshot_reads(
         Read("tasks_kill_requested", {"node_id": node_id}),
         *(Read(query, params) for query, params in estimates.window_reads(runs, now)),
     ]
-    if mine is not None:
-        reads.append(Read("count_running_on_node", {"node_id": mine}))
+    if counted:
+        reads.append(Read("count_running_on_node", {"node_id": node_id}))
     return reads
 
 

@@ -59,9 +59,9 @@ class Serial(enum.Enum):
         return self in (Serial.WRITES, Serial.BOTH)
 
 
-# Named queries a transaction will run first, with their parameters: a store with a
-# server sends them with the round trip that takes the locks. Only queries whose result
-# nothing the transaction does before them can change (`Tx.preload`).
+# Reads a transaction will make first: a store with a server sends them with the round
+# trip that takes the locks. Only reads whose result nothing the transaction does before
+# them can change (`Tx.answer`).
 Ahead = Sequence[Read]
 
 

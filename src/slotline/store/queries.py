@@ -231,7 +231,7 @@ class Tx:
         if self._together is None or not reads:
             return
         for read, rows in zip(reads, self.read_together(reads), strict=True):
-            self.preload(read.query, read.params, rows)
+            self.answer(read, rows)
 
     def _written(self, query: str) -> None:
         """Stop using the cached configuration once this transaction changes it: its own

@@ -30,11 +30,12 @@ _PRELOADED = ("attempt_get", "task_get", "dependents_of")
 def read_ahead(tx: Tx, reports: Sequence[Report | StartReport]) -> Iterator[None]:
     """Within it: read the attempts, tasks and dependents that `record` and `end` read
     for each of `reports` in three reads for them all, sent together (one round trip on
-    PostgreSQL), not three for each. Each report's part changes only its own task and attempt and
-    its dependents, which are not running and so have no report of their own; a row is
-    given to the first read of it only (a run that started and ended within one turn
-    has two reports: the end reads again what the start changed). So what is read ahead
-    is still what each part would have read. What no part took is dropped at the end.
+    PostgreSQL), not three for each. Each report's part changes only its own task and
+    attempt and its dependents, which are not running and so have no report of their
+    own; a row is given to the first read of it only (a run that started and ended
+    within one turn has two reports: the end reads again what the start changed). So
+    what is read ahead is still what each part would have read. What no part took is
+    dropped at the end.
 
     Those three reads (`reads`) may have been sent ahead, with the transaction's first
     round trip: they are then answered from there."""
@@ -59,8 +60,8 @@ def _ids(reports: Sequence[Report | StartReport]) -> list[str]:
 
 
 def _reads(ids: list[str]) -> list[Read]:
-    where = {name: Where().all(name, ids=tuple(ids)) for name in _BY_ATTEMPTS.values()}
-    return [Read(query, where=where[name]) for query, name in _BY_ATTEMPTS.items()]
+    by_ids = tuple(ids)
+    return [Read(q, where=Where().all(f, ids=by_ids)) for q, f in _BY_ATTEMPTS.items()]
 
 
 def _read(tx: Tx, ids: list[str]) -> None:
