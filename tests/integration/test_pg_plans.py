@@ -15,9 +15,13 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
+from psycopg import sql
 
-from slotline.store import open_store
-from slotline.store.statements import Where, load_queries
+from slotline.store import open_store, read_ahead
+from slotline.store.claim import _snapshot_reads
+from slotline.store.postgres import _BY_INDEX, _INDEXED
+from slotline.store.runs import Report, StartReport
+from slotline.store.statements import Ids, Read, Where, load_queries, statement
 
 pytestmark = pytest.mark.postgres
 
@@ -63,12 +67,88 @@ def test_a_nodes_reads_of_its_own_runs_keep_an_index_plan_as_attempts_grow(
     args = ", ".join("'n1'" if name == "node_id" else "0" for name in names)
     conn.execute("SET plan_cache_mode = force_generic_plan")
     conn.execute("SET enable_bitmapscan = off")  # as in a write transaction
+    conn.execute("SET enable_seqscan = off")
     conn.execute(f"PREPARE own AS {sql}")
     conn.execute(f"EXECUTE own({args})")  # its generic plan, made on an empty table
     _grow(conn, pg_url, 3000)
     plan = "\n".join(str(row[0]) for row in conn.execute(f"EXPLAIN EXECUTE own({args})"))
     assert "Seq Scan on attempts" not in plan, plan
     assert "attempts_live" in plan, plan
+
+
+def _by_index_reads() -> list[Read]:
+    """The reads a claim makes by index (`Read.by_index`), with parameters as a claim's:
+    its reports' attempts, their tasks and dependents; the line and its answer."""
+    reports = [Report("a" * 32, "t", 0), StartReport("b" * 32, "t", 42, None, None)]
+    snapshot = _snapshot_reads("n1", 1.0, [("claude", 2.0)], counted=True)
+    reads = [*read_ahead.reads(reports), *snapshot]
+    assert all(read.by_index for read in reads)
+    return reads
+
+
+def _literal(conn: psycopg.Connection[tuple[object, ...]], value: object) -> str:
+    if isinstance(value, Ids):
+        value = list(value)
+    return sql.Literal(value).as_string(conn)
+
+
+def test_a_claims_reads_by_index_keep_index_plans_as_their_tables_grow(
+    conn: psycopg.Connection[tuple[object, ...]], pg_url: str
+) -> None:
+    """Each read by index is prepared as the store sends it and gets its generic plan
+    under the same settings, on a new store's empty tables; the tables grow; each plan
+    still reads through an index, never a whole table."""
+    queries = load_queries("postgres")
+    calls = {}
+    with conn.transaction():
+        conn.execute("SET LOCAL enable_bitmapscan = off")  # as in a write transaction
+        conn.execute(_BY_INDEX)  # as before the store's reads by index
+        for n, read in enumerate(_by_index_reads()):
+            text, params = statement(queries, read)
+            positional, names = _positional(_INDEXED + text)
+            conn.execute(f"PREPARE r{n} AS {positional}")
+            args = ", ".join(_literal(conn, params[name]) for name in names)
+            calls[read.query] = f"r{n}({args})" if names else f"r{n}"
+            conn.execute(f"EXECUTE {calls[read.query]}")  # its plan, on empty tables
+    _grow(conn, pg_url, 3000)
+    conn.execute("INSERT INTO deps (task_id, dep_id) SELECT id, id FROM tasks")
+    conn.execute("UPDATE tasks SET status = 'running' WHERE id IN (SELECT id FROM tasks LIMIT 50)")
+    conn.execute("INSERT INTO run_times (scope, name, samples, estimate, runs, updated_at) "
+                 "SELECT 'agent', md5(id), '[]', 1, 1, 0 FROM tasks")  # fmt: skip
+    with conn.transaction():
+        conn.execute(_BY_INDEX)
+        for query, call in calls.items():
+            plan = "\n".join(str(row[0]) for row in conn.execute(f"EXPLAIN EXECUTE {call}"))
+            assert "Seq Scan" not in plan, f"{query}:\n{plan}"
+            assert re.search(r"Index (Only )?Scan", plan), f"{query}:\n{plan}"
+
+
+def test_a_claims_reads_by_index_are_planned_once(pg_url: str) -> None:
+    """After a few claims, each read by index runs prepared, on the plan made once (its
+    generic plan), not planned anew for its parameters at each claim."""
+    store = open_store(pg_url)
+    store._connections.size = 1  # every transaction on the one connection asked below
+    try:
+        store.set_setting("max_concurrent", 1)
+        store.submit_many([{"command": ["true"], "agent": "claude"} for _ in range(12)])
+        reports: list[Report] = []
+        for _ in range(10):
+            (claimed,) = store.claim("n1", slots=2, finished=reports).claims
+            reports = [Report(claimed.attempt.id, claimed.attempt.token, 0)]
+        with store._transaction(write=False) as tx:
+            tx.cursor.execute(
+                "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements"
+            )
+            by_index = [row for row in tx.cursor.fetchall() if _INDEXED in row["statement"]]
+    finally:
+        store.close()
+    assert {read.query for read in _by_index_reads()} <= {
+        name for name, text in load_queries("postgres").items()
+        if any(_positional(text)[0] in row["statement"] for row in by_index)
+    }  # fmt: skip
+    for row in by_index:
+        assert row["custom_plans"] == 0, row
+        assert row["generic_plans"] > 0, row
 
 
 @pytest.mark.parametrize("write", [True, False], ids=["write", "read"])
@@ -80,7 +160,7 @@ def test_a_composed_query_is_planned_for_its_parameters(pg_url: str, write: bool
     store = open_store(pg_url)
     try:
         with store._transaction(write=write) as tx:
-            where = Where().all("attempts_where_ids", ids=("a" * 32, "b" * 32))
+            where = Where().all("attempts_where_tasks", ids=("a" * 32, "b" * 32))
             for _ in range(8):
                 tx.select("attempts_page", where)
                 tx.rows("attempt_get", id="c" * 32)

@@ -14,20 +14,20 @@ def test_a_tuple_parameter_becomes_one_parameter_per_value_in_either_style() -> 
     ):
         queries = load_queries(dialect)
         sql, params = (
-            Where().all("tasks_where_ids", ids=("a", "b")).compose(queries, "tasks_selected")
+            Where().all("attempts_where_tasks", ids=("a", "b")).compose(queries, "attempts_page")
         )
         assert isinstance(sql, Composed)
-        assert f"id IN ({first}, {second})" in sql
+        assert f"task_id IN ({first}, {second})" in sql
         assert params == {"ids_0_0": "a", "ids_0_1": "b"}
 
 
 def test_each_use_of_a_fragment_gets_its_own_names_beside_a_list() -> None:
     where = (
         Where()
-        .all("tasks_where_ids", ids=("a", "b", "c"))
+        .all("attempts_where_tasks", ids=("a", "b", "c"))
         .any("tasks_where_status", [{"status": "queued"}, {"status": "running"}])
     )
-    sql, params = where.compose(load_queries("sqlite"), "tasks_selected")
+    sql, params = where.compose(load_queries("sqlite"), "tasks_page_count")
     assert params == {
         "ids_0_0": "a", "ids_0_1": "b", "ids_0_2": "c", "status_3": "queued", "status_4": "running",
     }  # fmt: skip
@@ -36,4 +36,4 @@ def test_each_use_of_a_fragment_gets_its_own_names_beside_a_list() -> None:
 
 def test_an_empty_list_is_refused_rather_than_run_differently_per_store() -> None:
     with pytest.raises(ValueError, match="empty list"):
-        Where().all("tasks_where_ids", ids=()).compose(load_queries("sqlite"), "tasks_selected")
+        Where().all("attempts_where_tasks", ids=()).compose(load_queries("sqlite"), "attempts_page")

@@ -313,16 +313,16 @@ def _snapshot_reads(
     reports and starts add to, with the latest finishes (`estimates`); and, if `counted`
     (the node has `slots`), the count of the node's runs."""
     reads = [
-        Read("tasks_ttl_due", {"now": now}),
-        Read("tasks_running"),
-        Read("tasks_start_now"),
-        Read("tasks_queued_in_order", {"limit": FIRST_PAGE, "offset": 0}),
-        Read("next_ttl_deadline"),
-        Read("tasks_kill_requested", {"node_id": node_id}),
-        *(Read(query, params) for query, params in estimates.window_reads(runs, now)),
+        Read("tasks_ttl_due", {"now": now}, by_index=True),
+        Read("tasks_running", by_index=True),
+        Read("tasks_start_now", by_index=True),
+        Read("tasks_queued_in_order", {"limit": FIRST_PAGE, "offset": 0}, by_index=True),
+        Read("next_ttl_deadline", by_index=True),
+        Read("tasks_kill_requested", {"node_id": node_id}, by_index=True),
+        *(Read(q, params, by_index=True) for q, params in estimates.window_reads(runs, now)),
     ]
     if counted:
-        reads.append(Read("count_running_on_node", {"node_id": node_id}))
+        reads.append(Read("count_running_on_node", {"node_id": node_id}, by_index=True))
     return reads
 
 

@@ -17,11 +17,12 @@ import psycopg
 from psycopg import sql
 from psycopg.abc import Params
 from psycopg.rows import DictRow, dict_row
+from psycopg.types.array import ListBinaryDumper, ListDumper
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from slotline.errors import StoreError
 from slotline.store.pg_listen import first_line
-from slotline.store.statements import Composed
+from slotline.store.statements import Composed, Ids
 
 # How many connections a store may open: a claim, a report's commit and a heartbeat of
 # the node, and a read of the server, at once. A CLI command uses one.
@@ -99,6 +100,9 @@ class Connections:
 
     def _configure(self, conn: Connection) -> None:
         conn.cursor_factory = _Cursor
+        # An `Ids` parameter is an array (`= ANY(...)`), as a list would be.
+        conn.adapters.register_dumper(Ids, ListDumper)
+        conn.adapters.register_dumper(Ids, ListBinaryDumper)
         conn.execute(self._search_path)
         conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(LOCK_TIMEOUT)))
         conn.execute(

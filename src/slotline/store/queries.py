@@ -77,8 +77,9 @@ def _key(sql: str, params: Mapping[str, Any]) -> tuple[str, tuple[tuple[str, Any
     return sql, tuple(sorted(params.items()))
 
 
-# Reads sent together (SQL, parameters): the rows of each, in order, in one round trip.
-Together = Callable[[Sequence[tuple[str, Mapping[str, Any]]]], list[list[Any]]]
+# Reads sent together (SQL, parameters), the first `n` of them by index (`Read.by_index`):
+# the rows of each, in order, in one round trip.
+Together = Callable[[Sequence[tuple[str, Mapping[str, Any]]], int], list[list[Any]]]
 
 
 class Cursor(Protocol):
@@ -210,18 +211,23 @@ class Tx:
     def read_together(self, reads: Sequence[Read]) -> list[list[dict[str, Any]]]:
         """The rows of each of `reads` (given ahead, `answer`, or read now: in one round
         trip on a store with a server)."""
-        statements = [statement(self._queries, read) for read in reads]
-        found = [self._preloaded.pop(_key(*s), None) for s in statements]
-        missing = [s for s, rows in zip(statements, found, strict=True) if rows is None]
-        if self._together is None or len(missing) < 2:
+        found = [self._preloaded.pop(_key(*statement(self._queries, r)), None) for r in reads]
+        # Those read now, those by index first (see `Together`).
+        missing = sorted(
+            (i for i, rows in enumerate(found) if rows is None), key=lambda i: not reads[i].by_index
+        )
+        statements = [statement(self._queries, reads[i]) for i in missing]
+        indexed = sum(reads[i].by_index for i in missing)
+        if self._together is None or (len(missing) < 2 and not indexed):
             fresh = []
-            for sql, params in missing:
+            for sql, params in statements:
                 self._cursor.execute(sql, params)
                 fresh.append([dict(row) for row in self._cursor.fetchall()])
         else:
-            fresh = [[dict(row) for row in rows] for rows in self._together(missing)]
-        answers = iter(fresh)
-        return [next(answers) if rows is None else rows for rows in found]
+            fresh = [[dict(row) for row in rows] for rows in self._together(statements, indexed)]
+        for i, rows in zip(missing, fresh, strict=True):
+            found[i] = rows
+        return [rows or [] for rows in found]
 
     def prefetch(self, reads: Sequence[Read]) -> None:
         """On a store with a server, read now, in one round trip, what the next read of

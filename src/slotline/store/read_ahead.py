@@ -10,18 +10,14 @@ from typing import TYPE_CHECKING
 from slotline.bounds import parse_id
 from slotline.errors import InvalidInput
 from slotline.store.queries import Tx
-from slotline.store.statements import Read, Where
+from slotline.store.statements import Ids, Read
 
 if TYPE_CHECKING:
     from slotline.store.runs import Report, StartReport
 
 
-# The composed queries read ahead, each with its condition on the reports' attempt ids.
-_BY_ATTEMPTS = {
-    "attempts_page": "attempts_where_ids",
-    "tasks_selected": "tasks_where_attempts",
-    "dependents_selected": "deps_where_attempts",
-}
+# The queries read ahead, each by the reports' attempt ids.
+_BY_ATTEMPTS = ("attempts_of_ids", "tasks_of_attempts", "dependents_of_attempts")
 # The reads they stand in for.
 _PRELOADED = ("attempt_get", "task_get", "dependents_of")
 
@@ -60,8 +56,8 @@ def _ids(reports: Sequence[Report | StartReport]) -> list[str]:
 
 
 def _reads(ids: list[str]) -> list[Read]:
-    by_ids = tuple(ids)
-    return [Read(q, where=Where().all(f, ids=by_ids)) for q, f in _BY_ATTEMPTS.items()]
+    by_ids = Ids(ids)
+    return [Read(query, {"ids": by_ids}, by_index=True) for query in _BY_ATTEMPTS]
 
 
 def _read(tx: Tx, ids: list[str]) -> None:

@@ -26,8 +26,10 @@ from slotline.store.base import Store
 from slotline.store.core import Ahead, Serial, Watcher
 from slotline.store.migrate import migrate
 from slotline.store.queries import Tx
-from slotline.store.statements import load_queries
+from slotline.store.statements import Ids, load_queries
 
+# An `Ids` parameter is read as a JSON array (`json_each`, see `statements.Ids`).
+sqlite3.register_adapter(Ids, Ids.as_json)
 BUSY_TIMEOUT_MS = 60_000
 # The WAL is copied back into the database file (a checkpoint, which syncs the file) by a
 # thread of each process that writes, this often, rather than by whichever commit takes

@@ -4,6 +4,7 @@ statements."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -25,6 +26,22 @@ _ROW_LOCKS = {
     "{for_update}": "FOR NO KEY UPDATE",
     "{skip_locked}": "FOR NO KEY UPDATE SKIP LOCKED",
 }
+# `column {in_ids:NAME}`: the column is one of the values of the parameter NAME, an `Ids`.
+_IN_IDS = re.compile(r"\{in_ids:([a-z_]+)\}")
+_IN_IDS_SQL = {
+    "postgres": r"= ANY(:\1)",  # one array parameter: the statement can be prepared
+    "sqlite": r"IN (SELECT value FROM json_each(:\1))",  # the values as a JSON array
+}
+
+
+class Ids(tuple[str, ...]):
+    """The values of an `{in_ids:NAME}` parameter: one parameter however many values,
+    so that a statement reading several rows by id is one text, prepared once
+    (PostgreSQL: an array; SQLite: its JSON). Hashable, as a read's parameters are
+    (`Tx.preload`)."""
+
+    def as_json(self) -> str:
+        return json.dumps(list(self))
 
 
 def _renamed(fragment: str, values: Mapping[str, Any], n: int) -> tuple[str, dict[str, Any]]:
@@ -82,6 +99,7 @@ def load_queries(dialect: str) -> dict[str, str]:
     # another transaction holds instead of waiting for them.
     for placeholder, lock in _ROW_LOCKS.items():
         text = text.replace(placeholder, lock if dialect == "postgres" else "")
+    text = _IN_IDS.sub(_IN_IDS_SQL[dialect], text)
     queries = parse_queries(text)
     if dialect == "postgres":
         queries = {name: _PARAM.sub(r"%(\1)s", sql) for name, sql in queries.items()}
@@ -134,11 +152,17 @@ class Where:
 @dataclass(frozen=True, slots=True)
 class Read:
     """One of several reads sent together (`Tx.read_together`): a named query, composed
-    with the conditions of `where` if it has a `/*where*/`."""
+    with the conditions of `where` if it has a `/*where*/`.
+
+    `by_index`: PostgreSQL plans it with sequential scans off, when it is read with a
+    transaction's first round trip (`Ahead`). For a prepared read of a few rows by key
+    whose generic plan, made while its tables were small, would otherwise be a
+    sequential scan, kept as they grow. Only where an index answers the whole read."""
 
     query: str
     params: Mapping[str, Any] = field(default_factory=dict)
     where: Where | None = None
+    by_index: bool = False
 
 
 def statement(queries: Mapping[str, str], read: Read) -> tuple[str, Mapping[str, Any]]:

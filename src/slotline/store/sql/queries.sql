@@ -467,24 +467,20 @@ parent_id = :parent_id
 -- name: attempts_where_tasks
 task_id IN (:ids)
 
--- The rows the reports of one claim read, read ahead in one round trip each (runs.py).
--- name: tasks_selected
-SELECT * FROM tasks WHERE TRUE /*where*/;
+-- The rows the reports of one claim read, read ahead in one round trip (read_ahead.py):
+-- their attempts, those attempts' tasks and those tasks' dependents. One statement each
+-- however many reports (`{in_ids:...}`: an array on PostgreSQL), so each is prepared
+-- once; their plans take the primary keys and `deps`' index whatever the tables' sizes
+-- when they were made (tests/integration/test_pg_plans.py).
+-- name: attempts_of_ids
+SELECT * FROM attempts WHERE id {in_ids:ids} ORDER BY task_id, number;
 
--- name: dependents_selected
-SELECT dep_id, task_id FROM deps WHERE TRUE /*where*/;
+-- name: tasks_of_attempts
+SELECT * FROM tasks WHERE id IN (SELECT task_id FROM attempts WHERE id {in_ids:ids});
 
--- name: tasks_where_ids
-id IN (:ids)
-
--- name: attempts_where_ids
-id IN (:ids)
-
--- name: tasks_where_attempts
-id IN (SELECT task_id FROM attempts WHERE id IN (:ids))
-
--- name: deps_where_attempts
-dep_id IN (SELECT task_id FROM attempts WHERE id IN (:ids))
+-- name: dependents_of_attempts
+SELECT dep_id, task_id FROM deps
+WHERE dep_id IN (SELECT task_id FROM attempts WHERE id {in_ids:ids});
 
 -- name: tasks_where_label
 -- :needle is `"NAME":` or `"NAME":"VALUE"` as the labels' JSON spells them (compact,
