@@ -170,3 +170,24 @@ def test_a_composed_query_is_planned_for_its_parameters(pg_url: str, write: bool
         store.close()
     assert any("FROM attempts WHERE id =" in text for text in prepared), prepared
     assert not any("IN (" in text for text in prepared), prepared
+
+
+def test_the_planner_settings_are_the_servers_again_after_reads_by_index(pg_url: str) -> None:
+    """Reads by index turn sequential scans off and keep generic plans only around
+    themselves: what the transaction runs next is planned as the server says (a full
+    read of a small table with many dead rows is best scanned)."""
+    usual = "SELECT current_setting('enable_seqscan') AS seqscan, " \
+            "current_setting('plan_cache_mode') AS plans"  # fmt: skip
+    by_index = [Read("tasks_running", by_index=True), Read("tasks_start_now", by_index=True)]
+    store = open_store(pg_url)
+    try:
+        with store._transaction(write=True, ahead=by_index) as tx:
+            tx.cursor.execute(usual)
+            after_the_first = tx.cursor.fetchall()
+            tx.forget_preloaded()
+            tx.read_together([*by_index, Read("count_pending")])
+            tx.cursor.execute(usual)
+            after_the_next = tx.cursor.fetchall()
+    finally:
+        store.close()
+    assert after_the_first == after_the_next == [{"seqscan": "on", "plans": "auto"}]

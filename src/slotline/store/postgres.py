@@ -47,14 +47,23 @@ _NO_BITMAP_SCANS = "SET LOCAL enable_bitmapscan = off"
 # the tables grow (tests/integration/test_pg_plans.py). Only them: a full read of a small
 # table with many dead rows (the count deltas) is best scanned.
 _BY_INDEX = (
-    "SELECT set_config('enable_seqscan', 'off', true),"
+    "SELECT set_config('enable_bitmapscan', 'off', true),"
+    " set_config('enable_seqscan', 'off', true),"
     " set_config('plan_cache_mode', 'force_generic_plan', true)"
 )
 # Marks their text: a statement of its own, prepared apart from the same read made
 # elsewhere, whose generic plan PostgreSQL may have made with sequential scans on (it keeps
 # a statement's generic plan whatever the settings of its later runs).
 _INDEXED = "/* by index */ "
-_PLANS_AS_USUAL = ("SET LOCAL enable_seqscan TO DEFAULT", "SET LOCAL plan_cache_mode TO DEFAULT")
+# Then the two settings are the server's again (read when the store opens, `_USUAL`).
+_AS_USUAL = (
+    "SELECT set_config('enable_seqscan', %(seqscan)s, true),"
+    " set_config('plan_cache_mode', %(plans)s, true)"
+)
+_USUAL = (
+    "SELECT current_setting('enable_seqscan') AS seqscan,"
+    " current_setting('plan_cache_mode') AS plans"
+)
 _LOCK = "SELECT pg_advisory_xact_lock(CAST(%(key)s AS BIGINT))"
 # The deltas of the status counts folded into their rows (migration 0023), by a write
 # that holds the write lock (the only writers of those rows, so they never contend).
@@ -142,6 +151,8 @@ class PostgresStore(Store):
         # The configuration tables as last read; None until the schema is migrated.
         self._config: ConfigCache | None = None
         self._config_writes = config_writes(self.dialect)
+        # The server's planner settings that reads by index change for a moment (`_USUAL`).
+        self._usual = {"seqscan": "on", "plans": "auto"}
         try:
             self._migrate()
             self._config = ConfigCache()
@@ -162,18 +173,19 @@ class PostgresStore(Store):
             return _Begun(cur, None, None, None)
         pipeline = conn.pipeline()
         try:
-            piped = _PipelinedCursor(cur, pipeline.__enter__())
+            piped = _PipelinedCursor(cur, pipeline.__enter__(), self._usual)
             piped.execute(_BEGIN_WRITE)
-            piped.execute(_NO_BITMAP_SCANS)
+            # Those by index first, after `_BY_INDEX` (which turns bitmap scans off too).
+            reads = sorted(ahead, key=lambda read: not read.by_index)
+            indexed = sum(read.by_index for read in reads)
+            if not indexed:
+                piped.execute(_NO_BITMAP_SCANS)
             if serial.submits:
                 piped.execute(_LOCK, {"key": self._submits_key})
             if serial.writes:
                 piped.execute(_LOCK, {"key": self._key})
-            # Those by index first (see `_BY_INDEX`), then the clock.
-            reads = sorted(ahead, key=lambda read: not read.by_index)
             statements = [statement(self._queries, read) for read in reads]
             clock = _CLOCK if self._config is None else _CLOCK_AND_CONFIG
-            indexed = sum(read.by_index for read in reads)
             answers = piped.read_together([*statements, (clock, {})], indexed)
             row = answers.pop()[0]
             read = [
@@ -320,6 +332,8 @@ class PostgresStore(Store):
                     schema = sql.Identifier(self.schema)
                     tx.cursor.execute(sql.SQL("CREATE SCHEMA {}").format(schema))
                 migrate(tx, self.dialect, self._where)
+                tx.cursor.execute(_USUAL)
+                self._usual = dict(tx.cursor.fetchall()[0])
         finally:
             conn.close()
 
@@ -375,9 +389,12 @@ class _PipelinedCursor:
     statements, so that a node frozen inside a transaction is still ended by the
     server's idle_in_transaction_session_timeout."""
 
-    def __init__(self, cursor: psycopg.Cursor[DictRow], pipeline: psycopg.Pipeline) -> None:
+    def __init__(
+        self, cursor: psycopg.Cursor[DictRow], pipeline: psycopg.Pipeline, usual: Mapping[str, str]
+    ) -> None:
         self._cursor = cursor
         self._pipeline = pipeline
+        self._usual = usual  # the planner's settings reads by index change (`_AS_USUAL`)
 
     def execute(self, sql: Any, params: Any = None) -> None:
         self._cursor.execute(sql, params)
@@ -403,8 +420,7 @@ class _PipelinedCursor:
                 cursors.append(self._cursor.connection.cursor())
                 cursors[-1].execute(_INDEXED + query if n < indexed else query, params)
                 if n + 1 == indexed:
-                    for setting in _PLANS_AS_USUAL:
-                        self.execute(setting)
+                    self.execute(_AS_USUAL, self._usual)
             self._pipeline.sync()
             return [cursor.fetchall() for cursor in cursors]
         finally:
