@@ -89,10 +89,16 @@ _NOTIFY = "SELECT pg_notify(%(channel)s, %(payload)s)"
 _EVENT_COLUMNS = ("at", "kind", "task_id", "data")
 # A transaction's events in one statement (a claim appends about four a run), numbered
 # in the order they were appended.
+# A write's events, numbered in the order it appended them, under the events lock: taken
+# by the statement itself (one statement, not two), before any row is numbered: a row
+# reaches the insert, which numbers it, only joined with the one row of `locked`, whose
+# scan takes the lock. Taken again, harmlessly, by a write that holds it already.
 _APPEND_EVENTS = """
+WITH locked AS MATERIALIZED (SELECT pg_advisory_xact_lock(CAST(%(lock)s AS BIGINT)))
 INSERT INTO events (at, kind, task_id, data)
 SELECT e.at, e.kind, e.task_id, e.data
-FROM unnest(%(at)s::float8[], %(kind)s::text[], %(task_id)s::text[], %(data)s::text[])
+FROM locked,
+     unnest(%(at)s::float8[], %(kind)s::text[], %(task_id)s::text[], %(data)s::text[])
      WITH ORDINALITY AS e(at, kind, task_id, data, n)
 ORDER BY e.n"""
 
@@ -307,12 +313,12 @@ class PostgresStore(Store):
                     tx.cursor.execute(_TRY_FOLD_COUNTS, {"key": self._key})
         events = tx.take_events()
         if events:
-            if not locked:
-                tx.cursor.execute(_LOCK, {"key": self._events_key})
-            columns = {name: [event[name] for event in events] for name in _EVENT_COLUMNS}
+            columns: dict[str, Any] = {
+                name: [event[name] for event in events] for name in _EVENT_COLUMNS
+            }
             # One type per array: a caller's `now` may be an int beside the clock's floats.
             columns["at"] = [float(at) for at in columns["at"]]
-            tx.cursor.execute(_APPEND_EVENTS, columns)
+            tx.cursor.execute(_APPEND_EVENTS, {**columns, "lock": self._events_key})
 
     @contextlib.contextmanager
     def _write(self, serial: Serial = Serial.WRITES, ahead: Ahead = ()) -> Iterator[Tx]:
