@@ -36,7 +36,8 @@ def opened(url: str) -> Iterator[Store]:
 
 
 def positional(query: str) -> str:
-    """A psycopg query with its %(name)s parameters numbered $1, $2… as PREPARE wants."""
+    """A psycopg query with its %(name)s (or binary %(name)b) parameters numbered $1, $2…
+    as PREPARE wants."""
     names: list[str] = []
 
     def number(match: re.Match[str]) -> str:
@@ -44,7 +45,7 @@ def positional(query: str) -> str:
             names.append(match.group(1))
         return f"${names.index(match.group(1)) + 1}"
 
-    return re.sub(r"%\((\w+)\)s", number, query)
+    return re.sub(r"%\((\w+)\)[sb]", number, query)
 
 
 def test_a_task_is_found_by_a_prefix_of_its_id(store: Store) -> None:

@@ -19,7 +19,7 @@ from psycopg import sql
 
 from slotline.store import open_store, read_ahead
 from slotline.store.claim import _snapshot_reads
-from slotline.store.postgres import _BY_INDEX, _INDEXED
+from slotline.store.pg_pipeline import BY_INDEX, INDEXED
 from slotline.store.runs import Report, StartReport
 from slotline.store.statements import Ids, Read, Where, load_queries, statement
 
@@ -53,9 +53,9 @@ def _grow(conn: psycopg.Connection[tuple[object, ...]], url: str, n: int) -> Non
 
 
 def _positional(sql: str) -> tuple[str, list[str]]:
-    names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", sql)))
+    names = list(dict.fromkeys(re.findall(r"%\((\w+)\)[sb]", sql)))
     for i, name in enumerate(names, 1):
-        sql = sql.replace(f"%({name})s", f"${i}")
+        sql = sql.replace(f"%({name})s", f"${i}").replace(f"%({name})b", f"${i}")
     return sql, names
 
 
@@ -102,10 +102,10 @@ def test_a_claims_reads_by_index_keep_index_plans_as_their_tables_grow(
     calls = {}
     with conn.transaction():
         conn.execute("SET LOCAL enable_bitmapscan = off")  # as in a write transaction
-        conn.execute(_BY_INDEX)  # as before the store's reads by index
+        conn.execute(BY_INDEX)  # as before the store's reads by index
         for n, read in enumerate(_by_index_reads()):
             text, params = statement(queries, read)
-            positional, names = _positional(_INDEXED + text)
+            positional, names = _positional(INDEXED + text)
             conn.execute(f"PREPARE r{n} AS {positional}")
             args = ", ".join(_literal(conn, params[name]) for name in names)
             calls[read.query] = f"r{n}({args})" if names else f"r{n}"
@@ -116,7 +116,7 @@ def test_a_claims_reads_by_index_keep_index_plans_as_their_tables_grow(
     conn.execute("INSERT INTO run_times (scope, name, samples, estimate, runs, updated_at) "
                  "SELECT 'agent', md5(id), '[]', 1, 1, 0 FROM tasks")  # fmt: skip
     with conn.transaction():
-        conn.execute(_BY_INDEX)
+        conn.execute(BY_INDEX)
         for query, call in calls.items():
             plan = "\n".join(str(row[0]) for row in conn.execute(f"EXPLAIN EXECUTE {call}"))
             assert "Seq Scan" not in plan, f"{query}:\n{plan}"
@@ -139,7 +139,7 @@ def test_a_claims_reads_by_index_are_planned_once(pg_url: str) -> None:
             tx.cursor.execute(
                 "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements"
             )
-            by_index = [row for row in tx.cursor.fetchall() if _INDEXED in row["statement"]]
+            by_index = [row for row in tx.cursor.fetchall() if INDEXED in row["statement"]]
     finally:
         store.close()
     assert {read.query for read in _by_index_reads()} <= {

@@ -10,7 +10,7 @@ so several queues can share one database.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +26,7 @@ from slotline.store.core import Ahead, Serial, Watcher
 from slotline.store.migrate import migrate
 from slotline.store.pg_connections import LOCK_TIMEOUT, Connection, Connections
 from slotline.store.pg_listen import ListenWatcher, channel_name, first_line, notice
+from slotline.store.pg_pipeline import PipelinedCursor
 from slotline.store.pg_url import lock_key, redact, split_url
 from slotline.store.queries import ConfigCache, Cursor, Tx, config_writes
 from slotline.store.statements import Read, load_queries, statement
@@ -40,26 +41,8 @@ _BEGIN_WRITE = "BEGIN"
 # read (2,000 for 50 running tasks after a 2,000-task drain), while a plain index scan
 # marks them dead on its first visit and skips them after (0.1 ms instead of 1 ms).
 _NO_BITMAP_SCANS = "SET LOCAL enable_bitmapscan = off"
-# The reads that an index answers (`Read.by_index`) are planned once, with sequential scans
-# off, and that plan kept (`force_generic_plan`). Planned for their parameters, as
-# PostgreSQL chose, each cost 0.1-0.25 ms of planning at each claim; and a generic plan
-# made while the tables were small (on a new store) would be a sequential scan, kept as
-# the tables grow (tests/integration/test_pg_plans.py). Only them: a full read of a small
-# table with many dead rows (the count deltas) is best scanned.
-_BY_INDEX = (
-    "SELECT set_config('enable_bitmapscan', 'off', true),"
-    " set_config('enable_seqscan', 'off', true),"
-    " set_config('plan_cache_mode', 'force_generic_plan', true)"
-)
-# Marks their text: a statement of its own, prepared apart from the same read made
-# elsewhere, whose generic plan PostgreSQL may have made with sequential scans on (it keeps
-# a statement's generic plan whatever the settings of its later runs).
-_INDEXED = "/* by index */ "
-# Then the two settings are the server's again (read when the store opens, `_USUAL`).
-_AS_USUAL = (
-    "SELECT set_config('enable_seqscan', %(seqscan)s, true),"
-    " set_config('plan_cache_mode', %(plans)s, true)"
-)
+# The server's own planner settings, which reads by index change for a moment (see
+# `pg_pipeline`), read when the store opens.
 _USUAL = (
     "SELECT current_setting('enable_seqscan') AS seqscan,"
     " current_setting('plan_cache_mode') AS plans"
@@ -89,7 +72,9 @@ _NOTIFY = "SELECT pg_notify(%(channel)s, %(payload)s)"
 _EVENT_COLUMNS = ("at", "kind", "task_id", "data")
 # A transaction's events in one statement (a claim appends about four a run), numbered
 # in the order they were appended.
-# A write's events, numbered in the order it appended them, under the events lock: taken
+# A write's events, numbered in the order it appended them (their columns as arrays, sent
+# in binary: psycopg's text form escapes each value with a regular expression), under the
+# events lock: taken
 # by the statement itself (one statement, not two), before any row is numbered: a row
 # reaches the insert, which numbers it, only joined with the one row of `locked`, whose
 # scan takes the lock. Taken again, harmlessly, by a write that holds it already.
@@ -98,7 +83,7 @@ WITH locked AS MATERIALIZED (SELECT pg_advisory_xact_lock(CAST(%(lock)s AS BIGIN
 INSERT INTO events (at, kind, task_id, data)
 SELECT e.at, e.kind, e.task_id, e.data
 FROM locked,
-     unnest(%(at)s::float8[], %(kind)s::text[], %(task_id)s::text[], %(data)s::text[])
+     unnest(%(at)b::float8[], %(kind)b::text[], %(task_id)b::text[], %(data)b::text[])
      WITH ORDINALITY AS e(at, kind, task_id, data, n)
 ORDER BY e.n"""
 
@@ -176,7 +161,7 @@ class PostgresStore(Store):
     def _begin(self, conn: Connection, write: bool, serial: Serial, ahead: Ahead) -> _Begun:
         """A new transaction on `conn` and, for a write, the store's clock and the
         configuration's version read once its locks are held. A write runs in pipeline
-        mode (`_PipelinedCursor`): BEGIN, the locks, the clock and the queries `ahead`
+        mode (`PipelinedCursor`): BEGIN, the locks, the clock and the queries `ahead`
         (each on a cursor of its own) go in one round trip."""
         cur = conn.cursor()
         if not write:
@@ -184,9 +169,9 @@ class PostgresStore(Store):
             return _Begun(cur, None, None, None)
         pipeline = conn.pipeline()
         try:
-            piped = _PipelinedCursor(cur, pipeline.__enter__(), self._usual)
+            piped = PipelinedCursor(cur, pipeline.__enter__(), self._usual)
             piped.execute(_BEGIN_WRITE)
-            # Those by index first, after `_BY_INDEX` (which turns bitmap scans off too).
+            # Those by index first, after `BY_INDEX` (which turns bitmap scans off too).
             reads = sorted(ahead, key=lambda read: not read.by_index)
             indexed = sum(read.by_index for read in reads)
             if not indexed:
@@ -262,7 +247,7 @@ class PostgresStore(Store):
             # A write reads the clock once, right after the locks (see `_CLOCK`).
             clock = _clock if begun.now is None else lambda _cursor, now=begun.now: now
             config = None if self._config is None else self._config.at(begun.version)
-            piped = begun.cursor if isinstance(begun.cursor, _PipelinedCursor) else None
+            piped = begun.cursor if isinstance(begun.cursor, PipelinedCursor) else None
             together = None if piped is None else piped.read_together
             tx = Tx(begun.cursor, self._queries, clock, config, self._config_writes, together)
             for read, rows in begun.read:
@@ -368,7 +353,7 @@ class _Begun:
     """A transaction begun: its cursor, its pipeline (a write's) and, for a write, the
     clock and the configuration's version read under its locks."""
 
-    cursor: psycopg.Cursor[DictRow] | _PipelinedCursor
+    cursor: psycopg.Cursor[DictRow] | PipelinedCursor
     pipeline: _Pipeline | None
     now: float | None
     version: int | None
@@ -393,52 +378,3 @@ def _roll_back(conn: Connection, pipeline: _Pipeline | None) -> None:
         conn.rollback()
     except psycopg.Error:
         conn.close()
-
-
-class _PipelinedCursor:
-    """A write transaction's cursor in pipeline mode: a statement whose result nobody
-    reads is only queued, and each read sends what is queued with a Sync, in one round
-    trip. The Sync (not a mere flush) leaves the session "idle in transaction" between
-    statements, so that a node frozen inside a transaction is still ended by the
-    server's idle_in_transaction_session_timeout."""
-
-    def __init__(
-        self, cursor: psycopg.Cursor[DictRow], pipeline: psycopg.Pipeline, usual: Mapping[str, str]
-    ) -> None:
-        self._cursor = cursor
-        self._pipeline = pipeline
-        self._usual = usual  # the planner's settings reads by index change (`_AS_USUAL`)
-
-    def execute(self, sql: Any, params: Any = None) -> None:
-        self._cursor.execute(sql, params)
-
-    def executemany(self, sql: Any, params_seq: Any, /) -> None:
-        self._cursor.executemany(sql, params_seq)
-
-    def fetchall(self) -> list[DictRow]:
-        self._pipeline.sync()
-        return self._cursor.fetchall()
-
-    def read_together(
-        self, statements: Sequence[tuple[str, Mapping[str, Any]]], indexed: int = 0
-    ) -> list[list[Any]]:
-        """The rows of each statement, each sent on a cursor of its own and all read
-        after one Sync: one round trip. The first `indexed` are planned by index
-        (`_BY_INDEX`)."""
-        cursors: list[psycopg.Cursor[DictRow]] = []
-        try:
-            for n, (query, params) in enumerate(statements):
-                if n == 0 and indexed:
-                    self.execute(_BY_INDEX)
-                cursors.append(self._cursor.connection.cursor())
-                cursors[-1].execute(_INDEXED + query if n < indexed else query, params)
-                if n + 1 == indexed:
-                    self.execute(_AS_USUAL, self._usual)
-            self._pipeline.sync()
-            return [cursor.fetchall() for cursor in cursors]
-        finally:
-            for cursor in cursors:
-                cursor.close()
-
-    def close(self) -> None:
-        self._cursor.close()

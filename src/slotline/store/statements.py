@@ -29,7 +29,9 @@ _ROW_LOCKS = {
 # `column {in_ids:NAME}`: the column is one of the values of the parameter NAME, an `Ids`.
 _IN_IDS = re.compile(r"\{in_ids:([a-z_]+)\}")
 _IN_IDS_SQL = {
-    "postgres": r"= ANY(:\1)",  # one array parameter: the statement can be prepared
+    # One array parameter (the statement can be prepared), sent in binary: psycopg's text
+    # form escapes each value with a regular expression.
+    "postgres": r"= ANY(%(\1)b)",
     "sqlite": r"IN (SELECT value FROM json_each(:\1))",  # the values as a JSON array
 }
 
