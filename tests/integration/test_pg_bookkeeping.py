@@ -19,7 +19,7 @@ import pytest
 
 from slotline.errors import StaleAttempt
 from slotline.models import Status
-from slotline.store import Store
+from slotline.store import Store, open_store
 from slotline.store.pg_url import lock_key, split_url
 from waiting import until
 
@@ -130,3 +130,24 @@ def test_a_reaper_waits_for_a_renewal_under_way_and_then_sees_it(
         with pytest.raises(StaleAttempt, match="alive"):
             reaping.result(timeout=BOUND_S)
     assert store.get(run.task.id).status is Status.RUNNING
+
+
+def test_writes_from_short_lived_processes_fold_the_count_deltas(
+    pg_store: Store, pg_url: str
+) -> None:
+    """A store folds the per-status count deltas at its first write and once in a while
+    after: a CLI command, which opens a store for one write, folds too, so deltas do not
+    pile up under every read of the counts while no node runs."""
+    tasks = pg_store.submit_many([{"command": ["true"]} for _ in range(5)])
+    conninfo, schema = split_url(pg_url)
+    for task in tasks:
+        cli = open_store(pg_url)  # as each `slotline cancel` does
+        try:
+            cli.cancel(task.id)
+        finally:
+            cli.close()
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute(f'SET search_path TO "{schema}"')
+            row = conn.execute("SELECT COUNT(*) FROM status_deltas").fetchone()
+        assert row == (0,)
+    assert pg_store.counts() == {"cancelled": 5}

@@ -67,7 +67,6 @@ def test_a_nodes_reads_of_its_own_runs_keep_an_index_plan_as_attempts_grow(
     args = ", ".join("'n1'" if name == "node_id" else "0" for name in names)
     conn.execute("SET plan_cache_mode = force_generic_plan")
     conn.execute("SET enable_bitmapscan = off")  # as in a write transaction
-    conn.execute("SET enable_seqscan = off")
     conn.execute(f"PREPARE own AS {sql}")
     conn.execute(f"EXECUTE own({args})")  # its generic plan, made on an empty table
     _grow(conn, pg_url, 3000)
@@ -108,8 +107,8 @@ def test_a_claims_reads_by_index_keep_index_plans_as_their_tables_grow(
             positional, names = _positional(INDEXED + text)
             conn.execute(f"PREPARE r{n} AS {positional}")
             args = ", ".join(_literal(conn, params[name]) for name in names)
-            calls[read.query] = f"r{n}({args})" if names else f"r{n}"
-            conn.execute(f"EXECUTE {calls[read.query]}")  # its plan, on empty tables
+            calls[f"{read.query} {n}"] = f"r{n}({args})" if names else f"r{n}"
+            conn.execute(f"EXECUTE {calls[f'{read.query} {n}']}")  # its plan, on empty tables
     _grow(conn, pg_url, 3000)
     conn.execute("INSERT INTO deps (task_id, dep_id) SELECT id, id FROM tasks")
     conn.execute("UPDATE tasks SET status = 'running' WHERE id IN (SELECT id FROM tasks LIMIT 50)")

@@ -31,22 +31,23 @@ _AS_USUAL = (
     "SELECT set_config('enable_seqscan', %(seqscan)s, true),"
     " set_config('plan_cache_mode', %(plans)s, true)"
 )
-# The column names of each read's rows, by its text (not a composed one's: their texts vary).
-_COLUMNS: dict[str, tuple[str, ...]] = {}
+# The column names of each read's rows, by its text (not a composed one's: their texts
+# vary), kept by each store: its schema's columns.
+Columns = dict[str, tuple[str, ...]]
 
 
-def _as_dicts(cursor: psycopg.Cursor[TupleRow], query: str) -> list[dict[str, Any]]:
+def _as_dicts(cursor: psycopg.Cursor[TupleRow], query: str, known: Columns) -> list[dict[str, Any]]:
     """The rows of `cursor`, which ran `query`, as dicts. Its column names are read once
-    per text, not per result as psycopg's `dict_row` does (a claim reads a dozen results,
-    some of fifty columns); read again if their number changed (a migration)."""
+    per text (`known`), not per result as psycopg's `dict_row` does (a claim reads a
+    dozen results, some of fifty columns); read again if their number changed."""
     rows = cursor.fetchall()
     if not rows:
         return []
-    names = _COLUMNS.get(query)
+    names = known.get(query)
     if names is None or len(names) != len(rows[0]):
         names = tuple(column.name for column in cursor.description or ())
         if not isinstance(query, Composed):
-            _COLUMNS[query] = names
+            known[query] = names
     return [dict(zip(names, row, strict=True)) for row in rows]
 
 
@@ -58,11 +59,16 @@ class PipelinedCursor:
     server's idle_in_transaction_session_timeout."""
 
     def __init__(
-        self, cursor: psycopg.Cursor[DictRow], pipeline: psycopg.Pipeline, usual: Mapping[str, str]
+        self,
+        cursor: psycopg.Cursor[DictRow],
+        pipeline: psycopg.Pipeline,
+        usual: Mapping[str, str],
+        columns: Columns,
     ) -> None:
         self._cursor = cursor
         self._pipeline = pipeline
         self._usual = usual  # the planner's settings reads by index change (`_AS_USUAL`)
+        self._columns = columns
 
     def execute(self, sql: Any, params: Any = None) -> None:
         self._cursor.execute(sql, params)
@@ -91,7 +97,7 @@ class PipelinedCursor:
                     self.execute(_AS_USUAL, self._usual)
             self._pipeline.sync()
             return [
-                _as_dicts(cursor, query)
+                _as_dicts(cursor, query, self._columns)
                 for cursor, (query, _) in zip(cursors, statements, strict=True)
             ]
         finally:

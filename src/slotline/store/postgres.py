@@ -26,7 +26,7 @@ from slotline.store.core import Ahead, Serial, Watcher
 from slotline.store.migrate import migrate
 from slotline.store.pg_connections import LOCK_TIMEOUT, Connection, Connections
 from slotline.store.pg_listen import ListenWatcher, channel_name, first_line, notice
-from slotline.store.pg_pipeline import PipelinedCursor
+from slotline.store.pg_pipeline import Columns, PipelinedCursor
 from slotline.store.pg_url import lock_key, redact, split_url
 from slotline.store.queries import ConfigCache, Cursor, Tx, config_writes
 from slotline.store.statements import Read, load_queries, statement
@@ -61,23 +61,22 @@ _TRY_FOLD_COUNTS = _FOLD_COUNTS.replace(
     "DELETE FROM status_deltas",
     "DELETE FROM status_deltas WHERE (SELECT pg_try_advisory_xact_lock(CAST(%(key)s AS BIGINT)))",
 )
-# A submit tries to fold the count deltas once in this many.
+# A submit tries to fold the count deltas once in this many submits of a store.
 FOLD_EVERY = 64
-# A write under the write lock folds them once in this many (each fold is a statement and
-# about 0.07 ms of the server's time under that lock; the deltas between two folds, a few
-# hundred rows at most, add little to a read of the counts).
+# A write under the write lock folds them once in this many writes of a store, its first
+# included (a CLI command makes one write: it folds, as every write did before). A fold is
+# a statement and about 0.07 ms of the server's time under that lock; the deltas of a
+# node's writes between two folds add little to a read of the counts.
 FOLD_WRITES_EVERY = 16
 _SCHEMA_EXISTS = "SELECT 1 FROM pg_namespace WHERE nspname = %(schema)s"
 _NOTIFY = "SELECT pg_notify(%(channel)s, %(payload)s)"
 _EVENT_COLUMNS = ("at", "kind", "task_id", "data")
-# A transaction's events in one statement (a claim appends about four a run), numbered
-# in the order they were appended.
-# A write's events, numbered in the order it appended them (their columns as arrays, sent
-# in binary: psycopg's text form escapes each value with a regular expression), under the
-# events lock: taken
-# by the statement itself (one statement, not two), before any row is numbered: a row
-# reaches the insert, which numbers it, only joined with the one row of `locked`, whose
-# scan takes the lock. Taken again, harmlessly, by a write that holds it already.
+# A write's events in one statement (a claim appends about four a run), numbered in the
+# order it appended them (their columns as arrays, sent in binary: psycopg's text form
+# escapes each value with a regular expression), under the events lock. The statement
+# takes that lock itself before any row is numbered: a row reaches the insert, which
+# numbers it, only joined with the one row of `locked`, whose scan takes the lock. A
+# write that holds it already takes it again, harmlessly.
 _APPEND_EVENTS = """
 WITH locked AS MATERIALIZED (SELECT pg_advisory_xact_lock(CAST(%(lock)s AS BIGINT)))
 INSERT INTO events (at, kind, task_id, data)
@@ -149,6 +148,7 @@ class PostgresStore(Store):
         self._config_writes = config_writes(self.dialect)
         # The server's planner settings that reads by index change for a moment (`_USUAL`).
         self._usual = {"seqscan": "on", "plans": "auto"}
+        self._columns: Columns = {}  # the columns of the reads sent together, by their text
         try:
             self._migrate()
             self._config = ConfigCache()
@@ -169,7 +169,7 @@ class PostgresStore(Store):
             return _Begun(cur, None, None, None)
         pipeline = conn.pipeline()
         try:
-            piped = PipelinedCursor(cur, pipeline.__enter__(), self._usual)
+            piped = PipelinedCursor(cur, pipeline.__enter__(), self._usual, self._columns)
             piped.execute(_BEGIN_WRITE)
             # Those by index first, after `BY_INDEX` (which turns bitmap scans off too).
             reads = sorted(ahead, key=lambda read: not read.by_index)
@@ -290,7 +290,7 @@ class PostgresStore(Store):
         if self._config is not None:  # migrated
             if serial.writes:
                 self._writes += 1
-                if self._writes % FOLD_WRITES_EVERY == 0:
+                if self._writes % FOLD_WRITES_EVERY == 1:
                     tx.cursor.execute(_FOLD_COUNTS)
             elif serial is Serial.SUBMITS:
                 self._submits += 1

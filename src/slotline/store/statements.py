@@ -156,15 +156,21 @@ class Read:
     """One of several reads sent together (`Tx.read_together`): a named query, composed
     with the conditions of `where` if it has a `/*where*/`.
 
-    `by_index`: PostgreSQL plans it with sequential scans off, when it is read with a
-    transaction's first round trip (`Ahead`). For a prepared read of a few rows by key
-    whose generic plan, made while its tables were small, would otherwise be a
-    sequential scan, kept as they grow. Only where an index answers the whole read."""
+    `by_index`: PostgreSQL plans it once, with sequential scans off, and keeps that plan
+    (`store/pg_pipeline.py`), when it is read together with others (`Tx.read_together`,
+    `Tx.prefetch`, or ahead with the transaction's first round trip). For a read of a few
+    rows by key whose generic plan, made while its tables were small, would otherwise be
+    a sequential scan, kept as they grow. Only where an index answers the whole read;
+    never a composed one (its text varies: it is planned at each run)."""
 
     query: str
     params: Mapping[str, Any] = field(default_factory=dict)
     where: Where | None = None
     by_index: bool = False
+
+    def __post_init__(self) -> None:
+        if self.by_index and self.where is not None:
+            raise ValueError(f"{self.query}: a composed read is planned at each run, not by index")
 
 
 def statement(queries: Mapping[str, str], read: Read) -> tuple[str, Mapping[str, Any]]:
