@@ -4,6 +4,7 @@ in turn, with the node's CPU per task.
 .venv/bin/python bench/ab.py --before /tmp/base               # 5 rounds of every drain
 .venv/bin/python bench/ab.py --before /tmp/base --rounds 7 --only noop,sleep
 .venv/bin/python bench/ab.py --before /tmp/base --url postgresql://postgres@127.0.0.1:5432/test
+.venv/bin/python bench/ab.py --before /tmp/base --only claims-1,claims-4 --url URL  # store alone
 
 `--before` is the root of another checkout (`git worktree add`, or `git archive REV | tar
 -x -C DIR`): its `src` and `bench` run the "before" side, this tree's the "after" side,
@@ -38,6 +39,9 @@ DRAINS = {
     SLEEP: (FULL.procs, FULL.procs_limit),
     STAMP: (FULL.handoff, 1),
 }
+# The store alone (`bench/claims.py`): claims in a loop at limit 1 and 4, 1,000 tasks.
+CLAIM_LOOPS = {"claims-1": 1, "claims-4": 4}
+CLAIM_TASKS = 1000
 
 
 def drain(root: Path, workload: str, folder: Path, base: str | None) -> dict[str, float]:
@@ -51,9 +55,17 @@ def drain(root: Path, workload: str, folder: Path, base: str | None) -> dict[str
 
 
 def _drain(root: Path, workload: str, path: Path, url: str | None) -> dict[str, float]:
-    n, limit = DRAINS[workload]
     env = {**os.environ, "PYTHONPATH": f"{root / 'src'}{os.pathsep}{root}"}
     where = str(path) if url is None else url
+    if workload in CLAIM_LOOPS:  # this tree's script on `root`'s code
+        argv = [str(HERE / "bench" / "claims.py"), where, str(CLAIM_LOOPS[workload])]
+        done = subprocess.run(
+            [sys.executable, *argv, str(CLAIM_TASKS)],
+            env=env, cwd=root, capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        found: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+        return found
+    n, limit = DRAINS[workload]
     fill = f"from bench import slotline_side as s; s.fill({where!r}, {workload!r}, {n}, {limit})"
     subprocess.run([sys.executable, "-c", fill], env=env, cwd=root, check=True)
     os.sync()
@@ -83,7 +95,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="bench/ab.py", description=__doc__.splitlines()[0])
     parser.add_argument("--before", type=Path, required=True, help="the other tree's root")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--only", default=",".join(DRAINS), help="workloads, comma-separated")
+    parser.add_argument(
+        "--only",
+        default=",".join(DRAINS),
+        help=f"workloads, comma-separated (of {', '.join([*DRAINS, *CLAIM_LOOPS])})",
+    )
     parser.add_argument("--url", help="drain on this PostgreSQL server instead of SQLite files")
     args = parser.parse_args()
     sides = {"before": args.before.resolve(), "after": HERE}
