@@ -19,6 +19,7 @@ from psycopg import sql
 
 from slotline.store import open_store, read_ahead
 from slotline.store.claim import _snapshot_reads
+from slotline.store.core import Serial
 from slotline.store.pg_pipeline import BY_INDEX, INDEXED
 from slotline.store.runs import Report, StartReport
 from slotline.store.statements import Ids, Read, Where, load_queries, statement
@@ -190,3 +191,20 @@ def test_the_planner_settings_are_the_servers_again_after_reads_by_index(pg_url:
     finally:
         store.close()
     assert after_the_first == after_the_next == [{"seqscan": "on", "plans": "auto"}]
+
+
+@pytest.mark.parametrize("serial", list(Serial), ids=lambda s: s.name.lower())
+def test_every_write_reads_with_bitmap_scans_off(pg_url: str, serial: Serial) -> None:
+    """A write reads through the status indexes without bitmap scans (which visit every
+    dead entry a status change left), whichever locks it takes (the setting goes with
+    its first lock) or none."""
+    store = open_store(pg_url)
+    try:
+        with store._transaction(write=True, serial=serial) as tx:
+            tx.cursor.execute("SELECT current_setting('enable_bitmapscan') AS bitmap")
+            assert tx.cursor.fetchall() == [{"bitmap": "off"}]
+        with store._transaction(write=False) as tx:  # a read keeps the server's setting
+            tx.cursor.execute("SELECT current_setting('enable_bitmapscan') AS bitmap")
+            assert tx.cursor.fetchall() == [{"bitmap": "on"}]
+    finally:
+        store.close()

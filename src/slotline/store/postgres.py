@@ -48,6 +48,10 @@ _USUAL = (
     " current_setting('plan_cache_mode') AS plans"
 )
 _LOCK = "SELECT pg_advisory_xact_lock(CAST(%(key)s AS BIGINT))"
+_LOCK_NO_BITMAP_SCANS = (
+    "SELECT pg_advisory_xact_lock(CAST(%(key)s AS BIGINT)),"
+    " set_config('enable_bitmapscan', 'off', true)"
+)
 # The deltas of the status counts folded into their rows (migration 0023), by a write
 # that holds the write lock (the only writers of those rows, so they never contend).
 _FOLD_COUNTS = """
@@ -174,12 +178,14 @@ class PostgresStore(Store):
             # Those by index first, after `BY_INDEX` (which turns bitmap scans off too).
             reads = sorted(ahead, key=lambda read: not read.by_index)
             indexed = sum(read.by_index for read in reads)
-            if not indexed:
+            locks = [self._submits_key] if serial.submits else []
+            locks += [self._key] if serial.writes else []
+            # Bitmap scans off with the first lock (one statement fewer), or alone.
+            for n, key in enumerate(locks):
+                first = n == 0 and not indexed
+                piped.execute(_LOCK_NO_BITMAP_SCANS if first else _LOCK, {"key": key})
+            if not locks and not indexed:
                 piped.execute(_NO_BITMAP_SCANS)
-            if serial.submits:
-                piped.execute(_LOCK, {"key": self._submits_key})
-            if serial.writes:
-                piped.execute(_LOCK, {"key": self._key})
             statements = [statement(self._queries, read) for read in reads]
             clock = _CLOCK if self._config is None else _CLOCK_AND_CONFIG
             answers = piped.read_together([*statements, (clock, {})], indexed)
