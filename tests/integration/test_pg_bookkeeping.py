@@ -147,7 +147,6 @@ def test_writes_from_short_lived_processes_fold_the_count_deltas(
         finally:
             cli.close()
         with psycopg.connect(conninfo, autocommit=True) as conn:
-            conn.execute(f'SET search_path TO "{schema}"')
-            row = conn.execute("SELECT COUNT(*) FROM status_deltas").fetchone()
+            row = conn.execute(f'SELECT COUNT(*) FROM "{schema}".status_deltas').fetchone()
         assert row == (0,)
     assert pg_store.counts() == {"cancelled": 5}

@@ -109,15 +109,15 @@ async def heartbeat(
 ) -> dict[str, Any]:
     """Renew the attempt's lease. `stop_requested` says whether to stop and report."""
     await _owned(state, who, attempt_id)
-    # The store's clock, which reaping compares leases with (the database server's on
-    # PostgreSQL), not this server's.
-    now = await state.call(state.store.clock)
-    task: Task = await state.call(
-        state.store.renew_attempt, attempt_id, body.token, body.lease, now
+    # Renewed by the store's clock, which reaping compares leases with (the database
+    # server's on PostgreSQL), not this server's.
+    renewed: tuple[Task, float] = await state.call(
+        state.store.renew_attempt, attempt_id, body.token, body.lease
     )
+    task, lease_expires_at = renewed
     return {
         "attempt_id": attempt_id,
-        "lease_expires_at": iso(now + body.lease),
+        "lease_expires_at": iso(lease_expires_at),
         "stop_requested": None if task.kill_request is None else str(task.kill_request),
     }
 

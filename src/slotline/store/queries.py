@@ -211,20 +211,21 @@ class Tx:
     def read_together(self, reads: Sequence[Read]) -> list[list[dict[str, Any]]]:
         """The rows of each of `reads` (given ahead, `answer`, or read now: in one round
         trip on a store with a server)."""
-        found = [self._preloaded.pop(_key(*statement(self._queries, r)), None) for r in reads]
+        statements = [statement(self._queries, read) for read in reads]
+        found = [self._preloaded.pop(_key(*s), None) for s in statements]
         # Those read now, those by index first (see `Together`).
         missing = sorted(
             (i for i, rows in enumerate(found) if rows is None), key=lambda i: not reads[i].by_index
         )
-        statements = [statement(self._queries, reads[i]) for i in missing]
         indexed = sum(reads[i].by_index for i in missing)
+        sent = [statements[i] for i in missing]
         if self._together is None or (len(missing) < 2 and not indexed):
             fresh = []
-            for sql, params in statements:
+            for sql, params in sent:
                 self._cursor.execute(sql, params)
                 fresh.append([dict(row) for row in self._cursor.fetchall()])
         else:
-            fresh = [[dict(row) for row in rows] for rows in self._together(statements, indexed)]
+            fresh = [[dict(row) for row in rows] for rows in self._together(sent, indexed)]
         for i, rows in zip(missing, fresh, strict=True):
             found[i] = rows
         return [rows or [] for rows in found]

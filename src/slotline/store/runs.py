@@ -144,10 +144,11 @@ class RunVerbs(StoreCore):
         token: str,
         lease: float = LEASE_SECONDS,
         now: float | None = None,
-    ) -> Task:
+    ) -> tuple[Task, float]:
         """Extend the lease of one live attempt (an external runner's heartbeat).
 
-        Returns the task, whose `kill_request` tells the runner whether to stop.
+        Returns the task, whose `kill_request` tells the runner whether to stop, and when
+        the lease now ends (by the store's clock, which reaping compares it with).
 
         Raises:
             StaleAttempt: the attempt is not the task's current one, or the token is wrong.
@@ -159,7 +160,7 @@ class RunVerbs(StoreCore):
             # check above (the update then waits for that end and renews nothing).
             if tx.one("attempt_renew_one", id=attempt.id, lease_expires_at=now + lease) is None:
                 raise StaleAttempt(f"attempt {attempt.id[:8]} ended; its report was ignored")
-            return task
+            return task, now + lease
 
 
 def live_attempt(tx: Tx, attempt_id: str, token: str) -> tuple[Task, Attempt]:
