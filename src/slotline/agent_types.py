@@ -26,6 +26,8 @@ from slotline.scheduler import rates
 from slotline.usage import UsageConfig
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
+_ENV_NAME = re.compile(r"[A-Za-z0-9_*?\[\]!-]+")
+_PLAIN_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 PLACEHOLDERS = frozenset({"prompt", "workspace", "title", "user", "agent"})
 # `resume` also takes the session id its usage rules read from the interrupted run.
 RESUME_PLACEHOLDERS = PLACEHOLDERS | {"session_id"}
@@ -50,6 +52,15 @@ class AgentType(BaseModel):
     # At most so much spend of this type's finished runs per period: `50usd/1d`, or a
     # list (a dollar and a token budget).
     budget: str | list[str] | None = None
+    # Variables of the node's environment its runs get, beside the base allow-list and
+    # the global `env_allow`: a provider's key goes to the agents that use it, not to
+    # every run. `env_required` names (no globs) are those a run needs (ANTHROPIC_API_KEY):
+    # passed too, and `agents check` warns when one is not set; `env_allow` names and
+    # patterns are optional settings, only passed.
+    env_required: EnvRequired = Field(default_factory=list)
+    env_allow: EnvAllow = Field(default_factory=list)
+    # The dry run `slotline agents check` makes (default: `BINARY --version`).
+    probe: list[str] | None = Field(default=None, min_length=1)
     # A prompt that is a whole argv element may start with `-` only if the type says so
     # (see `check_options`); a command that takes options from its users opts in here.
     prompt_may_start_with_dash: bool = False
@@ -117,6 +128,11 @@ class AgentType(BaseModel):
     def _placeholders(cls, command: list[str]) -> list[str]:
         return check_argv_template(command, PLACEHOLDERS)
 
+    @field_validator("probe")
+    @classmethod
+    def _probe(cls, probe: list[str] | None) -> list[str] | None:
+        return None if probe is None else check_argv_template(probe, frozenset())
+
     @field_validator("resume")
     @classmethod
     def _resume(cls, resume: list[str] | None) -> list[str] | None:
@@ -179,6 +195,28 @@ class AgentType(BaseModel):
         return _PLACEHOLDER.sub(lambda match: values.get(match.group(1), ""), element)
 
 
+def _env_names(value: Any) -> Any:
+    """An `env_allow:` list: each a variable name or a glob pattern of names (`AWS_*`)."""
+    for name in value if isinstance(value, list) else []:
+        if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
+            raise ValueError(
+                f"{name!r} is not an environment variable name or a glob pattern of "
+                "names (letters, digits, _, and * ? [ ] as wildcards)"
+            )
+    return value
+
+
+def _required_names(value: Any) -> Any:
+    """An `env_required:` list: each a plain variable name (its check looks each one up)."""
+    for name in value if isinstance(value, list) else []:
+        if not isinstance(name, str) or not _PLAIN_ENV_NAME.fullmatch(name):
+            raise ValueError(
+                f"{name!r} is not an environment variable name (letters, digits and _, "
+                "not starting with a digit; glob patterns go in env_allow)"
+            )
+    return value
+
+
 def _disk_size(value: Any) -> Any:
     """A `max_disk:` size (`20GB`, or bytes) as bytes (None stays None)."""
     if value is None:
@@ -202,3 +240,7 @@ def _retain_period(value: Any) -> Any:
 # An agent type's `retain:` and `max_disk:`, and the `worktrees:` ones they override.
 RetainPeriod = Annotated[float | None, BeforeValidator(_retain_period)]
 DiskSize = Annotated[int | None, BeforeValidator(_disk_size)]
+# Its `env_allow:` (and the global one's) names and patterns.
+EnvAllow = Annotated[list[str], BeforeValidator(_env_names)]
+# Its `env_required:` names.
+EnvRequired = Annotated[list[str], BeforeValidator(_required_names)]

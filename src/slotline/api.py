@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
+import logging
 from collections.abc import (
     AsyncGenerator,
     AsyncIterator,
@@ -30,6 +31,8 @@ from slotline.spec import TaskSpec
 from slotline.store import QueueStatus, Settings, Store, open_store, unserved_reason
 from slotline.taskfilter import TaskFilter
 from slotline.unserved import UnservedWarning, warn
+
+log = logging.getLogger("slotline")
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -95,9 +98,20 @@ class Queue:
             BoundExceeded: the queue, depth or children bound is reached; nothing is created.
         """
         task = await self._call(self.store.submit, _spec(command, callable=callable, **fields))
-        if callable is not None and callable not in await self._call(self.store.served_functions):
-            warn(UnservedWarning(unserved_reason(callable)))
+        if callable is not None:
+            await self._warn_if_unserved(callable)
         return task
+
+    async def _warn_if_unserved(self, name: str) -> None:
+        """An `UnservedWarning` when no live node serves the function `name`. Read after
+        the submit has been committed: a failed read is logged, never raised."""
+        try:
+            served = await self._call(self.store.served_functions)
+        except Exception as exc:
+            log.warning("could not tell whether a node serves %r: %r", name, exc)
+            return
+        if name not in served:
+            warn(UnservedWarning(unserved_reason(name)))
 
     async def submit_many(self, specs: Sequence[TaskSpec | dict[str, Any]]) -> builtins.list[Task]:
         """Submit several tasks atomically: all are created, or none."""

@@ -16,7 +16,7 @@ import pydantic
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from slotline.agent_types import AgentType, DiskSize, RetainPeriod
+from slotline.agent_types import AgentType, DiskSize, EnvAllow, RetainPeriod
 from slotline.bounds import MAX_COUNT, MAX_SECONDS
 from slotline.config_notify import OnEvent, Webhooks, public_url
 from slotline.config_pacing import (
@@ -110,7 +110,7 @@ class Config(BaseModel):
     lease: float = Field(default=30.0, ge=1, le=86_400)
     slots: int | None = Field(default=None, ge=0, le=100_000)
     log_max_bytes: int = Field(default=50 * 1024 * 1024, ge=1024, le=2**50)
-    env_allow: list[str] = Field(default_factory=list)
+    env_allow: EnvAllow = Field(default_factory=list)
     # Who may submit raw commands (argv lists, env) over HTTP; others submit agent types.
     raw_commands: Literal["all", "admins"] = "admins"
     # Host names the HTTP API answers to beyond loopback and the bind address (a DNS name

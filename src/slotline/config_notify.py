@@ -32,6 +32,7 @@ EVENT_KINDS = {
     "task.requeued": "requeued",
     "task.stalled": "stalled",
     "task.unstalled": "unstalled",
+    "task.denied": "denied",
     "queue.drained": "drained",
     "budget.reached": "budget_reached",
     "node.started": "node_started",

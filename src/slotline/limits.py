@@ -24,9 +24,16 @@ class Keyed(Protocol):
     def repo(self) -> str | None: ...
 
 
+# The key of a rate or budget over every task (the concurrency limits call it
+# max_concurrent): every task has the same value of it, ''.
+GLOBAL = "global"
+
+
 def limit_key_value(task: Keyed, key: str) -> str | None:
-    """The value of a limit key (`agent`, `workspace`, `user`, `repo`, `label:NAME`) for
-    `task`."""
+    """The value of a limit key (`agent`, `workspace`, `user`, `repo`, `label:NAME`, or
+    `global`, '' for every task) for `task`."""
+    if key == GLOBAL:
+        return ""
     if key == "repo":
         return task.repo
     if key == "agent":

@@ -212,8 +212,10 @@ def build_server(calls_for: Callable[[Context[Any, Any, Any]], Calls], **setting
         squash: Annotated[bool, Field(description="Squash the run's commits into one")] = False,
     ) -> dict[str, Any]:
         """Land an ended worktree run: merge its branch into `into` in a temporary
-        worktree, then move that branch if it has not moved meanwhile. A conflict names
-        the files and changes nothing; so does a target branch checked out somewhere."""
+        worktree, then move that branch if it has not moved meanwhile (and the files of
+        a clean checkout that has it, as `git merge` there: for an admin only). A
+        conflict names the files and changes nothing; so does a checkout of the target
+        with uncommitted changes, or one a caller not an admin may not change."""
         return await call(ctx, lambda c: c.merge(task_id, into, squash))
 
     @server.tool()

@@ -14,6 +14,7 @@ from typing import Any, Protocol, TypeVar
 from slotline.cli.backend import Backend, agent_type_fields
 from slotline.config import Config
 from slotline.models import Status, Task
+from slotline.readback import read_back
 from slotline.store import Store, Watcher
 from slotline.taskfilter import TaskFilter
 from slotline.wire import task_path
@@ -118,7 +119,7 @@ class BackendCalls:
         if prompt is not None or (fields.get("agent") and not fields.get("command")):
             fields = agent_type_fields(self.backend, self.config, fields, prompt)
         task = await self._run(self.backend.submit, fields)
-        fresh = (await self._run(self.backend.get, task.id)).to_dict()
+        fresh = (await self._run(read_back, self.backend.get, task)).to_dict()
         return {**fresh, "deduplicated": task.deduplicated}
 
     async def get(self, ref: str) -> dict[str, Any]:
@@ -154,7 +155,7 @@ class BackendCalls:
         from slotline.cli.followup import submit_followup
 
         task = await self._run(submit_followup, self.backend, self.config, ref, prompt)
-        return (await self._run(self.backend.get, task.id)).to_dict()
+        return (await self._run(read_back, self.backend.get, task)).to_dict()
 
     async def diff(self, ref: str, stat_only: bool, max_bytes: int) -> dict[str, Any]:
         from slotline.client import SlotlineClient
@@ -181,7 +182,9 @@ class BackendCalls:
         from slotline.landing import verbs
         from slotline.landing.gitpool import run_git
 
-        result, task = await run_git(verbs.merge, self._store(), ref, into, squash)
+        # A run (`$SLOTLINE_TASK_ID`) may not move a checkout, as with its task token.
+        mine = self.task_id is None
+        result, task = await run_git(verbs.merge, self._store(), ref, into, squash, mine)
         return {**result.to_dict(), "task": task.to_dict()}
 
     def _store(self) -> Store:
@@ -199,4 +202,4 @@ class BackendCalls:
             "terminate": self.backend.terminate,
         }
         task = await self._run(verbs[verb], ref, **options)
-        return (await self._run(self.backend.get, task.id)).to_dict()
+        return (await self._run(read_back, self.backend.get, task)).to_dict()

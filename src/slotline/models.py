@@ -7,6 +7,7 @@ import enum
 import functools
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -115,6 +116,30 @@ def iso(ts: float | None) -> str | None:
     return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
 
 
+# What a follow-up's stored command holds in place of the agent session it continues,
+# which the node knows only when the follow-up starts (`Task.command_run` fills it in);
+# one queued before placeholders holds the template's literal `{session_id}`.
+_SESSION_PLACEHOLDER = re.compile(r"<session of [0-9a-f]{8}>|\{session_id\}")
+
+
+def session_placeholder(task_id: str) -> str:
+    """The placeholder of the session of task `task_id` (and of its follow-ups)."""
+    return f"<session of {task_id[:8]}>"
+
+
+def refused_tools(tools: tuple[str, ...]) -> str | None:
+    """What an agent was refused (one tool name per refusal), in words; None: nothing. A
+    run that exits 0 but was refused its edits did nothing, and must not pass for a
+    success."""
+    if not tools:
+        return None
+    uses = "tool use" if len(tools) == 1 else "tool uses"
+    return (
+        f"agent was refused {len(tools)} {uses}: {', '.join(dict.fromkeys(tools))} — its "
+        "permission mode may not allow them (see docs/coding-agents.md)"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Usage:
     """What a run spent, as its agent type's `usage` rules read it from its output; a
@@ -123,22 +148,29 @@ class Usage:
     cost_usd: float | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
+    # The values the agent printed as its session's running totals (`usage:
+    # {session_totals: [KEY, …]}`), by key: a run that continued a session records each
+    # key as this less the total recorded before it.
+    session_totals: dict[str, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "cost_usd": self.cost_usd,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
+            "session_totals": self.session_totals,
         }
 
 
 @dataclass(frozen=True, slots=True)
 class ResumedFrom:
     """The attempt whose agent session a run continued (its task's own, or, for a
-    follow-up, the followed task's) through its agent type's `resume` template."""
+    follow-up, the followed task's) through its agent type's `resume` template, and that
+    session (known to the node that starts the run; not read back)."""
 
     task_id: str
     attempt: int
+    session_id: str | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {"task_id": self.task_id, "attempt": self.attempt}
@@ -176,6 +208,13 @@ class Attempt:
     # continues its session; and the session this run continued, if it did.
     resumable: bool = False
     resumed_from: ResumedFrom | None = None
+    # The tool uses its agent was refused (its permission mode), one name per refusal.
+    denied_tools: tuple[str, ...] = ()
+
+    @property
+    def denied(self) -> str | None:
+        """What the agent was refused, in words (`refused_tools`)."""
+        return refused_tools(self.denied_tools)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON shape; never includes the secret token."""
@@ -200,6 +239,7 @@ class Attempt:
             "session_id": self.session_id,
             "resumable": self.resumable,
             "resumed_from": None if self.resumed_from is None else self.resumed_from.to_dict(),
+            "denied_tools": list(self.denied_tools),
         }
 
 
@@ -266,6 +306,9 @@ class Task:
     eta_start: float | None = field(default=None, compare=False)
     eta_finish: float | None = field(default=None, compare=False)
     eta_basis: str | None = field(default=None, compare=False)
+    # Why a task in line has no estimate when one could not be made (the answer degrades,
+    # it does not fail); None otherwise.
+    eta_unavailable: str | None = field(default=None, compare=False)
     # Filled in by queue reads: a queued task that a reached budget holds, the moment
     # every budget holding it has room again (its `status_reason` says which); None: no
     # budget holds it.
@@ -277,13 +320,25 @@ class Task:
         """The value of a limit key (`agent`, `workspace`, `user`, `label:NAME`) for this task."""
         return limit_key_value(self, key)
 
+    @property
+    def command_run(self) -> tuple[str, ...]:
+        """The command as its latest run that continued a session ran it: a follow-up's
+        placeholder of that session (`session_placeholder`) filled with it. Before such a
+        run, the command as stored."""
+        resumed = [a for a in self.attempts if a.resumed_from and a.session_id]
+        if not resumed:
+            return self.command
+        session = resumed[-1].session_id
+        assert session is not None
+        return tuple(_SESSION_PLACEHOLDER.sub(lambda _m: session, arg) for arg in self.command)
+
     def to_dict(self) -> dict[str, Any]:
         """The stable JSON shape documented in docs/cli.md."""
         return {
             "id": self.id,
             "kind": self.kind.value,
             "title": self.title,
-            "command": list(self.command),
+            "command": list(self.command_run),
             "callable": self.callable,
             "agent": self.agent,
             "workspace": self.workspace,
@@ -298,6 +353,7 @@ class Task:
             "eta_start": iso(self.eta_start),
             "eta_finish": iso(self.eta_finish),
             "eta_basis": self.eta_basis,
+            "eta_unavailable": self.eta_unavailable,
             "depends_on": list(self.depends_on),
             "parent_id": self.parent_id,
             "max_attempts": self.max_attempts,

@@ -9,7 +9,7 @@ from typing import Any
 from slotline.bounds import normalize_workspace
 from slotline.config import Config
 from slotline.errors import InvalidInput
-from slotline.models import Task
+from slotline.models import Task, session_placeholder
 
 
 def expand_agent_type(config: Config, data: dict[str, Any], prompt: str | None) -> dict[str, Any]:
@@ -97,7 +97,8 @@ def followup_fields(
     """Submit fields of a follow-up of `followed` (`slotline followup`): its agent type,
     workspace, repository and isolation, the `resume` template filled with `prompt` as
     its command (`{session_id}` is filled when it starts, from the latest run of
-    `followed` that printed one). Submit them with `Store.submit_followup`.
+    `followed` that printed one; until then it shows `<session of FOLLOWED>`). Submit
+    them with `Store.submit_followup`.
 
     Raises:
         InvalidInput: `followed` has no agent type, its type (in `config`) has no
@@ -120,7 +121,8 @@ def followup_fields(
     if followed.status.terminal and not any(a.session_id for a in followed.attempts):
         raise InvalidInput(
             f"task {followed.id[:8]} has ended and none of its runs printed a session id "
-            f"that agent type {agent!r}'s usage rules read: there is no session to follow up"
+            f"that agent type {agent!r}'s usage rules read: there is no session to follow "
+            f"up; submit a new task instead (slotline submit --agent {agent} --prompt …)"
         )
     values = {
         "prompt": prompt,
@@ -130,8 +132,10 @@ def followup_fields(
         "agent": agent,
     }
     template.check_options(agent, {**values, "session_id": "id"}, template.resume)
-    # Shown as the task's command; the node fills {session_id} when the follow-up starts.
-    command = template.argv({**values, "session_id": "{session_id}"}, template.resume)
+    # Shown as the task's command; the node renders the template again when the
+    # follow-up starts, with the session then known (`Task.command_run` shows it).
+    placeholder = session_placeholder(followed.id)
+    command = template.argv({**values, "session_id": placeholder}, template.resume)
     fields: dict[str, Any] = {
         "agent": agent,
         "command": command,

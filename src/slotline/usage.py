@@ -1,11 +1,20 @@
 """An agent type's `usage` rules and what they read from a run's output: its cost, its
-tokens in and out, and its agent's session id (the one `resume` continues).
+tokens in and out, its agent's session id (the one `resume` continues), and the tool
+uses its agent was refused.
 
 `json:` maps each key to a dotted path into the LAST JSON object the output holds (a
 whole-output JSON document, or the last line of a stream of JSON lines that parses as
 an object); `regex:` maps each key to a pattern whose first group, in its LAST match in
 the output, is the value. A value nothing matches stays None: reading never fails a run.
 Only the output's tail is read (`TAIL_BYTES`), never the whole of a huge log.
+
+`permission_denials` reads every refusal: a `json` path to a list (one item per refused
+tool use, its `tool_name` naming the tool, as Claude Code prints them), or a `regex`
+whose EVERY match is one refusal, its first group the tool. `session_totals:` lists the
+keys whose printed value is the running total of the agent's session (Claude Code's cost,
+Codex's tokens after a resume): the reading keeps them as `Usage.session_totals`, and the
+store records for a run that continues a session each total less the one recorded before
+it (`spend.run_share`).
 """
 
 from __future__ import annotations
@@ -26,7 +35,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from slotline.config_pacing import checked_pattern
 from slotline.models import Usage
 
-KEYS = ("cost_usd", "input_tokens", "output_tokens", "session_id")
+AMOUNTS = ("cost_usd", "input_tokens", "output_tokens")
+KEYS = (*AMOUNTS, "session_id", "permission_denials")
 # How much of a run's log is read at its end: the results agents print come last.
 TAIL_BYTES = 1024 * 1024
 _MAX_SESSION_ID = 200
@@ -65,6 +75,7 @@ class UsageConfig(BaseModel):
 
     json_paths: dict[str, str] = Field(default_factory=dict, alias="json")
     regex: dict[str, str] = Field(default_factory=dict)
+    session_totals: list[str] = Field(default_factory=list)
 
     @field_validator("json_paths")
     @classmethod
@@ -81,13 +92,23 @@ class UsageConfig(BaseModel):
                 raise ValueError(f"{key}: {exc}") from None
         return patterns
 
+    @field_validator("session_totals")
+    @classmethod
+    def _totals(cls, keys: list[str]) -> list[str]:
+        for key in keys:
+            if key not in AMOUNTS:
+                raise ValueError(f"unknown key {key!r}; known: {', '.join(AMOUNTS)}")
+        return keys
+
 
 @dataclass(frozen=True, slots=True)
 class Reading:
-    """What a run's output said it spent, and its session id (None: not found)."""
+    """What a run's output said it spent, its session id (None: not found), and the
+    tool uses its agent was refused (one name per refusal)."""
 
     usage: Usage | None = None
     session_id: str | None = None
+    denied: tuple[str, ...] = ()
 
 
 def read_usage(rules: UsageConfig, text: str) -> Reading:
@@ -100,6 +121,9 @@ def read_usage(rules: UsageConfig, text: str) -> Reading:
             for key, path in rules.json_paths.items():
                 found[key] = _at_path(document, path)
     for key, pattern in rules.regex.items():
+        if key == "permission_denials":
+            found[key] = [m.group(1) for m in _compiled(pattern).finditer(text)]
+            continue
         match = None
         for match in _compiled(pattern).finditer(text):  # noqa: B007 - the last one counts
             pass
@@ -110,14 +134,36 @@ def read_usage(rules: UsageConfig, text: str) -> Reading:
     tokens_out = _number(found.get("output_tokens"), int)
     usage = None
     if (cost, tokens_in, tokens_out) != (None, None, None):
-        usage = Usage(cost, tokens_in, tokens_out)
+        read = {"cost_usd": cost, "input_tokens": tokens_in, "output_tokens": tokens_out}
+        totals = {key: read[key] for key in rules.session_totals if read[key] is not None}
+        usage = Usage(cost, tokens_in, tokens_out, totals or None)
     session = found.get("session_id")
     session_id = None
     if isinstance(session, str | int) and not isinstance(session, bool):
         text_id = str(session).strip()
         if text_id and len(text_id) <= _MAX_SESSION_ID and text_id.isprintable():
             session_id = text_id
-    return Reading(usage, session_id)
+    return Reading(usage, session_id, _denied(found.get("permission_denials")))
+
+
+# At most this many refusals are kept, each name at most this long: what an output
+# prints is not trusted to be small.
+MAX_DENIALS = 1000
+_MAX_TOOL_NAME = 100
+
+
+def _denied(value: Any) -> tuple[str, ...]:
+    """The tools of a list of refusals: `{"tool_name": …}` objects (Claude Code's
+    `permission_denials`) or names; `?` for one that names none."""
+    if not isinstance(value, list):
+        return ()
+    names = []
+    for item in value[:MAX_DENIALS]:
+        name = item.get("tool_name") if isinstance(item, dict) else item
+        text = str(name).strip() if isinstance(name, str | int) else ""
+        ok = text and len(text) <= _MAX_TOOL_NAME and text.isprintable()
+        names.append(text if ok else "?")
+    return tuple(names)
 
 
 def read_log(rules: UsageConfig, path: Path) -> Reading:

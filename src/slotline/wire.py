@@ -77,13 +77,19 @@ def attempt_from_json(data: dict[str, Any], task_id: str) -> Attempt:
         session_id=data.get("session_id"),
         resumable=bool(data.get("resumable")),
         resumed_from=_resumed(data.get("resumed_from")),
+        denied_tools=tuple(data.get("denied_tools") or ()),
     )
 
 
 def _usage(data: dict[str, Any] | None) -> Usage | None:
     if data is None:
         return None
-    return Usage(data.get("cost_usd"), data.get("input_tokens"), data.get("output_tokens"))
+    return Usage(
+        data.get("cost_usd"),
+        data.get("input_tokens"),
+        data.get("output_tokens"),
+        data.get("session_totals"),
+    )
 
 
 def _resumed(data: dict[str, Any] | None) -> ResumedFrom | None:
@@ -170,6 +176,7 @@ def task_from_json(data: dict[str, Any]) -> Task:
         eta_start=_epoch(data.get("eta_start")),
         eta_finish=_epoch(data.get("eta_finish")),
         eta_basis=data.get("eta_basis"),
+        eta_unavailable=data.get("eta_unavailable"),
     )
 
 

@@ -121,10 +121,14 @@ def test_an_ended_worktree_run_is_merged_from_its_page(
     page.click("#task-panel [data-action=merge]")
     field = page.locator("form.modal input[name=reason]")
     assert field.input_value() == "main"
-    # then merging into main, which the user's checkout has, is refused, changing nothing,
+    # then merging into main, which the user's checkout has with an edit not committed,
+    # is refused, changing nothing,
+    (repo / "notes.txt").write_text("base\nthe user's\n")
     page.locator("form.modal button[type=submit]").click()
     page.wait_for_selector(".notice.error")
-    assert "branch main is checked out" in page.locator(".notice.error").inner_text()
+    refusal = page.locator(".notice.error").inner_text()
+    assert "branch main is checked out" in refusal
+    assert "which has uncommitted changes in notes.txt" in refusal
     assert git_in(repo, "rev-parse", "main") == git_in(repo, "rev-parse", "integration")
     # and merging into integration lands it: the page marks the run merged.
     page.click("#task-panel [data-action=merge]")

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from slotline.errors import InvalidInput, StoreError, UnknownDependency
-from slotline.models import Status, Usage
+from slotline.models import ResumedFrom, Status, Usage
 from slotline.store import Report, Store, open_store
 from slotline.store.pg_url import split_url
 from slotline.store.postgres import FOLD_EVERY
@@ -125,8 +125,33 @@ def test_what_a_run_spent_is_recorded_on_its_attempt(store: Store) -> None:
     assert attempt.usage == spent
     assert attempt.session_id == "s-1"
     shown = attempt.to_dict()
-    assert shown["usage"] == {"cost_usd": 0.25, "input_tokens": 1200, "output_tokens": None}
+    assert shown["usage"] == {
+        "cost_usd": 0.25, "input_tokens": 1200, "output_tokens": None, "session_totals": None,
+    }  # fmt: skip
     assert shown["session_id"] == "s-1"
+
+
+def test_a_run_that_continues_a_session_records_what_it_added(store: Store) -> None:
+    # Given a run that printed its session's running totals, then was interrupted
+    task = store.submit(COMMAND)
+    first = store.claim("node-a").claims[0].attempt
+    printed = {"cost_usd": 0.104, "input_tokens": 500, "output_tokens": 29}
+    store.finish(first.id, first.token, None, requeue=True, usage=Usage(0.104, 500, 29, printed))
+
+    # When the next attempt continues that session and prints the totals since it began
+    second = store.claim("node-a").claims[0].attempt
+    store.record_start(second.id, second.token, None, resumed_from=ResumedFrom(task.id, 1))
+    totals = {"cost_usd": 0.21, "input_tokens": 1400, "output_tokens": 70}
+    store.finish(second.id, second.token, 0, usage=Usage(0.21, 1400, 70, totals))
+
+    # Then it records only what it added, its tokens whole numbers, beside those totals
+    one, two = store.get(task.id).attempts
+    assert one.usage == Usage(0.104, 500, 29, printed)
+    assert two.usage is not None
+    assert two.usage.cost_usd == pytest.approx(0.106)
+    assert (two.usage.input_tokens, two.usage.output_tokens) == (900, 41)
+    assert isinstance(two.usage.input_tokens, int)
+    assert two.to_dict()["usage"]["session_totals"] == totals
 
 
 def test_event_seq_strictly_increases_and_readers_resume_after_a_seq(store: Store) -> None:

@@ -96,6 +96,36 @@ def test_the_output_pattern_matches_and_each_step_doubles_the_hold(
     assert store.get(b.task.id).status is Status.FAILED
 
 
+def test_the_back_off_says_which_line_of_the_output_matched_not_the_exit_code(
+    store: Store, submit: SubmitFn, claim: ClaimFn, clock: Clock
+) -> None:
+    # Given: a run whose output holds the refusal on one long line among others
+    store.set_backoff("claude", {"pattern": r'"api_error_status":\s*429'})
+    task = submit("c", agent="claude")
+    refusal = '{"type":"result","is_error":true,"api_error_status":429,' + '"x":0,' * 100 + "}"
+    output = '{"type":"system","subtype":"init"}\n' + refusal + "\nbye\n"
+
+    # When: it ends with exit code 1
+    end(store, clock, claim()[0], 1, output=output)
+
+    # Then: the back-off, its event and the task's reason name the matched line,
+    # trimmed around the match, not "exit code 1"
+    (throttle,) = store.status(now=clock.now).backoff
+    assert '"api_error_status":429' in throttle["reason"]
+    assert "exit code" not in throttle["reason"]
+    assert len(throttle["reason"]) <= 200
+    (event,) = [e for e in store.events(0, 10_000) if e.kind == "backoff"]
+    assert event.data["reason"] == throttle["reason"]
+    assert throttle["reason"] in (store.get(task.id).status_reason or "")
+    assert store.get(task.id).attempts[0].reason == throttle["reason"]
+
+    # An exit code that matched says so.
+    store.set_backoff("aider", {"exit_codes": [75]})
+    submit("a", agent="aider")
+    end(store, clock, claim()[0], 75, output="whatever")
+    assert store.status(now=clock.now).backoff[0]["reason"] == "exit code 75"
+
+
 def test_a_task_refused_too_often_fails_and_other_agent_types_are_not_held(
     store: Store, submit: SubmitFn, claim: ClaimFn, clock: Clock
 ) -> None:
@@ -112,6 +142,25 @@ def test_a_task_refused_too_often_fails_and_other_agent_types_are_not_held(
     end(store, clock, second, 75)
 
     assert store.get(task.id).status is Status.FAILED
+
+
+def test_a_task_refused_once_too_often_fails_with_the_line_that_matched(
+    store: Store, submit: SubmitFn, claim: ClaimFn, clock: Clock
+) -> None:
+    # Given: a task whose one requeue was used by a first refusal
+    store.set_backoff("claude", {**RULE, "max_requeues": 1, "delay": 1, "max_delay": 1})
+    task = submit("c", agent="claude")
+    end(store, clock, claim()[0], 1, output="starting\nHTTP 429 Too Many Requests\n")
+    clock.advance(2)
+
+    # When: its next run is refused alike, exiting with 1
+    end(store, clock, claim()[0], 1, output="starting\nHTTP 429 Too Many Requests\nbye\n")
+
+    # Then: it fails, saying which line matched, not "exit code 1"
+    failed = store.get(task.id)
+    assert failed.status is Status.FAILED
+    assert failed.failure_reason == "HTTP 429 Too Many Requests"
+    assert failed.attempts[-1].reason == "HTTP 429 Too Many Requests"
 
 
 def test_a_restarted_task_gets_its_requeues_again(

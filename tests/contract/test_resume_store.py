@@ -140,3 +140,32 @@ def test_a_second_followup_continues_the_first_ones_session(store: Store) -> Non
     assert plan.session_id == "s-2"
     assert plan.resumed_from == ResumedFrom(first.id, 1)
     assert plan.argv == ["agent", "--resume", "s-2", "now document it"]
+
+
+@pytest.mark.parametrize(
+    "placeholder",
+    [
+        pytest.param("<session of {followed}>", id="placeholder"),
+        pytest.param("{session_id}", id="queued-before-placeholders"),
+    ],
+)
+def test_a_started_followup_shows_the_session_it_continued(store: Store, placeholder: str) -> None:
+    # Given a follow-up whose stored command holds its session to be: the placeholder,
+    # or the template's literal `{session_id}` of one queued before placeholders
+    followed = store.submit(AGENT)
+    done = store.claim("node-a").claims[0].attempt
+    store.finish(done.id, done.token, 0, session_id="sess-7")
+    session = placeholder.replace("{followed}", followed.id[:8])
+    argv = ["claude", "--resume", session, "-p", "and test it"]
+    follow = store.submit_followup(followed.id, "and test it", {**AGENT, "command": argv})
+
+    # When it starts, continuing that session
+    started = store.claim("node-a").claims[0].attempt
+    store.record_start(
+        started.id, started.token, 123, None, None, ResumedFrom(followed.id, 1, "sess-7")
+    )
+
+    # Then its command shows the session it continued
+    shown = store.get(follow.id)
+    assert shown.command_run == ("claude", "--resume", "sess-7", "-p", "and test it")
+    assert shown.to_dict()["command"] == ["claude", "--resume", "sess-7", "-p", "and test it"]

@@ -45,7 +45,7 @@ COMMANDS = (
     "serve", "submit", "show", "ls", "status", "events", "cancel", "terminate", "boost", "bump",
     "move", "priority", "restart", "hold", "release", "pause", "resume", "clear", "limits",
     "logs", "stats", "top", "export", "redrive", "config", "token", "bulk", "stop", "mcp",
-    "schedule", "diff", "merge", "worktrees", "notify",
+    "schedule", "diff", "merge", "worktrees", "notify", "agents",
 )  # fmt: skip
 STATUS_FIELDS = {"active", "max_concurrent", "slots_available", "at_capacity", "paused", "queued"}
 

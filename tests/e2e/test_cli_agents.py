@@ -89,3 +89,31 @@ def test_serve_applies_the_config_and_runs_the_agent(
     )  # fmt: skip
     until(lambda: ok(cli("--json", "show", task["id"]))["status"] == "succeeded")
     assert (work / "prompt.txt").read_text() == "hello world"
+
+
+def test_an_agent_types_variables_reach_its_runs_only(
+    cli: Run, serve: Serve, tmp_path: Path, base_env: dict[str, str]
+) -> None:
+    # Given a node whose environment holds a key and a setting meant for one agent type
+    config = tmp_path / "keys.yaml"
+    script = 'printf "%s %s" "${TEST_AGENT_KEY-unset}" "${TEST_AGENT_OPT-unset}" > "$0"'
+    prints_key = f"""[sh, -c, '{script}', "{{prompt}}"]"""
+    config.write_text(
+        f"agents:\n  keyed:\n    command: {prints_key}\n"
+        "    env_required: [TEST_AGENT_KEY]\n    env_allow: [TEST_AGENT_O*]\n"
+        f"  other:\n    command: {prints_key}\n"
+    )
+    base_env.update(TEST_AGENT_KEY="key-of-keyed", TEST_AGENT_OPT="opt")
+    serve("--config", str(config))
+    # When a run of each type prints what it sees, and a command of the local user's
+    # own labelled with the type does too (the local CLI may: it runs as the node's user)
+    seen = {}
+    for agent in ("keyed", "other", "raw"):
+        out = tmp_path / f"{agent}.txt"
+        how = ["--prompt", str(out)] if agent != "raw" else ["--", "sh", "-c", script, str(out)]
+        label = "keyed" if agent == "raw" else agent
+        task = ok(cli("--json", "--config", str(config), "submit", "--agent", label, *how))
+        until(lambda: ok(cli("--json", "show", task["id"]))["status"] == "succeeded")  # noqa: B023
+        seen[agent] = out.read_text()
+    # Then the key and the setting reached the runs of the type, and not the other's
+    assert seen == {"keyed": "key-of-keyed opt", "other": "unset unset", "raw": "key-of-keyed opt"}

@@ -12,7 +12,7 @@ import pytest
 from slotline.models import Usage
 from slotline.store import Store
 
-from .conftest import Run, ok, submit
+from .conftest import Run, claim_one, ok, submit
 
 
 def test_limits_set_show_and_remove_budgets(cli: Run) -> None:
@@ -108,3 +108,28 @@ def test_status_ls_and_show_say_why_a_task_waits_and_until_when(cli: Run, store:
     assert [t["status_reason"] for t in rows] == [reason]
     assert ok(cli("--json", "show", waiting["id"]))["status_reason"] == reason
     assert "budget agent[claude] 1usd/1h reached" in cli("show", waiting["id"]).out
+
+
+@pytest.mark.parametrize("assignment", ["budget:global=100usd/1d", "rate:global=1000/1d"])
+def test_a_global_budget_or_rate_lets_submit_and_every_read_work(
+    cli: Run, store: Store, assignment: str
+) -> None:
+    # Given: a budget or rate over every task, and a task in line (one running)
+    ok(cli("--json", "limits", "--set", assignment, "--set", "max_concurrent=1"))
+    submit(cli)
+    claim_one(store)
+
+    # When: another task is submitted
+    result = cli("submit", "--", "true")
+
+    # Then: it is submitted once, with its place and estimate, and every read works
+    assert result.code == 0, result.err
+    assert re.fullmatch(
+        r"submitted [0-9a-f]{8}: queued, position 1 \(NEXT UP\), starts .+\n", result.out
+    )
+    assert len(store.list_tasks()) == 2
+    queued = ok(cli("--json", "status"))["queued"]
+    assert [t["eta_unavailable"] for t in queued] == [None]
+    assert queued[0]["eta_start"] is not None
+    assert ok(cli("--json", "show", queued[0]["id"]))["position"] == 1
+    assert cli("ls").code == 0

@@ -57,21 +57,21 @@ def test_two_agents_diffed_and_merged_the_second_refused_on_conflict(
     stat = ok(run("--json", "diff", "--stat", ids[1]))
     assert stat["text"] == ""
 
-    # Then merging into main is refused while main is the user's checkout,
-    main_before = run(*remote, "merge", ids[0])
-    assert main_before.code == 1
-    refusal = main_before.error_line()
-    assert f"branch main is checked out in {repo}" in refusal
-    # naming the two ways forward: merge there, or merge into a branch nobody has out.
-    branch = alpha["attempts"][0]["worktree"]["branch"]
-    assert f"Either merge it there yourself: git -C {repo} merge {branch};" in refusal
-    assert f"or merge into a branch no checkout has: slotline merge {ids[0][:8]} --into" in refusal
-    # and once the user works on another branch, the first merges into main (through
-    # the server), without touching the user's checkout,
-
     def run_git(*args: str) -> str:
         return git_in(repo, *args)
 
+    # Then merging into main is refused while main is the user's checkout with an
+    # uncommitted change, naming the file, changing nothing;
+    (repo / "notes.txt").write_text("base\nthe user's own edit\n")
+    main_before = run(*remote, "merge", ids[0])
+    assert main_before.code == 1
+    refusal = main_before.error_line()
+    assert f"branch main is checked out in {repo}, which has uncommitted changes" in refusal
+    assert "in notes.txt; nothing was changed" in refusal
+    assert (repo / "notes.txt").read_text() == "base\nthe user's own edit\n"
+    run_git("checkout", "--", "notes.txt")
+    # and once the user works on another branch, the first merges into main (through
+    # the server), without touching the user's checkout,
     run_git("checkout", "-q", "-b", "work")
     (repo / "scratch.txt").write_text("the user's own uncommitted file\n")
     merged = ok(run(*remote, "--json", "merge", ids[0]))
@@ -136,10 +136,12 @@ def test_merge_lands_work_left_uncommitted_and_refuses_a_task_without_a_worktree
     branch = ended["attempts"][0]["worktree"]["branch"]
     # Then its diff shows the uncommitted change,
     assert "+left uncommitted" in ok(run("--json", "diff", task["id"]))["text"]
-    # a merge into the checked-out main is refused before anything is committed,
+    # a merge into the checked-out main, which has a change of its own, is refused
+    # before anything is committed,
+    (repo / "notes.txt").write_text("base\nthe user's\n")
     refused = run("merge", task["id"])
     assert refused.code == 1
-    assert "branch main is checked out" in refused.error_line()
+    assert "which has uncommitted changes in notes.txt" in refused.error_line()
     assert git_in(repo, "rev-parse", branch) == ended["attempts"][0]["worktree"]["base_commit"]
     # and a merge elsewhere lands it: slotline commits it on the run's branch, saying so.
     merged = ok(run("--json", "merge", task["id"], "--into", "integration"))

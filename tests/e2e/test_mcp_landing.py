@@ -48,9 +48,10 @@ async def review_and_land(session: ClientSession, repo: Path, ids: list[str]) ->
     assert "+written by alpha" in patch["text"]
     stat = await call(session, "task_diff", task_id=beta, stat_only=True)
     assert (stat["stat"]["files"], stat["text"]) == (2, "")
-    # is told plainly that the branch its runs started from is checked out,
+    # is told plainly that the checkout of the branch its runs started from has changes
+    # of its own,
     busy = error_text(await session.call_tool("merge_task", {"task_id": alpha}))
-    assert f"branch main is checked out in {repo}" in busy
+    assert f"branch main is checked out in {repo}, which has uncommitted changes" in busy
     # lands the first on a branch of its own,
     merged = await call(session, "merge_task", task_id=alpha, into="integration")
     assert (merged["into"], merged["already"]) == ("integration", False)
@@ -65,8 +66,10 @@ async def review_and_land(session: ClientSession, repo: Path, ids: list[str]) ->
 
 
 def a_repo(tmp_path: Path) -> Path:
+    """A repository whose user's checkout (main) holds an edit not committed yet."""
     repo = make_repo(tmp_path / "repo", {"notes.txt": "base\n"})
     git_in(repo, "branch", "integration")
+    (repo / "notes.txt").write_text("base\nthe user's own edit\n")
     return repo
 
 

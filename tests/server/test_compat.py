@@ -45,6 +45,21 @@ def status_of(http: httpx.Client, task_id: str) -> str:
     return status
 
 
+def test_queued_tasks_carry_their_phase_id_or_null(http: httpx.Client) -> None:
+    # Given a paused queue with a task of a Hephaestus phase and one without
+    assert http.post("/api/pause").status_code == 200
+    body = {"command": SLEEPER, "title": "phased", "labels": {"phase_id": "phase-2"}}
+    assert http.post("/api/tasks", json=body).status_code == 201
+    submit(http, "plain")
+
+    # Then queue_status gives each its phase_id, null where it has none
+    queued = queue(http)["queued_tasks"]
+    assert [(t["description"], t["phase_id"]) for t in queued] == [
+        ("phased", "phase-2"),
+        ("plain", None),
+    ]
+
+
 def test_queue_workflows(hephaestus: Running) -> None:
     with hephaestus.client() as http:
         # At capacity: two run, the rest queue with positions.
@@ -64,6 +79,7 @@ def test_queue_workflows(hephaestus: Running) -> None:
             "priority_boosted",
             "queue_position",
             "queued_at",
+            "phase_id",
             # slotline's estimates, beside Hephaestus' own fields
             "eta_start",
             "eta_finish",

@@ -4,12 +4,22 @@ user's task is hidden, pruning is for admins."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
+import httpx
+import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import TextContent
+
 from gitrepos import make_repo, run, show
+from slotline.config import Config
+from slotline.errors import InvalidTransition
+from slotline.mcp_calls import BackendCalls
 from waiting import until
 
-from .conftest import ServerFactory, command
+from .conftest import Running, ServerFactory, command
 
 
 def test_diff_merge_and_worktrees_follow_the_task_access_rules(
@@ -61,3 +71,78 @@ def test_diff_merge_and_worktrees_follow_the_task_access_rules(
         assert merged.status_code == 200, merged.text
         assert merged.json()["task"]["attempts"][0]["worktree"]["merged"]["into"] == "integration"
     assert show(repo, "integration", "notes.txt") == "base\nfrom alice"
+
+
+def _ended_run_of_alice(server: Running, admin: str, repo: Path) -> str:
+    """A task of user alice whose worktree run committed a line to notes.txt, ended."""
+    agent = command(
+        "import subprocess",
+        "open('notes.txt', 'a').write('from alice\\n')",
+        "subprocess.run(['git', 'commit', '-qam', 'work'], check=True)",
+    )
+    with server.client(admin) as http:
+        answer = http.post("/api/tasks", json={
+            "command": agent, "isolation": "worktree", "repo": str(repo), "user": "alice",
+            "keep": "always",
+        })  # fmt: skip
+        assert answer.status_code == 201, answer.text
+        task_id: str = answer.json()["id"]
+
+        def kept() -> bool:
+            attempts = http.get(f"/api/tasks/{task_id}").json()["attempts"]
+            return bool(attempts) and (attempts[0]["worktree"] or {}).get("state") == "kept"
+
+        until(kept, what="the run ended, its worktree kept")
+    return task_id
+
+
+async def _mcp_merge(url: str, token: str, task_id: str) -> str:
+    """The error of the merge_task tool called over /mcp with `token`."""
+    headers = {"Authorization": f"Bearer {token}"}
+    async with (
+        httpx.AsyncClient(headers=headers, timeout=30) as http,
+        streamable_http_client(f"{url}/mcp", http_client=http) as (read, write, _),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        result = await session.call_tool("merge_task", {"task_id": task_id})
+    assert result.isError, result.content
+    return " ".join(c.text for c in result.content if isinstance(c, TextContent))
+
+
+def test_only_an_admin_merges_into_a_branch_a_checkout_has(
+    make_server: ServerFactory, tmp_path: Path
+) -> None:
+    # Given an ended run of alice's, started from main, which the repository's own
+    # (clean) checkout has
+    repo = make_repo(tmp_path / "repo", {"notes.txt": "base\n"})
+    server = make_server(node=True)
+    admin, alice = server.token("root", "admin"), server.token("alice", "user")
+    task_id = _ended_run_of_alice(server, admin, repo)
+    main = run(repo, "rev-parse", "main")
+
+    # When alice merges it into main over HTTP, over MCP, and one of her runs on the store
+    with server.client(alice) as mine:
+        refused = mine.post(f"/api/tasks/{task_id}/merge", json={})
+    over_mcp = asyncio.run(_mcp_merge(server.url, alice, task_id))
+    as_a_run = BackendCalls(server.store, Config(), task_id)
+    with pytest.raises(InvalidTransition) as from_a_run:
+        asyncio.run(as_a_run.merge(task_id, None, False))
+
+    # Then each is refused, saying what to do instead, and nothing changed
+    assert refused.status_code == 409, refused.text
+    for said in (refused.json()["detail"], over_mcp, str(from_a_run.value)):
+        assert f"branch main is checked out in {repo}, and only an admin may merge" in said
+        assert "Either ask an admin, or run slotline merge" in said
+        assert f"slotline merge {task_id[:8]} --into BRANCH" in said
+    assert run(repo, "rev-parse", "main") == main
+    assert (repo / "notes.txt").read_text() == "base\n"
+
+    # while an admin's merge moves main and the checkout's files with it.
+    with server.client(admin) as http:
+        merged = http.post(f"/api/tasks/{task_id}/merge", json={})
+    assert merged.status_code == 200, merged.text
+    assert (merged.json()["into"], merged.json()["checkout"]) == ("main", str(repo))
+    assert run(repo, "rev-parse", "main") == merged.json()["commit"] != main
+    assert (repo / "notes.txt").read_text() == "base\nfrom alice\n"
+    assert run(repo, "status", "--porcelain") == ""

@@ -19,6 +19,7 @@ from websockets.typing import Origin
 from slotline.config import Config, load_config
 from slotline.errors import InvalidInput
 from slotline.models import Status
+from slotline.runner.env import build_env
 from slotline.server import ServerOptions, create_app
 from slotline.server.context import ServerState
 from slotline.store import open_store
@@ -265,6 +266,65 @@ def test_users_reach_out_of_pool_agents_only_through_their_type(
         assert http.post("/api/tasks/batch", json={"tasks": batch}).status_code == 403
     with server.client(admin) as http:
         raw = http.post("/api/tasks", json={"command": ECHO, "agent": "pm"})
+        assert raw.status_code == 201
+
+
+KEYED_CONFIG = """\
+raw_commands: all
+agents:
+  claude:
+    command: [echo, "{prompt}"]
+    env_required: [ANTHROPIC_API_KEY]
+  codex:
+    command: [echo, "{prompt}"]
+    env_allow: [CODEX_*]
+  plain:
+    command: [echo, "{prompt}"]
+"""
+PRINTS_ENV = ["sh", "-c", "env"]
+
+
+def test_a_command_of_ones_own_never_runs_with_an_agent_types_variables(
+    make_server: ServerFactory, tmp_path: Path
+) -> None:
+    # Given agent types whose runs get variables of the node's environment (a key), and
+    # raw commands open to every user
+    server = make_server(config=write_config(tmp_path, KEYED_CONFIG))
+    admin = server.token("root", "admin")
+    with server.client(admin) as http:
+        parent = http.post("/api/tasks", json={"command": ECHO, "user": "ann"}).json()
+        (claim,) = server.store.claim("external:test", limit=1).claims
+        assert claim.task.id == parent["id"]
+    task_token = build_env(claim.task, claim.attempt, "", api_url=server.url)["SLOTLINE_TOKEN"]
+    # When a user, or a running task, labels a command of its own with such a type
+    for token in (server.token("ann", "user"), task_token):
+        with server.client(token) as http:
+            for agent in ("claude", "codex"):
+                for body in (
+                    {"command": PRINTS_ENV, "agent": agent},
+                    {"agent": agent, "prompt": "x", "env": {"LD_PRELOAD": "/tmp/x.so"}},
+                ):
+                    refused = http.post("/api/tasks", json=body)
+                    # Then it is refused, in one line that says how to submit instead
+                    assert refused.status_code == 403, body
+                    detail = refused.json()["detail"]
+                    assert detail.startswith(
+                        f"agent {agent!r} passes variables of the node's environment to "
+                        "its runs (env_required, env_allow): submit it only as its agent type"
+                    ), detail
+                    assert "\n" not in detail
+            # And the type's own command with a prompt, or a command under a type that
+            # passes nothing, is taken
+            typed = http.post("/api/tasks", json={"agent": "claude", "prompt": "fix it"})
+            assert typed.status_code == 201, typed.text
+            assert typed.json()["command"] == ["echo", "fix it"]
+            plain = {"command": PRINTS_ENV, "agent": "plain"}
+            assert http.post("/api/tasks", json=plain).status_code == 201
+    agents = [t.agent for t in server.store.list_tasks() if list(t.command) == PRINTS_ENV]
+    assert agents == ["plain", "plain"]
+    # An admin may label a command of its own with the type
+    with server.client(admin) as http:
+        raw = http.post("/api/tasks", json={"command": PRINTS_ENV, "agent": "claude"})
         assert raw.status_code == 201
 
 

@@ -26,13 +26,14 @@ def config(go: Path) -> Config:
             "input_tokens": "usage.input_tokens",
             "output_tokens": "usage.output_tokens",
             "session_id": "session_id",
-        }
+        },
+        "session_totals": ["cost_usd"],  # as Claude Code's: the session's running total
     }
     claude = {
         "command": [sys.executable, FAKE, "--style", "stream", "--session", "s-http",
                     "--wait", str(go), "--", "{prompt}"],
         "usage": rules,
-        "resume": [sys.executable, FAKE, "--resume", "{session_id}", "--cost", "0.03", "--",
+        "resume": [sys.executable, FAKE, "--resume", "{session_id}", "--cost", "0.15", "--",
                    "{prompt}"],
     }  # fmt: skip
     return Config.model_validate({"agents": {"claude": claude}})
@@ -59,13 +60,16 @@ def test_usage_is_shown_summed_and_exported(make_server: ServerFactory, tmp_path
         done = ended(http, task["id"])
         assert done["status"] == "succeeded"
         (attempt,) = done["attempts"]
-        assert attempt["usage"] == {"cost_usd": 0.12, "input_tokens": 1234, "output_tokens": 56}
+        assert attempt["usage"] == {
+            "cost_usd": 0.12, "input_tokens": 1234, "output_tokens": 56,
+            "session_totals": {"cost_usd": 0.12},
+        }  # fmt: skip
         assert attempt["session_id"] == "s-http"
         spend = http.get("/api/stats").json()["spend"]
         assert spend["total"]["cost_usd"] == 0.12
         assert spend["agent"] == [
             {"key": "claude", "runs": 1, "cost_usd": 0.12, "input_tokens": 1234,
-             "output_tokens": 56},
+             "output_tokens": 56, "denied": 0},
         ]  # fmt: skip
         metrics = http.get("/metrics").text
     assert 'slotline_cost_usd_total{agent="claude"} 0.12' in metrics
@@ -98,7 +102,8 @@ def test_terminate_resumable_then_restart_resumes_the_session(
     assert again["status"] == "succeeded"
     second = again["attempts"][1]
     assert second["resumed_from"] == {"task_id": task["id"], "attempt": 1}
-    assert second["usage"]["cost_usd"] == 0.03
+    # the first attempt was cut before it printed any total: the session's is the run's
+    assert second["usage"]["cost_usd"] == 0.15
     assert '"session_id": "s-http"' in Path(second["log_path"]).read_text()
 
 
@@ -113,6 +118,9 @@ def test_followup_over_http(make_server: ServerFactory, tmp_path: Path) -> None:
         assert follow["status"] == "succeeded", follow["status_reason"]
         assert follow["attempts"][0]["resumed_from"] == {"task_id": task["id"], "attempt": 1}
         assert follow["depends_on"] == [task["id"]]
+        # it printed the session's total cost, and costs what it added to the first run's
+        assert follow["attempts"][0]["usage"]["session_totals"] == {"cost_usd": 0.15}
+        assert follow["attempts"][0]["usage"]["cost_usd"] == 0.03
         empty = http.post(f"/api/tasks/{task['id']}/followup", json={"prompt": ""})
         assert empty.status_code == 422
 
@@ -130,6 +138,7 @@ def test_a_user_sees_the_spend_of_their_own_runs_only(server: Running) -> None:
         mine = http.get("/api/stats").json()["spend"]
     assert mine["total"] == {
         "key": "total", "runs": 1, "cost_usd": 1.5, "input_tokens": 10, "output_tokens": 1,
+        "denied": 0,
     }  # fmt: skip
     assert [row["key"] for row in mine["user"]] == ["alice"]
     # and an admin's all of them.

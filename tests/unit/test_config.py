@@ -180,6 +180,30 @@ def test_the_environment_allow_list_comes_from_slotline_env_allow_or_a_flag(
     assert flagged.env_allow == ["X"]
 
 
+def test_a_bad_env_allow_name_is_refused_with_its_file_line_and_key(tmp_path: Path) -> None:
+    path = write(tmp_path, "agents:\n  a:\n    command: [a]\n    env_allow: [OK_*, 'A=1']\n")
+    with pytest.raises(InvalidInput, match=rf"{path}:4: agents\.a\.env_allow: 'A=1' is not"):
+        load_config(path)
+    with pytest.raises(InvalidInput, match=r"env_allow: 'no way' is not"):
+        load_config(write(tmp_path, "env_allow: [PATH, no way]\n"))
+
+
+def test_env_required_takes_plain_names_only_with_its_file_line_and_key(tmp_path: Path) -> None:
+    text = "agents:\n  a:\n    command: [a]\n    env_required: [KEY, ANTHROPIC_*]\n"
+    path = write(tmp_path, text)
+    with pytest.raises(
+        InvalidInput, match=rf"{path}:4: agents\.a\.env_required: 'ANTHROPIC_\*' is not an"
+    ) as refused:
+        load_config(path)
+    assert "glob patterns go in env_allow" in str(refused.value)
+    for bad in ("'A=1'", "1KEY", "'no way'"):
+        text = f"agents:\n  a:\n    command: [a]\n    env_required: [{bad}]\n"
+        with pytest.raises(InvalidInput, match=r"agents\.a\.env_required: .* is not an"):
+            load_config(write(tmp_path, text))
+    good = write(tmp_path, "agents:\n  a:\n    command: [a]\n    env_required: [KEY, _K2]\n")
+    assert load_config(good).agents["a"].env_required == ["KEY", "_K2"]
+
+
 def test_an_agent_type_has_its_own_max_disk_beside_the_global_one(tmp_path: Path) -> None:
     text = (
         "worktrees:\n  max_disk: 20GB\n  retain: 3d\nagents:\n  claude:\n"

@@ -276,6 +276,23 @@ def test_a_rule_matches_its_exit_codes_and_its_pattern_only() -> None:
     assert not rule.matches(1, "KeyError")
 
 
+def test_a_refusal_names_the_line_that_matched_trimmed_around_the_match() -> None:
+    rule = backoff.BackoffRule.from_dict({"exit_codes": [75], "pattern": r"HTTP 429"})
+    long_line = "a" * 500 + " HTTP 429 " + "b" * 500
+
+    assert rule.refusal(75, "HTTP 429") == "exit code 75"
+    assert rule.refusal(1, "start\n  error: HTTP 429 Too Many  \nend") == (
+        "error: HTTP 429 Too Many"
+    )
+    trimmed = rule.refusal(1, f"HTTP 429 first\n{long_line}\n")
+    assert trimmed is not None
+    assert "HTTP 429" in trimmed
+    assert trimmed.startswith("…")
+    assert trimmed.endswith("…")
+    assert len(trimmed) <= backoff.REASON_CHARS + 2
+    assert rule.refusal(1, "KeyError") is None
+
+
 # -- how the CLI shows them -------------------------------------------------------------
 
 

@@ -11,6 +11,7 @@ import pytest
 from slotline.config import load_config
 from slotline.errors import InvalidInput
 from slotline.models import Usage
+from slotline.spend import run_share
 from slotline.usage import TAIL_BYTES, UsageConfig, read_log, read_usage
 
 CLAUDE = UsageConfig.model_validate(
@@ -138,3 +139,82 @@ def test_resume_templates_are_checked(tmp_path: Path) -> None:
     in_command = write(tmp_path, "agents:\n  c:\n    command: [c, '{session_id}']\n")
     with pytest.raises(InvalidInput, match="unknown placeholder"):
         load_config(in_command)
+
+
+CLAUDE_DENIALS = UsageConfig.model_validate(
+    {"json": {"cost_usd": "total_cost_usd", "permission_denials": "permission_denials"}}
+)
+
+
+def test_permission_denials_are_read_one_tool_per_refusal() -> None:
+    denials = [
+        {"tool_name": "Write", "tool_use_id": "toolu_1", "tool_input": {"file_path": "a"}},
+        {"tool_name": "Edit", "tool_use_id": "toolu_2", "tool_input": {}},
+        {"tool_name": "Write", "tool_use_id": "toolu_3", "tool_input": {}},
+        {"tool_use_id": "toolu_4"},
+    ]
+    text = json.dumps({**RESULT, "permission_denials": denials})
+    assert read_usage(CLAUDE_DENIALS, text).denied == ("Write", "Edit", "Write", "?")
+    assert read_usage(CLAUDE_DENIALS, json.dumps({**RESULT, "permission_denials": []})).denied == ()
+    assert read_usage(CLAUDE_DENIALS, json.dumps(RESULT)).denied == ()  # no such field
+    assert read_usage(CLAUDE_DENIALS, json.dumps({**RESULT, "permission_denials": 3})).denied == ()
+
+
+def test_a_denial_pattern_counts_every_match() -> None:
+    rules = UsageConfig.model_validate(
+        {"regex": {"permission_denials": r"^Permission denied: (\w+)"}}
+    )
+    text = "Permission denied: Write\nok\nPermission denied: Bash\nPermission denied: Write\n"
+    assert read_usage(rules, text).denied == ("Write", "Bash", "Write")
+
+
+def test_the_session_totals_read_are_kept_by_key() -> None:
+    # Given rules whose cost and tokens in are session totals (tokens out too, unread)
+    rules = UsageConfig.model_validate(
+        {
+            "json": {"cost_usd": "total_cost_usd", "input_tokens": "usage.input_tokens"},
+            "session_totals": ["cost_usd", "input_tokens", "output_tokens"],
+        }
+    )
+    # Then the reading keeps each value read as a total, and nothing it did not read
+    totals = {"cost_usd": 0.12, "input_tokens": 1200}
+    assert read_usage(rules, json.dumps(RESULT)).usage == Usage(0.12, 1200, None, totals)
+    # and rules without totals keep none
+    per_run = read_usage(CLAUDE, json.dumps(RESULT)).usage
+    assert per_run == Usage(0.12, 1200, 34)
+    assert per_run.session_totals is None
+
+
+@pytest.mark.parametrize(
+    ("total", "before", "own", "warned"),
+    [
+        (0.21, None, 0.21, False),  # cost: the session's first recorded run
+        (0.21, 0.104, 0.106, False),  # cost: a follow-up, the difference
+        (0.104, 0.104, 0.0, False),  # nothing spent
+        (0.05, 0.104, 0.05, True),  # less than before: taken whole, never negative
+        (1400, None, 1400, False),  # tokens: the session's first recorded run
+        (1400, 500, 900, False),  # tokens: Codex after `resume`, the difference
+        (5100, 1100, 4000, False),
+        (900, 1400, 900, True),  # less than before: taken whole
+    ],
+)
+def test_a_run_that_continues_a_session_records_the_difference(
+    total: float, before: float | None, own: float, warned: bool
+) -> None:
+    found, why = run_share(total, before)
+    assert found == pytest.approx(own)
+    assert type(found) is type(total)  # tokens stay whole numbers
+    assert (why is not None) == warned
+
+
+@pytest.mark.parametrize("keys", ["[cost]", "[cost_usd, session_id]"])
+def test_an_unknown_session_total_is_a_config_error(tmp_path: Path, keys: str) -> None:
+    path = write(
+        tmp_path,
+        f"agents:\n  c:\n    command: [c]\n    usage:\n      session_totals: {keys}\n",
+    )
+    with pytest.raises(InvalidInput) as info:
+        load_config(path)
+    unknown = keys.strip("[]").split(", ")[-1]
+    assert f"{path}:5: agents.c.usage.session_totals: unknown key {unknown!r}" in str(info.value)
+    assert "known: cost_usd, input_tokens, output_tokens" in str(info.value)

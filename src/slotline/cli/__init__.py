@@ -58,6 +58,7 @@ COMMANDS = {
     "merge": "landing:merge",
     "worktrees": "landing:worktrees",
     "notify": "notify:notify",
+    "agents": "agents:agents",
 }
 
 

@@ -9,6 +9,7 @@ from slotline.cli.context import CliState, json_option, pass_state
 from slotline.cli.plain import print_json, short_id
 from slotline.config import Config
 from slotline.models import Task
+from slotline.readback import read_back
 
 
 def submit_followup(backend: Backend, config: Config, ref: str, prompt: str) -> Task:
@@ -33,13 +34,14 @@ def submit_followup(backend: Backend, config: Config, ref: str, prompt: str) -> 
 @pass_state
 def followup(state: CliState, task_id: str, prompt: str) -> None:
     """Queue a follow-up of TASK: it runs once TASK succeeded, in TASK's worktree and
-    agent session, through the agent type's `resume` template with PROMPT.
+    agent session, through the agent type's `resume` template with PROMPT. Once TASK's
+    branch was merged, in a new worktree of its own from the commit it was merged as.
 
     Refused at once when TASK's agent type has no `resume` template, or TASK has ended
     without a session id; a follow-up that starts and finds no session fails, naming why.
     """
     task = submit_followup(state.store, state.config, task_id, prompt)
-    fresh = state.store.get(task.id)
+    fresh = read_back(state.store.get, task)
     if state.json:
         print_json(fresh.to_dict())
     else:

@@ -56,9 +56,11 @@ def diff(state: CliState, task_id: str, stat_only: bool) -> None:
 @json_option
 @pass_state
 def merge(state: CliState, task_id: str, into: str | None, squash: bool) -> None:
-    """Merge the branch of the task's latest run into a branch, without touching any
-    checkout: the merge is made in a temporary worktree, then the branch is moved only
-    if it has not moved meanwhile. A conflict names the files and changes nothing."""
+    """Merge the branch of the task's latest run into a branch: the merge is made in a
+    temporary worktree, then the branch is moved only if it has not moved meanwhile; a
+    checkout that has the branch (your main) moves with it, as `git merge` there, only
+    when it is clean (through a server, only for an admin's token). A conflict or a
+    dirty checkout is named and changes nothing."""
     remote = state.remote
     if remote is not None:
         body: dict[str, Any] = {"squash": squash}
@@ -77,8 +79,10 @@ def merge(state: CliState, task_id: str, into: str | None, squash: bool) -> None
         click.echo(f"{data['branch']} is already in {data['into']} ({data['commit'][:12]})")
     else:
         how = "squashed into" if data["squash"] else "merged into"
+        files = f" (and the files of {data['checkout']})" if data.get("checkout") else ""
         click.echo(
-            f"{data['branch']} {how} {data['into']}: {data['old'][:12]} -> {data['commit'][:12]}"
+            f"{data['branch']} {how} {data['into']}: {data['old'][:12]} -> "
+            f"{data['commit'][:12]}{files}"
         )
 
 

@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from slotline.errors import InvalidInput
+from slotline.limits import GLOBAL
 from slotline.models import utcnow
 from slotline.scheduler.backoff import BackoffRule
 from slotline.scheduler.budgets import format_amount, parse_budget
 from slotline.scheduler.fairness import check_fairness
-from slotline.scheduler.rates import GLOBAL, check_rate_key, parse_period, parse_rate
+from slotline.scheduler.rates import check_rate_key, parse_period, parse_rate
 
 if TYPE_CHECKING:
     from rich.console import RenderableType

@@ -120,7 +120,15 @@ def _value(value: Any) -> str:
 
 
 def describe_place(task: Task, now: float | None = None) -> str:
-    """`queued, position 2, starts in ~3m`, `waiting for 3f2a1b2c`, `held`, `blocked: …`."""
+    """`queued, position 2, starts in ~3m`, `waiting for 3f2a1b2c`, `held`, `blocked: …`;
+    `…; no estimate: WHY` when the estimate could not be made."""
+    place = _place(task, now)
+    if task.eta_unavailable is not None:
+        return f"{place}; no estimate: {task.eta_unavailable}"
+    return place
+
+
+def _place(task: Task, now: float | None) -> str:
     if task.status is Status.QUEUED and task.position is not None:
         where = f"queued, position {task.position}"
         where += " (NEXT UP)" if task.position == 1 else ""

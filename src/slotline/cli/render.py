@@ -228,7 +228,7 @@ def task_detail(task: Task, now: float) -> RenderableType:
         ("id", task.id),
         ("status", state),
         ("title", text(task.title)),
-        ("command", text(shlex.join(task.command)) if task.command else None),
+        ("command", text(shlex.join(task.command_run)) if task.command else None),
         ("callable", task.callable),
         ("priority", task.priority.label + (" (boosted)" if task.boosted else "")),
         ("agent", task.agent),
@@ -254,6 +254,7 @@ def task_detail(task: Task, now: float) -> RenderableType:
         ("eta basis", task.eta_basis),
         ("exit code", None if task.exit_code is None else str(task.exit_code)),
         ("failure", text(task.failure_reason) if task.failure_reason else None),
+        ("refused", _refused(task)),
         ("result", None if task.result is None else text(_result(task.result))),
         ("log", task.attempts[-1].log_path if task.attempts else None),
     ]
@@ -276,6 +277,9 @@ def task_detail(task: Task, now: float) -> RenderableType:
             outcome += f": {attempt.reason}"
         if attempt.resumed_from is not None:
             outcome += f" (resumed {_resumed(task, attempt.resumed_from)})"
+        if attempt.denied_tools:
+            refused = len(attempt.denied_tools)
+            outcome += f" (REFUSED {refused} tool use{'' if refused == 1 else 's'})"
         usage = attempt.usage
         attempts.add_row(
             str(attempt.number),
@@ -290,6 +294,12 @@ def task_detail(task: Task, now: float) -> RenderableType:
     if not any(a.worktree for a in task.attempts):
         return Group(fields, Text(), attempts)
     return Group(fields, Text(), attempts, Text(), _worktrees(task))
+
+
+def _refused(task: Task) -> Text | None:
+    """What the agent of the task's latest run was refused, impossible to miss."""
+    denied = task.attempts[-1].denied if task.attempts else None
+    return None if denied is None else Text(printable(denied), style="bold red")
 
 
 def _resumed(task: Task, source: ResumedFrom) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +15,7 @@ import click
 from slotline.bounds import MAX_COUNT
 from slotline.cli.context import CliState, json_option, pass_state
 from slotline.errors import SlotlineError
-from slotline.runner.env import BASE_ALLOW
+from slotline.runner.env import allow_list
 from slotline.runner.isolate import SWEEP_INTERVAL
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from slotline.server.context import ServerOptions
     from slotline.store import Store
 
+log = logging.getLogger("slotline.serve")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
@@ -191,13 +193,14 @@ def serve(
     sock = None if no_http else open_listener(host, port, options)
     store = state.local_store
     applied = apply_config(store, config)
+    warn_about_agents(config)
     node = Node(
         store,
         node_id=node_id,
         log_dir=log_dir.resolve() if log_dir else None,
         kill_grace=config.kill_grace,
         log_max_bytes=config.log_max_bytes,
-        env_allow=(*BASE_ALLOW, *config.env_allow),
+        env_allow=allow_list(config.env_allow),
         admission=config.admission,
         lease=config.lease,
         slots=config.slots,
@@ -239,6 +242,20 @@ def serve(
         )
 
     asyncio.run(_run(node, config, None if sock is None else (host, port, sock), ready, options))
+
+
+def warn_about_agents(config: Config) -> None:
+    """A warning per agent type that cannot run as configured (its binary is missing, a
+    variable it needs is not set); the node starts anyway. No dry runs: they would
+    delay every start by up to their timeout, and `slotline agents check` makes them."""
+    from slotline.runner.preflight import Level, check_agents
+
+    for finding in check_agents(config.agents, config.env_allow, probe=False):
+        if finding.level is not Level.OK:
+            log.warning(
+                "agent type %s: %s: %s (see `slotline agents check`)",
+                finding.agent, finding.check, finding.detail, extra={"agent": finding.agent},
+            )  # fmt: skip
 
 
 def serve_apps(state: CliState, references: tuple[str, ...]) -> dict[str, Entry]:

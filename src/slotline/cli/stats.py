@@ -56,25 +56,30 @@ def render(computed: queue_stats.Stats) -> RenderableType:
     if computed.agents:
         parts.append(_agents_table(computed.agents))
     parts.append(_throughput_line(computed))
-    if computed.spend.total.runs:
+    if computed.spend.total.runs or computed.spend.total.denied:
         parts.append(_spend_table(computed.spend))
     return Group(*parts)
 
 
 def _spend_table(spend: Spend) -> Table:
-    """Cost and tokens per agent type, user, workspace and day, and the total."""
+    """Cost and tokens per agent type, user, workspace and day, and the total; and how
+    many runs had their agent refused tool uses, if any did."""
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, title="SPENT")
     table.add_column("BY", no_wrap=True)
     table.add_column("KEY", overflow="ellipsis", ratio=1)
     table.add_column("RUNS", justify="right", no_wrap=True)
     table.add_column("SPENT", justify="right", no_wrap=True)
     total = spend.total
+    refused = total.denied > 0
+    if refused:
+        table.add_column("REFUSED TOOLS", justify="right", no_wrap=True, style="bold red")
     rows = [("total", [total])] + [(by, spend.groups.get(by, [])) for by in BY]
     for by, group in rows:
         for row in group:
             key = "" if by == "total" else row.key
             spent = describe(row.cost_usd, row.input_tokens, row.output_tokens)
-            table.add_row(by, text(key), str(row.runs), spent)
+            denied = [f"{row.denied} run{'' if row.denied == 1 else 's'}"] if refused else []
+            table.add_row(by, text(key), str(row.runs), spent, *denied)
     return table
 
 

@@ -13,13 +13,14 @@ from slotline.cli.plain import describe_place, print_json, short_id
 from slotline.cli.submit import parse_priority
 from slotline.errors import InvalidInput
 from slotline.models import PENDING, Priority, Status, Task
+from slotline.readback import read_back
 
 task_argument = click.argument("task_id", metavar="ID")
 
 
 def _report(state: CliState, changed: Task, describe: Callable[[Task], str]) -> None:
     """Print the task as it is now (JSON), or one line saying what happened."""
-    task = state.store.get(changed.id)
+    task = read_back(state.store.get, changed)
     if state.json:
         print_json(task.to_dict())
     else:

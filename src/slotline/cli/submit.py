@@ -17,6 +17,7 @@ from slotline.cli.plain import describe_place, print_json, short_id
 from slotline.cli.when import at_option
 from slotline.errors import BoundExceeded, InvalidInput
 from slotline.models import Priority, Task, utcnow
+from slotline.readback import read_back
 
 # How long to wait between tries for room when no estimate says (seconds), and at most.
 ROOM_RETRY_DEFAULT = 5.0
@@ -307,7 +308,7 @@ def submit(
     else:
         task = store.submit(spec)
     deduplicated = task.deduplicated
-    task = store.get(task.id)
+    task = read_back(store.get, task)
 
     def announce() -> None:
         if not state.json:

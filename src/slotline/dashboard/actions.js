@@ -48,12 +48,12 @@ export function terminate(t) {
 }
 
 /** Land an ended worktree run: its branch merged into the branch the person names
- * (default: the one it started from); a refusal (a conflict, a branch checked out) is
+ * (default: the one it started from); a refusal (a conflict, a dirty checkout) is
  * shown as the server says it, and changes nothing. */
 export function merge(t, branch) {
   ask({
     title: `Merge ${shortId(t.id)}?`,
-    text: `The branch ${branch} of “${t.title}” is merged in a temporary worktree, then the target branch moves; no checkout is touched. Work the run left uncommitted is committed on its branch first.`,
+    text: `The branch ${branch} of “${t.title}” is merged in a temporary worktree, then the target branch moves; a clean checkout of it moves with it, as git merge there (one with uncommitted changes is refused). Work the run left uncommitted is committed on its branch first.`,
     reason: "Into branch",
     reasonValue: (t.isolation && t.isolation.base) || "",
     ok: "Merge",

@@ -50,3 +50,9 @@ export const tokens = (n) => (n === null || n === undefined ? UNKNOWN : n.toLoca
 export function plural(n, word) {
   return `${n} ${word}${n === 1 ? "" : "s"}`;
 }
+
+/** How many tool uses the agent of a task's latest run was refused (0: none). */
+export function refusals(task) {
+  const last = task.attempts && task.attempts.length ? task.attempts[task.attempts.length - 1] : null;
+  return last && last.denied_tools ? last.denied_tools.length : 0;
+}

@@ -1,7 +1,7 @@
 // History and dead letters: ended tasks, newest first, filtered, with redrive.
 
 import { redrive } from "./actions.js";
-import { clock, duration, plural, shortId } from "./format.js";
+import { clock, duration, plural, refusals, shortId } from "./format.js";
 import { open } from "./open.js";
 import { loadHistory } from "./refresh.js";
 import { state, update } from "./state.js";
@@ -39,7 +39,7 @@ export function History() {
     <table class="history"><thead><tr><th>id</th><th>title</th><th>status</th><th>agent</th><th>ended</th><th>ran</th><th>reason</th></tr></thead>
       <tbody>${h.tasks.map((t) => html`<tr key=${t.id} data-task-id=${t.id}>
         <td><button type="button" class="link" onClick=${() => open(t.id)}>${shortId(t.id)}</button></td>
-        <td>${t.title}</td><td><${Badge} kind=${`st-${t.status}`}>${t.status}<//></td><td>${t.agent || "–"}</td>
+        <td>${t.title}</td><td><${Badge} kind=${`st-${t.status}`}>${t.status}<//>${refusals(t) > 0 && html` <${Badge} kind="refused" title=${t.status_reason || ""}>REFUSED TOOLS<//>`}</td><td>${t.agent || "–"}</td>
         <td>${clock(t.finished_at)}</td>
         <td>${t.started_at && t.finished_at ? duration((Date.parse(t.finished_at) - Date.parse(t.started_at)) / 1000) : "–"}</td>
         <td>${t.failure_reason || t.status_reason || ""}</td></tr>`)}</tbody></table>

@@ -1,7 +1,7 @@
 // One task: its fields, attempts, dependencies and subtasks, events, and its log (live).
 
 import * as actions from "./actions.js";
-import { bytes, clock, dollars, shortId, tokens } from "./format.js";
+import { bytes, clock, dollars, plural, refusals, shortId, tokens } from "./format.js";
 import { close, open } from "./open.js";
 import { refreshDiff } from "./refresh.js";
 import { state } from "./state.js";
@@ -38,7 +38,7 @@ function Attempts({ attempts, taskId }) {
       <th>#</th><th>node</th><th>pid</th><th>started</th><th>outcome</th><th>exit</th><th>spent</th><th>peak CPU</th><th>peak RSS</th></tr></thead>
     <tbody>${attempts.map((a) => html`<tr key=${a.id}>
       <td>${a.number}</td><td>${a.node_id || "–"}</td><td>${a.pid ?? "–"}</td><td>${clock(a.started_at)}</td>
-      <td>${a.outcome || (a.finished_at ? "ended" : "running")}${a.reason ? `: ${a.reason}` : ""}${a.over_limit ? " (over limit)" : ""}${resumed(a, taskId)}</td>
+      <td>${a.outcome || (a.finished_at ? "ended" : "running")}${a.reason ? `: ${a.reason}` : ""}${a.over_limit ? " (over limit)" : ""}${resumed(a, taskId)}${a.denied_tools.length > 0 && html` <${Badge} kind="refused" title=${a.denied_tools.join(", ")}>REFUSED ${plural(a.denied_tools.length, "tool use")}<//>`}</td>
       <td>${a.exit_code ?? "–"}</td><td class="spent" title=${a.session_id ? `session ${a.session_id}` : ""}>${spent(a.usage)}</td>
       <td>${a.peak_cpu_percent === null ? "–" : `${Math.round(a.peak_cpu_percent)}%`}</td><td>${bytes(a.peak_rss_bytes)}</td>
     </tr>`)}</tbody></table>`;
@@ -88,7 +88,8 @@ export function TaskPanel() {
     onKeyDown=${(e) => e.key === "Escape" && close()}>
     <header>
       <h2 id="task-title">${task ? task.title : shortId(state.open)}
-        ${task && task.stalled_at && task.status === "running" && html` <${Badge} kind="stalled">STALLED<//>`}</h2>
+        ${task && task.stalled_at && task.status === "running" && html` <${Badge} kind="stalled">STALLED<//>`}
+        ${task && refusals(task) > 0 && html` <${Badge} kind="refused" title=${task.status_reason || ""}>REFUSED TOOLS<//>`}</h2>
       <${Button} label="Close" action="close" title="Close the task view" onClick=${close} />
     </header>
     ${task && html`

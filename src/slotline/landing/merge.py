@@ -1,7 +1,9 @@
-"""Landing a run's branch on a target branch without touching anyone's checkout: the
-merge is made in a temporary worktree of the target (detached at its tip), then the
-target ref is moved by compare-and-set (`git update-ref REF NEW OLD`), so a target that
-moved meanwhile is refused, never clobbered. A conflict changes nothing."""
+"""Landing a run's branch on a target branch: the merge is made in a temporary worktree
+of the target (detached at its tip), so a conflict changes nothing; then the target
+moves to it by compare-and-set (`git update-ref REF NEW OLD`), or, when a checkout has
+the target (the user's `main`), by `git merge --ff-only` in that clean checkout
+(`checkout.py`), for a caller allowed to change that checkout's files (the local CLI,
+an admin over HTTP or MCP). A target that moved meanwhile is refused, never clobbered."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from typing import Any
 from slotline.errors import InvalidInput, InvalidTransition, MergeConflict
 from slotline.isolation import GitFailed, branch_tip, git
 from slotline.landing import removal
+from slotline.landing.checkout import check_clean, checked_out_at, fast_forward
 from slotline.landing.diff import latest_run
 from slotline.models import Attempt, Status, Task
 from slotline.runner import repolock
@@ -36,7 +39,8 @@ _INTO_ELSEWHERE = "`into` over HTTP, MCP and Python"
 @dataclass(frozen=True, slots=True)
 class MergeResult:
     """A run's branch landed on `into`: the target moved from `old` to `commit`
-    (`already`: the target held every commit of the branch; nothing moved)."""
+    (`already`: the target held every commit of the branch; nothing moved), and with it
+    the files of the `checkout` that has it, if one does."""
 
     task_id: str
     attempt: int
@@ -46,6 +50,7 @@ class MergeResult:
     commit: str
     squash: bool
     already: bool
+    checkout: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -57,6 +62,7 @@ class MergeResult:
             "commit": self.commit,
             "squash": self.squash,
             "already": self.already,
+            "checkout": self.checkout,
         }
 
 
@@ -65,17 +71,21 @@ def merge_run(
     into: str | None = None,
     squash: bool = False,
     busy: Callable[[str], str | None] | None = None,
+    into_checkout: bool = True,
 ) -> MergeResult:
     """Merge the branch of the latest run of `task` into `into` (default: the branch the
     task started from), as `git merge` would (a fast-forward when the target has not
-    moved; with `squash`, one new commit). Blocking: it runs git.
+    moved; with `squash`, one new commit); a checkout that has the target moves with it,
+    files and index. Blocking: it runs git.
 
     Raises:
         InvalidInput: no target branch (a run started from a detached HEAD or a tag
             needs `into`), or `into` names no branch.
         InvalidTransition: the task is still running; the run committed nothing; the
-            target is checked out in a worktree (moving it would leave that checkout's
-            files behind); or the target moved while merging. Nothing was changed but,
+            target is checked out in a worktree and `into_checkout` is false, or that
+            worktree has uncommitted changes to tracked files or a merge or rebase in
+            progress (`details["files"]`: the changed files); or the target moved while
+            merging. Nothing was changed but,
             when the run's worktree held uncommitted changes, their commit on the run's
             branch (made before the merge, as slotline; a checkout off its branch, or
             a commit git refuses, is refused instead).
@@ -85,6 +95,9 @@ def merge_run(
     `busy(path)` says which run works in the worktree at `path` now (a follow-up or a
     resumed attempt took it over), or None; asked holding the repository's lock, under
     which a run takes a folder over: its half-finished work is never merged.
+    `into_checkout`: whether the caller may change the files of a checkout that has the
+    target (the CLI on the store may; over HTTP and MCP only an admin, since a user
+    picks both the repository and the target and could reach any checkout).
     """
     attempt, checkout = latest_run(task)
     short = task.id[:8]
@@ -101,15 +114,18 @@ def merge_run(
     tip = branch_tip(repo, branch)
     if tip is None:
         raise InvalidTransition(f"the branch {branch} of task {short} is gone: nothing to merge")
-    holder = _checked_out_at(repo, target)
+    holder = checked_out_at(repo, target)
     if holder is not None:
-        raise InvalidTransition(
-            f"branch {target} is checked out in {holder}, and slotline does not move a "
-            "branch under a checkout (its files and index would be left behind); nothing "
-            f"was changed. Either merge it there yourself: git -C {holder} merge {branch}; "
-            f"or merge into a branch no checkout has: slotline merge {short} --into BRANCH "
-            f"({_INTO_ELSEWHERE})"
-        )
+        if not into_checkout:
+            raise InvalidTransition(
+                f"branch {target} is checked out in {holder}, and only an admin may merge "
+                "into a branch a checkout has over HTTP or MCP (it changes that checkout's "
+                "files); nothing was changed. Either ask an admin, or run slotline merge "
+                f"{short} with the store itself (not through the server); or merge into a "
+                f"branch no checkout has: slotline merge {short} --into BRANCH "
+                f"({_INTO_ELSEWHERE})"
+            )
+        check_clean(holder, target, old)
     root = Path(checkout.path).parent.parent  # the node's worktree root: its lock files
     # No root here: no run can be working in the folder on this machine.
     with repolock.repo_lock(root, repo) if root.is_dir() else contextlib.nullcontext():
@@ -129,6 +145,9 @@ def merge_run(
     message = f"Merge slotline run {short}: {title}"[:200]
     with _scratch(repo, old) as place:
         new = _merged(place, tip, branch, squash, message)
+    if holder is not None:
+        fast_forward(holder, target, old, new, _NO_HOOKS)
+        return MergeResult(task.id, attempt.number, branch, target, old, new, squash, False, holder)
     try:
         git(repo, "update-ref", "-m", f"slotline merge {branch}", f"refs/heads/{target}", new, old)
     except GitFailed:
@@ -194,18 +213,6 @@ def plain_branch(repo: str, name: str) -> bool:
     except GitFailed:
         return False
     return True
-
-
-def _checked_out_at(repo: str, branch: str) -> str | None:
-    """The folder of a worktree (the main checkout included) that has `branch` checked
-    out, or None."""
-    folder = None
-    for line in git(repo, "worktree", "list", "--porcelain").splitlines():
-        if line.startswith("worktree "):
-            folder = line.removeprefix("worktree ")
-        elif line == f"branch refs/heads/{branch}":
-            return folder
-    return None
 
 
 def _contains(repo: str, target: str, commit: str) -> bool:

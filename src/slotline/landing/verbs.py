@@ -12,6 +12,7 @@ from slotline.landing.diff import DIFF_MAX_BYTES, RunDiff, latest_run, run_diff
 from slotline.landing.merge import MergeResult, merge_run
 from slotline.landing.prune import WorktreePolicy
 from slotline.models import Task
+from slotline.readback import read_back
 from slotline.store import Store
 
 
@@ -23,16 +24,23 @@ def diff(
 
 
 def merge(
-    store: Store, ref: str, into: str | None = None, squash: bool = False
+    store: Store,
+    ref: str,
+    into: str | None = None,
+    squash: bool = False,
+    into_checkout: bool = True,
 ) -> tuple[MergeResult, Task]:
-    """Merge the branch of the latest run of task `ref` (`merge_run`) and record it on
-    its attempt (a `merged` event), also when the target held it already; the result
-    and the task as it is now."""
+    """Merge the branch of the latest run of task `ref` (`merge_run`; `into_checkout`:
+    whether the caller may move a checkout that has the target) and record it on its
+    attempt (a `merged` event), also when the target held it already; the result and
+    the task as it is now."""
     task = store.get(ref, estimate=False)
     attempt, _ = latest_run(task)
-    result = merge_run(task, into, squash, lambda path: removal.busy(store, path, attempt.id))
+    result = merge_run(
+        task, into, squash, lambda path: removal.busy(store, path, attempt.id), into_checkout
+    )
     store.record_merge(attempt.id, result.into, result.commit, squash)
-    return result, store.get(task.id)
+    return result, read_back(store.get, task)
 
 
 def worktrees(

@@ -8,12 +8,14 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 
+from slotline.agent_types import AgentType
 from slotline.config import holds_secret
 from slotline.models import Attempt, Task
 from slotline.tasktoken import mint_task_token
 
 # Names passed through from the node's environment; everything else is dropped so that
-# secrets of the node do not leak into agents by accident. Extend with `env_allow`.
+# secrets of the node do not leak into agents by accident. Extend with `env_allow`
+# (slotline.yaml's, and an agent type's for its own runs): `allow_list`.
 BASE_ALLOW: tuple[str, ...] = (
     "PATH",
     "HOME",
@@ -33,6 +35,16 @@ BASE_ALLOW: tuple[str, ...] = (
 )
 
 
+def allow_list(env_allow: Sequence[str] = (), agent: AgentType | None = None) -> tuple[str, ...]:
+    """The names and patterns of the node's environment a run gets: the base list, the
+    node's `env_allow` (slotline.yaml's, `serve --env-allow`), and for a task of an
+    agent type this node knows, that type's `env_required` and `env_allow`, which no
+    other type's runs get. Each once, in that order: a list that already holds the base
+    list (a node's) can be given again."""
+    own = () if agent is None else (*agent.env_required, *agent.env_allow)
+    return tuple(dict.fromkeys((*BASE_ALLOW, *env_allow, *own)))
+
+
 def build_env(
     task: Task,
     attempt: Attempt,
@@ -49,9 +61,7 @@ def build_env(
     given only when the store URL holds no secret: a store password would let any agent
     write the store directly, past every role.
     """
-    source = os.environ if base is None else base
-    allowed = _matcher(tuple(allow)).match
-    env = {k: v for k, v in source.items() if allowed(k)}
+    env = allowed_env(allow, base)
     env.update(task.env)
     env["SLOTLINE_TASK_ID"] = task.id
     env["SLOTLINE_ATTEMPT"] = str(attempt.number)
@@ -63,6 +73,14 @@ def build_env(
     elif not holds_secret(store_url):
         env["SLOTLINE_STORE"] = store_url
     return env
+
+
+def allowed_env(allow: Sequence[str], base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The variables of `base` (default: this process's environment) that the allow-list's
+    names and patterns let through."""
+    source = os.environ if base is None else base
+    allowed = _matcher(tuple(allow)).match
+    return {k: v for k, v in source.items() if allowed(k)}
 
 
 @functools.cache

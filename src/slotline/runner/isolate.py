@@ -63,12 +63,18 @@ class Isolator:
         self.closed = asyncio.Event()
 
     async def open(
-        self, task: Task, attempt: Attempt, env: dict[str, str], earlier: Worktree | None = None
+        self,
+        task: Task,
+        attempt: Attempt,
+        env: dict[str, str],
+        earlier: Worktree | None = None,
+        start_from: str | None = None,
     ) -> tuple[Checkout, str]:
         """Create the worktree of a claimed attempt (or reuse `earlier`, the worktree of
         the run whose session it resumes: `reopen`) and record it on the attempt;
-        returns it and the folder the command runs in. `env` gets SLOTLINE_WORKTREE and
-        SLOTLINE_BRANCH.
+        returns it and the folder the command runs in. It starts from `start_from` when
+        given (the commit a resumed run was merged as), else from the task's base. `env`
+        gets SLOTLINE_WORKTREE and SLOTLINE_BRANCH.
 
         Raises:
             WorktreeError: it could not be created (the attempt fails with the reason).
@@ -78,7 +84,7 @@ class Isolator:
             return await self.reopen(task, attempt, earlier, env)
         assert task.repo is not None
         assert task.isolation is not None
-        base = await self._base(task)
+        base = start_from or await self._base(task)
         # Not on the default pool: runs starting together must leave it to the node's
         # heartbeat and claims (`gitpool`).
         checkout = await run_worktree(
@@ -93,9 +99,10 @@ class Isolator:
             await run_worktree(worktree.remove, self.root, checkout)
             raise
         log.info(
-            "worktree created",
-            extra={"task_id": task.id, "path": checkout.path, "branch": checkout.branch},
-        )
+            "worktree created" if start_from is None else "worktree created from a merge",
+            extra={"task_id": task.id, "path": checkout.path, "branch": checkout.branch,
+                   "base_commit": checkout.base_commit},
+        )  # fmt: skip
         env.update(SLOTLINE_WORKTREE=checkout.path, SLOTLINE_BRANCH=checkout.branch)
         return checkout, worktree.workdir(checkout, task.workspace)
 

@@ -129,6 +129,7 @@ class Outbox:
             usage=report.usage,
             session_id=report.session_id,
             resumable=report.resumable,
+            denied=report.denied,
         )
 
     async def commit_pending(self) -> None:

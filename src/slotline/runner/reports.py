@@ -32,7 +32,7 @@ async def read_spent(agents: Mapping[str, AgentType], run: Run, log_path: Path) 
         except Exception:
             log.exception("reading what a run spent failed", extra={"task_id": run.task.id})
     if reading.session_id is None and run.resumed_session is not None:
-        reading = Reading(reading.usage, run.resumed_session)
+        reading = Reading(reading.usage, run.resumed_session, reading.denied)
     return reading
 
 
@@ -61,5 +61,5 @@ def end_report(
     reading = reading or Reading()
     return Report(
         attempt.id, attempt.token, outcome.exit_code, outcome.reason, requeue, output,
-        reading.usage, reading.session_id, run.resumable and not requeue,
+        reading.usage, reading.session_id, run.resumable and not requeue, reading.denied,
     )  # fmt: skip

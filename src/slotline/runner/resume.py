@@ -5,7 +5,9 @@ An attempt resumes when its task's previous run ended interrupted (`Attempt.resu
 its node died and its process is gone, its timeout, `terminate --resumable`) with a
 session id read from its output, and its agent type (in this node's configuration)
 declares `resume`: the resume template runs, filled with `resume_prompt` and that
-session id, in the previous run's worktree (or workspace). A follow-up task
+session id, in the previous run's worktree (or workspace); once that run's branch was
+merged (`slotline merge`), in a new worktree of its own from the commit it was merged
+as: its work is landed, and its worktree and branch may be gone. A follow-up task
 (`slotline followup`) always resumes, with its own prompt: the session of the run that
 ended last, among those that printed one, of the task it follows and that task's earlier
 follow-ups (a second follow-up continues where the first left off); without a session
@@ -33,12 +35,20 @@ class ResumeRefused(Exception):
 @dataclass(frozen=True, slots=True)
 class ResumePlan:
     """How an attempt continues a session: the command, the attempt whose session it
-    continues (and that session), and that attempt's worktree (None: the workspace)."""
+    continues (and that session), and that attempt's worktree to reopen (None: the
+    workspace, or a new worktree from `start_from`, the commit that attempt's branch was
+    merged as)."""
 
     argv: list[str]
     resumed_from: ResumedFrom
-    session_id: str
     worktree: Worktree | None
+    start_from: str | None = None
+
+    @property
+    def session_id(self) -> str:
+        session = self.resumed_from.session_id
+        assert session is not None
+        return session
 
 
 async def plan_resume(
@@ -124,9 +134,12 @@ def _plan(agent: AgentType, task: Task, earlier: Attempt, task_id: str, prompt: 
     except InvalidInput as exc:
         raise ResumeRefused(f"resume: {exc}") from None
     worktree = earlier.worktree if task.isolation is not None else None
+    # A merged run's work is landed: the session goes on from the merge, on a branch of
+    # its own (the merged one is done, and a prune may have removed it).
+    landed = None if worktree is None or worktree.merged is None else worktree.merged.commit
     return ResumePlan(
         argv=agent.argv(values, agent.resume),
-        resumed_from=ResumedFrom(task_id, earlier.number),
-        session_id=earlier.session_id,
-        worktree=worktree,
+        resumed_from=ResumedFrom(task_id, earlier.number, earlier.session_id),
+        worktree=None if landed is not None else worktree,
+        start_from=landed,
     )

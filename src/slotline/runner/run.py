@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from slotline.agent_types import AgentType
 from slotline.models import Attempt, Task
 from slotline.runner.callable import Registry
+from slotline.runner.env import allow_list
 from slotline.runner.process import Outcome, ProcessHandle
 from slotline.runner.worktree import Checkout
 
@@ -67,6 +68,12 @@ class RunSettings:
     # The agent types of this node's configuration: their `usage` rules read what a run
     # spent at its end, their `resume` templates continue interrupted sessions.
     agents: Mapping[str, AgentType] = field(default_factory=dict)
+
+    def env_allow_of(self, task: Task) -> tuple[str, ...]:
+        """The node's allow-list, plus the variables of the task's agent type
+        (`allow_list`): a key given to one type of agent is not handed to the others."""
+        agent = self.agents.get(task.agent) if task.agent is not None else None
+        return allow_list(self.env_allow, agent)
 
 
 def default_log_dir(store: Store) -> Path:

@@ -184,9 +184,8 @@ class Supervisor:
                     return Outcome(None, "interrupted: the node stopped")
                 return Outcome(None, "stopped by request")
         settings = self.settings
-        env = build_env(
-            task, attempt, self.store.url, allow=settings.env_allow, api_url=settings.api_url
-        )
+        allow = settings.env_allow_of(task)
+        env = build_env(task, attempt, self.store.url, allow=allow, api_url=settings.api_url)
         resume: ResumePlan | None = None
         if task.agent is not None:
             try:
@@ -197,7 +196,8 @@ class Supervisor:
         if task.isolation is not None:
             try:
                 earlier = None if resume is None else resume.worktree
-                run.worktree, cwd = await self.isolator.open(task, attempt, env, earlier)
+                start = None if resume is None else resume.start_from
+                run.worktree, cwd = await self.isolator.open(task, attempt, env, earlier, start)
             except WorktreeError as exc:
                 return Outcome(None, f"worktree: {exc}")
         run.resumed_session = None if resume is None else resume.session_id
@@ -238,9 +238,8 @@ class Supervisor:
         task, attempt, settings = run.task, run.attempt, self.settings
         if not isinstance(function, FunctionRef):
             return await run_callable(function, task.args, task.timeout, log_path)
-        env = build_env(
-            task, attempt, self.store.url, allow=settings.env_allow, api_url=settings.api_url
-        )
+        allow = settings.env_allow_of(task)
+        env = build_env(task, attempt, self.store.url, allow=allow, api_url=settings.api_url)
 
         def started(worker: ProcessHandle) -> None:
             run.worker = worker

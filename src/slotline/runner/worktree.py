@@ -138,7 +138,9 @@ def reopen_locked(checkout: Checkout) -> Checkout:
         raise WorktreeError(f"{path} is in the way and is not the resumed run's worktree")
     if branch_tip(checkout.repo, checkout.branch) is None:
         raise WorktreeError(
-            f"the resumed run's worktree {path} and its branch {checkout.branch} are gone"
+            f"the resumed run's worktree {path} and its branch {checkout.branch} are gone, "
+            "and its work was never merged: there is nothing to continue in; submit a new "
+            "task instead"
         )
     add = ["worktree", "add", "--quiet", str(path), checkout.branch]
     try:

@@ -43,9 +43,22 @@ class BackoffRule:
 
     def matches(self, exit_code: int | None, output: str | None) -> bool:
         """Whether a failed run's exit code or output says the provider is throttling."""
+        return self.refusal(exit_code, output) is not None
+
+    def refusal(self, exit_code: int | None, output: str | None) -> str | None:
+        """What says the provider refused a failed run: `exit code N` when the code is one
+        of the rule's, else the line of `output` with the pattern's last match (the
+        provider's latest word), trimmed around the match; None if neither matched."""
         if exit_code is not None and exit_code in self.exit_codes:
-            return True
-        return bool(self.pattern and output and _compiled(self.pattern).search(output))
+            return f"exit code {exit_code}"
+        if not self.pattern or not output:
+            return None
+        last = None
+        for match in _compiled(self.pattern).finditer(output):
+            last = match
+        if last is None:
+            return None
+        return _line_around(output, last.start(), last.end())
 
     def reset_text(self, output: str | None) -> str | None:
         """What the pattern's `reset` group captured in its last match of `output` that
@@ -107,6 +120,27 @@ class BackoffRule:
         if rule.max_delay < rule.delay:
             raise InvalidInput("backoff: max_delay must not be less than delay")
         return rule
+
+
+# How much of a matched line a back-off's reason keeps: a JSON result line runs to
+# kilobytes, and the reason shows in `status` and in events.
+REASON_CHARS = 160
+
+
+def _line_around(text: str, start: int, end: int) -> str:
+    """The line of `text` holding [start, end), cut to REASON_CHARS around the match."""
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", end)
+    line_end = len(text) if line_end < 0 else line_end
+    if line_end - line_start <= REASON_CHARS:
+        return text[line_start:line_end].strip()
+    margin = max(0, (REASON_CHARS - (end - start)) // 2)
+    first = max(line_start, start - margin)
+    last = min(line_end, max(end, first + REASON_CHARS))
+    first = max(line_start, min(first, last - REASON_CHARS))
+    head = "…" if first > line_start else ""
+    tail = "…" if last < line_end else ""
+    return head + text[first:last].strip() + tail
 
 
 def _number(data: Mapping[str, Any], name: str, default: float, lo: float, hi: float) -> float:

@@ -24,7 +24,8 @@ from typing import Any, NamedTuple
 
 from slotline.bounds import MAX_COUNT
 from slotline.errors import InvalidInput
-from slotline.scheduler.rates import GLOBAL, Keyed, format_period, parse_period, value_of
+from slotline.limits import GLOBAL
+from slotline.scheduler.rates import Keyed, format_period, parse_period
 
 USD = "usd"
 TOKENS = "tok"
@@ -202,7 +203,7 @@ class BudgetBook:
         """The (key, value) pairs whose budgets count the spend of `task`."""
         pairs = []
         for key in self.keys:
-            value = value_of(task, key)
+            value = task.key_value(key)
             if value is not None and self.rules_for(key, value):
                 pairs.append((key, value))
         return pairs

@@ -19,10 +19,8 @@ from typing import Any, Protocol
 
 from slotline.bounds import MAX_COUNT, MAX_SECONDS
 from slotline.errors import InvalidInput
-from slotline.limits import check_limit_key
+from slotline.limits import GLOBAL, check_limit_key
 
-# The key of a rate over every task (the concurrency limits call it max_concurrent).
-GLOBAL = "global"
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _PERIOD = re.compile(r"^(?P<n>\d+(?:\.\d+)?)?\s*(?P<unit>[smhd])?$")
 _RATE = re.compile(r"^\s*(?P<max>[^/\s]+)\s*/\s*(?P<period>\S+)\s*$")
@@ -132,11 +130,6 @@ def parse_rate(text: str) -> tuple[int, float]:
     return check_max_starts(match["max"]), parse_period(match["period"])
 
 
-def value_of(task: Keyed, key: str) -> str | None:
-    """The value a rate of `key` counts `task` under (every task under `global`)."""
-    return "" if key == GLOBAL else task.key_value(key)
-
-
 class RateBook:
     """The rate rules and the recent starts they count, per (key, value), oldest first."""
 
@@ -173,7 +166,7 @@ class RateBook:
         """The (key, value) pairs a start of `task` counts under (what the store records)."""
         pairs = []
         for key in self.keys:
-            value = value_of(task, key)
+            value = task.key_value(key)
             if value is not None and self.rule_for(key, value) is not None:
                 pairs.append((key, value))
         return pairs

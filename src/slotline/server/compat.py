@@ -20,12 +20,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from slotline.errors import InvalidTransition
 from slotline.models import PENDING, Priority, Status, Task, iso
+from slotline.readback import read_back
 from slotline.server.auth import Principal
 from slotline.server.context import Reader, ServerState, State, Writer
 from slotline.server.errors import ERROR_RESPONSES
 
 router = APIRouter(prefix="/api", tags=["hephaestus compatibility"], responses=ERROR_RESPONSES)
 
+# The label that carries a task's Hephaestus phase (`submit --label phase_id=…`).
+PHASE_LABEL = "phase_id"
 # Hephaestus has three levels; urgent shows as high and normal as medium.
 PRIORITY_NAMES = {
     Priority.URGENT: "high",
@@ -42,6 +45,8 @@ class QueuedTaskOut(BaseModel):
     priority_boosted: bool
     queue_position: int
     queued_at: str | None
+    # Hephaestus' workflow phase: the task's `phase_id` label (null without one).
+    phase_id: str | None
     # slotline's own, beside Hephaestus' fields.
     eta_start: str | None = None
     eta_finish: str | None = None
@@ -92,6 +97,7 @@ def _queued(task: Task) -> dict[str, Any]:
         "priority_boosted": task.boosted,
         "queue_position": task.position or 0,
         "queued_at": iso(task.queued_at),
+        "phase_id": task.labels.get(PHASE_LABEL),
         "eta_start": iso(task.eta_start),
         "eta_finish": iso(task.eta_finish),
         "eta_basis": task.eta_basis,
@@ -120,13 +126,14 @@ async def _own(state: ServerState, who: Principal, ref: str) -> Task:
     return task
 
 
-async def _started(state: ServerState, task_id: str, timeout: float) -> Task:
-    """The task once a node has started it, or as it is when `timeout` runs out."""
+async def _started(state: ServerState, written: Task, timeout: float) -> Task:
+    """The task a write changed once a node has started it, or as it is when `timeout`
+    runs out."""
     watcher = state.store.watcher()
     try:
         deadline = asyncio.get_running_loop().time() + timeout
         while True:
-            task = await state.call(state.store.get, task_id)
+            task = await state.call(read_back, state.store.get, written)
             left = deadline - asyncio.get_running_loop().time()
             if task.status is not Status.QUEUED or left <= 0:
                 return task
@@ -139,8 +146,8 @@ async def _started(state: ServerState, task_id: str, timeout: float) -> Task:
 async def bump_task_priority(state: State, who: Writer, body: TaskIdBody) -> dict[str, Any]:
     """Bump & Start: start a queued task now, even over the limit (2/2 → 3/2)."""
     task = await _own(state, who, body.task_id)
-    await state.call(state.store.bump, task.id)
-    task = await _started(state, task.id, state.options.compat_start_wait)
+    bumped = await state.call(state.store.bump, task.id)
+    task = await _started(state, bumped, state.options.compat_start_wait)
     if task.status is Status.RUNNING and task.current_attempt:
         return {
             "success": True,
@@ -174,10 +181,10 @@ async def restart_task(state: State, who: Writer, body: TaskIdBody) -> dict[str,
     """Restart an ended task: it starts at once if a slot is free ("assigned", with the
     new agent id), else it is queued."""
     task = await _own(state, who, body.task_id)
-    await state.call(state.store.restart, task.id)
+    restarted = await state.call(state.store.restart, task.id)
     status = await state.call(state.store.status)
     wait = state.options.compat_start_wait if status.slots_available else 0.0
-    task = await _started(state, task.id, wait)
+    task = await _started(state, restarted, wait)
     if task.status is Status.RUNNING and task.current_attempt:
         return {
             "success": True,

@@ -14,6 +14,7 @@ from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel, ConfigDict, Field
 
 from slotline.models import Kind, Task, iso
+from slotline.readback import read_back
 from slotline.server.auth import Principal
 from slotline.server.context import Admin, ServerState, State, Writer
 from slotline.server.errors import ERROR_RESPONSES
@@ -85,7 +86,8 @@ async def claim(state: State, who: Admin, body: ClaimBody | None = None) -> dict
     )
     claims = []
     for item in result.claims:
-        task = await state.call(state.store.get, item.task.id)
+        # Claimed already: the attempt's token must reach the claimant whatever the read.
+        task = await state.call(read_back, state.store.get, item.task)
         claims.append(
             {
                 "task": task_json(task),
@@ -129,7 +131,7 @@ async def succeeded(
     """The run ended well; the task succeeds (or ends as cancelled if that was asked)."""
     await _owned(state, who, attempt_id)
     task = await state.call(state.store.finish, attempt_id, body.token, 0, None)
-    return task_json(await state.call(state.store.get, task.id))
+    return task_json(await state.call(read_back, state.store.get, task))
 
 
 @router.post("/attempts/{attempt_id}/failed", response_model=TaskOut)
@@ -137,4 +139,4 @@ async def failed(state: State, who: Writer, attempt_id: str, body: FailedBody) -
     """The run failed; the task is retried while attempts are left, else it fails."""
     await _owned(state, who, attempt_id)
     task = await state.call(state.store.finish, attempt_id, body.token, body.exit_code, body.reason)
-    return task_json(await state.call(state.store.get, task.id))
+    return task_json(await state.call(read_back, state.store.get, task))

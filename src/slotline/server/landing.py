@@ -57,14 +57,20 @@ async def task_merge(
     state: State, who: Writer, ref: str, body: MergeBody | None = None
 ) -> dict[str, Any]:
     """Merge the branch of the task's latest run into `into` in a temporary worktree,
-    then move the target by compare-and-set; for an admin or the task's owner. A
-    conflict (409 `MergeConflict`, with `files`), a target checked out somewhere, moved
-    meanwhile, or uncommitted work in the run's worktree (409) change nothing."""
+    then move the target by compare-and-set, or by `git merge --ff-only` in the clean
+    checkout that has it (`checkout`); for an admin or the task's owner. Only an admin
+    may merge into a branch a checkout has (a user picks the repository and the target,
+    and must not change the files of any checkout on this machine). A conflict (409
+    `MergeConflict`, with `files`), a checkout of the target with uncommitted changes
+    (409, with `files`), a checkout of it and a caller not an admin (409) or a target
+    moved meanwhile (409) change nothing."""
     task = await state.visible_task(who, ref, estimate=False)
     if not who.steers(task):
         raise HTTPException(403, f"token {who.name!r} cannot change task {task.id[:8]}")
     body = body or MergeBody(into=None)
-    result, fresh = await run_git(verbs.merge, state.store, task.id, body.into, body.squash)
+    result, fresh = await run_git(
+        verbs.merge, state.store, task.id, body.into, body.squash, who.is_admin
+    )
     return {**result.to_dict(), "task": task_json(fresh)}
 
 

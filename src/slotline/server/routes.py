@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Response
 from slotline.config import Config
 from slotline.errors import NotFound, UnknownDependency
 from slotline.models import Priority, Task
+from slotline.readback import read_back
 from slotline.server.auth import Principal
 from slotline.server.context import Reader, ServerState, State, Writer, hidden
 from slotline.server.errors import ERROR_RESPONSES
@@ -47,7 +48,8 @@ def build_spec(
 ) -> TaskSpec:
     """The TaskSpec a submit body asks for: an agent type's command filled from the
     config, the caller's name as `user` for a user token, raw commands checked, and an
-    agent outside the global pool (`exempt`) reached by non-admins only as its type.
+    agent outside the global pool (`exempt`), or one whose runs get variables of the
+    node's environment (`_type_only`), reached by non-admins only as its type.
 
     Raises:
         InvalidInput: a field is wrong (the message names it), or an unknown agent type.
@@ -62,7 +64,8 @@ def build_spec(
     if who.role == "task":
         # A running task submits subtasks: under itself unless it names a task of its
         # subtree (checked in `_specs`), as its own user. Raw commands and env are not
-        # kept from it: it already runs code as the node's user.
+        # kept from it, as it already runs code as the node's user; but not under an
+        # agent type that passes the node's variables (`_type_only`): its key.
         if data.get("user", who.owner) != who.owner:
             raise HTTPException(403, f"a task token submits only as its task's user ({who.owner})")
         if who.owner is not None:
@@ -72,12 +75,12 @@ def build_spec(
         # An environment (LD_PRELOAD, PATH…) can run code as surely as a command can.
         raise HTTPException(403, "env is for admins here; agent types set their own")
     agent = data.get("agent")
-    if not who.is_admin and agent in exempt and not _as_its_type(data, prompt):
-        # Anything else under that name would run outside max_concurrent.
+    why = None if who.is_admin else _type_only(config, agent, exempt)
+    if why is not None and not _as_its_type(data, prompt):
         raise HTTPException(
             403,
-            f"agent {agent!r} runs outside the global pool: submit it only as its agent "
-            f'type, {{"agent": {json.dumps(agent)}, "prompt": …}}, without command, '
+            f"agent {agent!r} {why}: submit it only as its agent type, "
+            f'{{"agent": {json.dumps(agent)}, "prompt": …}}, without command, '
             "callable, kind or env",
         )
     raw = bool(data.get("command"))
@@ -87,6 +90,20 @@ def build_spec(
             403, "raw commands are for admins here; submit an agent type with a prompt"
         )
     return parse_spec(data)
+
+
+def _type_only(config: Config, agent: Any, exempt: frozenset[str]) -> str | None:
+    """Why a non-admin may submit `agent` only as its type, or None: anything else under
+    that name would run outside max_concurrent, or be handed the variables the type
+    passes to its own runs (an API key)."""
+    if not isinstance(agent, str):
+        return None
+    if agent in exempt:
+        return "runs outside the global pool"
+    declared = config.agents.get(agent)
+    if declared is not None and (declared.env_required or declared.env_allow):
+        return "passes variables of the node's environment to its runs (env_required, env_allow)"
+    return None
 
 
 def _as_its_type(data: dict[str, Any], prompt: str | None) -> bool:
@@ -154,9 +171,10 @@ async def _steerable(state: ServerState, who: Principal, ref: str) -> Task:
     return task
 
 
-async def _fresh(state: ServerState, task_id: str) -> dict[str, Any]:
-    """The task as it is now, with its attempts and position."""
-    return task_json(await state.call(state.store.get, task_id))
+async def _fresh(state: ServerState, written: Task) -> dict[str, Any]:
+    """The task a write changed as it is now, with its attempts and position (or as the
+    write returned it if that read fails: `read_back`)."""
+    return task_json(await state.call(read_back, state.store.get, written))
 
 
 async def submit_one(state: ServerState, who: Principal, body: SubmitBody) -> dict[str, Any]:
@@ -170,7 +188,7 @@ async def _submitted(state: ServerState, task: Task) -> dict[str, Any]:
     """A submitted task as the answer shows it. Keys are scoped per owner, so a user token
     only ever gets its own task back; a task token submits as its task's user, and the
     store refuses (409, the whole batch) a key of that user held outside its subtree."""
-    return {**await _fresh(state, task.id), "deduplicated": task.deduplicated}
+    return {**await _fresh(state, task), "deduplicated": task.deduplicated}
 
 
 @router.post(
@@ -271,8 +289,8 @@ async def cancel(
     `cascade` cancels its subtasks too."""
     task = await _steerable(state, who, ref)
     cascade = body.cascade if body else False
-    await state.call(state.store.cancel, task.id, cascade)
-    return await _fresh(state, task.id)
+    changed = await state.call(state.store.cancel, task.id, cascade)
+    return await _fresh(state, changed)
 
 
 @router.post("/{ref}/terminate", response_model=TaskOut)
@@ -282,8 +300,8 @@ async def terminate(
     """Stop a running task; it fails with "terminated: REASON" and its slot frees."""
     task = await _steerable(state, who, ref)
     body = body or TerminateBody()
-    await state.call(state.store.terminate, task.id, body.reason, body.resumable)
-    return await _fresh(state, task.id)
+    changed = await state.call(state.store.terminate, task.id, body.reason, body.resumable)
+    return await _fresh(state, changed)
 
 
 @router.post("/{ref}/followup", response_model=TaskOut, status_code=201)
@@ -294,23 +312,23 @@ async def followup(state: State, who: Writer, ref: str, body: FollowupBody) -> d
     user = who.name if who.role == "user" else who.owner if who.role == "task" else None
     fields = followup_fields(state.config, task, body.prompt, user)
     created = await state.call(state.store.submit_followup, task.id, body.prompt, fields)
-    return await _fresh(state, created.id)
+    return await _fresh(state, created)
 
 
 @router.post("/{ref}/boost", response_model=TaskOut)
 async def boost(state: State, who: Writer, ref: str) -> dict[str, Any]:
     """Start next: position 1, limits still apply."""
     task = await _steerable(state, who, ref)
-    await state.call(state.store.boost, task.id)
-    return await _fresh(state, task.id)
+    changed = await state.call(state.store.boost, task.id)
+    return await _fresh(state, changed)
 
 
 @router.post("/{ref}/bump", response_model=TaskOut)
 async def bump(state: State, who: Writer, ref: str) -> dict[str, Any]:
     """Start now, even over the limit (the attempt is marked over-limit)."""
     task = await _steerable(state, who, ref)
-    await state.call(state.store.bump, task.id)
-    return await _fresh(state, task.id)
+    changed = await state.call(state.store.bump, task.id)
+    return await _fresh(state, changed)
 
 
 @router.post("/{ref}/move", response_model=TaskOut)
@@ -320,8 +338,8 @@ async def move(state: State, who: Writer, ref: str, body: MoveBody) -> dict[str,
     task = await _steerable(state, who, ref)
     before = None if body.before is None else (await state.visible_task(who, body.before)).id
     after = None if body.after is None else (await state.visible_task(who, body.after)).id
-    await state.call(state.store.move, task.id, to=body.to, before=before, after=after)
-    return await _fresh(state, task.id)
+    changed = await state.call(state.store.move, task.id, to=body.to, before=before, after=after)
+    return await _fresh(state, changed)
 
 
 @router.post("/{ref}/priority", response_model=TaskOut)
@@ -329,8 +347,8 @@ async def set_priority(state: State, who: Writer, ref: str, body: PriorityBody) 
     """Change the priority of a task that has not started."""
     priority = Priority.parse(body.priority)
     task = await _steerable(state, who, ref)
-    await state.call(state.store.set_priority, task.id, priority, body.reason)
-    return await _fresh(state, task.id)
+    changed = await state.call(state.store.set_priority, task.id, priority, body.reason)
+    return await _fresh(state, changed)
 
 
 @router.post("/{ref}/restart", response_model=TaskOut)
@@ -340,21 +358,21 @@ async def restart(
     """Queue an ended or blocked task again (a new attempt; history kept). A running
     task needs `force`: it is stopped first, then queued."""
     task = await _steerable(state, who, ref)
-    await state.call(state.store.restart, task.id, body.force if body else False)
-    return await _fresh(state, task.id)
+    changed = await state.call(state.store.restart, task.id, body.force if body else False)
+    return await _fresh(state, changed)
 
 
 @router.post("/{ref}/hold", response_model=TaskOut)
 async def hold(state: State, who: Writer, ref: str) -> dict[str, Any]:
     """Keep a queued task out of dispatch until released."""
     task = await _steerable(state, who, ref)
-    await state.call(state.store.hold, task.id)
-    return await _fresh(state, task.id)
+    changed = await state.call(state.store.hold, task.id)
+    return await _fresh(state, changed)
 
 
 @router.post("/{ref}/release", response_model=TaskOut)
 async def release(state: State, who: Writer, ref: str) -> dict[str, Any]:
     """Return a held task to its place in line."""
     task = await _steerable(state, who, ref)
-    await state.call(state.store.release, task.id)
-    return await _fresh(state, task.id)
+    changed = await state.call(state.store.release, task.id)
+    return await _fresh(state, changed)

@@ -83,10 +83,14 @@ class AttemptOut(BaseModel):
     # What the run spent (its agent type's `usage` rules) and its agent's session id;
     # resumable: its next attempt continues that session; resumed_from: the attempt
     # ({task_id, attempt}) whose session this run continued.
-    usage: dict[str, float | int | None] | None = None
+    usage: dict[str, float | int | dict[str, float | int] | None] | None = None
     session_id: str | None = None
     resumable: bool = False
     resumed_from: dict[str, str | int] | None = None
+    denied_tools: list[str] = Field(
+        default_factory=list,
+        description="The tool uses its agent was refused (its permission mode), one each",
+    )
 
 
 class TaskOut(BaseModel):
@@ -114,6 +118,9 @@ class TaskOut(BaseModel):
     eta_start: str | None = Field(None, description="Estimated start (ISO 8601 UTC)")
     eta_finish: str | None = Field(None, description="Estimated finish (ISO 8601 UTC)")
     eta_basis: str | None = Field(None, description="Where the run times came from")
+    eta_unavailable: str | None = Field(
+        None, description="Why a task in line has no estimate, when one could not be made"
+    )
     depends_on: list[str]
     parent_id: str | None
     max_attempts: int

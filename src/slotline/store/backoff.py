@@ -47,14 +47,16 @@ def _throttle(row: Mapping[str, Any]) -> Throttle:
 
 def matching_rule(
     tx: Tx, agent: str | None, exit_code: int | None, output: str | None
-) -> BackoffRule | None:
-    """The rule of `agent` if a failed run's exit code or output matches it."""
+) -> tuple[BackoffRule, str] | None:
+    """The rule of `agent` and what matched it (`exit code N`, or the matched line), if
+    a failed run's exit code or output matches it."""
     if agent is None:
         return None
     rule = rules(tx).get(agent)
-    if rule is None or not rule.matches(exit_code, output):
+    refusal = None if rule is None else rule.refusal(exit_code, output)
+    if rule is None or refusal is None:
         return None
-    return rule
+    return rule, refusal
 
 
 def throttled(

@@ -18,10 +18,10 @@ from typing import Any, NamedTuple
 
 from slotline.bounds import normalize_workspace
 from slotline.errors import InvalidInput
-from slotline.limits import limit_key_value
+from slotline.limits import GLOBAL, limit_key_value
 from slotline.models import Status, Task, iso
 from slotline.scheduler.budgets import UNITS, Budget, BudgetBook, Reached, Spend, check_amount
-from slotline.scheduler.rates import GLOBAL, check_rate_key, parse_period
+from slotline.scheduler.rates import check_rate_key, parse_period
 from slotline.store.core import StoreCore
 from slotline.store.events import emit
 from slotline.store.queries import Tx

@@ -8,9 +8,10 @@ times of each agent type (and of all tasks) in `run_times`, so estimates survive
 from __future__ import annotations
 
 import json
+import logging
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from slotline.models import Priority, Status, Task
@@ -46,6 +47,10 @@ MIN_SPAN = 10.0
 
 
 _STATUSES = {s.value: s for s in Status}
+# The tasks that have an estimate: those running or in line.
+IN_LINE = frozenset({Status.RUNNING, Status.QUEUED, Status.WAITING, Status.HELD})
+
+log = logging.getLogger("slotline.store")
 
 
 def line_task(row: Mapping[str, Any]) -> eta.Entry:
@@ -110,10 +115,10 @@ def as_of(tx: Tx, now: float) -> float:
 # of the last event, instant simulated from): every change appends an event, so an
 # unchanged key is an unchanged line, and a reader polling one task (wait_for_task,
 # `submit --wait`) or the status does not simulate again.
-_CACHE: dict[tuple[str, int | None], tuple[tuple[int, float], dict[str, eta.Estimate]]] = {}
+_CACHE: dict[tuple[str, int | None], tuple[tuple[int, float], Mapping[str, eta.Estimate]]] = {}
 
 
-def line_estimates(tx: Tx, now: float, store: str | None = None) -> dict[str, eta.Estimate]:
+def line_estimates(tx: Tx, now: float, store: str | None = None) -> Mapping[str, eta.Estimate]:
     """Estimates of every running, queued, waiting and held task, by id, simulated from
     the store's last change: a function of the store's state, the same on every read
     (kept per `store` URL until the next change)."""
@@ -122,7 +127,7 @@ def line_estimates(tx: Tx, now: float, store: str | None = None) -> dict[str, et
 
 def head_estimates(
     tx: Tx, now: float, head: int, store: str | None = None
-) -> dict[str, eta.Estimate]:
+) -> Mapping[str, eta.Estimate]:
     """Estimates of the running tasks and the first `head` queued ones, simulated without
     the tasks behind them and without the waiting and held ones, but otherwise as the
     whole line is (`line_estimates`): from the same instant, under the same guard, with
@@ -136,16 +141,46 @@ def head_estimates(
     return _estimates(tx, now, store, head)
 
 
-def _estimates(tx: Tx, now: float, store: str | None, head: int | None) -> dict[str, eta.Estimate]:
+@dataclass(frozen=True, slots=True)
+class NoEstimates(Mapping[str, eta.Estimate]):
+    """The estimates of a line that could not be simulated: none, and `why`, which every
+    task in line shows as `eta_unavailable`."""
+
+    why: str
+
+    def __getitem__(self, task_id: str) -> eta.Estimate:
+        raise KeyError(task_id)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+def _estimates(
+    tx: Tx, now: float, store: str | None, head: int | None
+) -> Mapping[str, eta.Estimate]:
     key = _last_change(tx, now)
     cached = _CACHE.get((store, head)) if store is not None else None
     if cached is not None and cached[0] == key:
         return cached[1]
-    if head is None:
-        line = whole_line(tx, key[1])
-    else:
-        line = _line(tx, key[1], tx.rows("eta_head", limit=head))
-    found = eta.simulate(line, run_times(tx))
+    found: Mapping[str, eta.Estimate]
+    try:
+        if head is None:
+            line = whole_line(tx, key[1])
+        else:
+            line = _line(tx, key[1], tx.rows("eta_head", limit=head))
+        found = eta.simulate(line, run_times(tx))
+    except Exception as exc:
+        # An estimate is a forecast: a rule it cannot play must not fail the read that
+        # shows it (nor the answer to a submit, which has already been committed). Kept
+        # like estimates made: the same line fails the same way until it changes.
+        log.warning(
+            "no estimates: simulating the line failed: %r", exc,
+            exc_info=log.isEnabledFor(logging.DEBUG),
+        )  # fmt: skip
+        found = NoEstimates(f"simulating the line failed: {exc}")
     if store is not None:
         _CACHE[(store, head)] = (key, found)
     return found
@@ -257,10 +292,13 @@ def _lowest(tx: Tx) -> int | None:
 
 
 def with_estimate(task: Task, estimates: Mapping[str, eta.Estimate], **changes: Any) -> Task:
-    """`task` with its estimate (and `changes`), in one copy."""
+    """`task` with its estimate (and `changes`), in one copy; in line when the line could
+    not be simulated, with why it has none."""
     found = estimates.get(task.id)
     if found is not None:
         changes.update(eta_start=found.start, eta_finish=found.finish, eta_basis=found.basis)
+    elif isinstance(estimates, NoEstimates) and task.status in IN_LINE:
+        changes["eta_unavailable"] = estimates.why
     return replace(task, **changes) if changes else task
 
 

@@ -114,7 +114,9 @@ def _spent_run(row: Any) -> SpentRun:
     usage = Usage(
         number("cost_usd", float), number("input_tokens", int), number("output_tokens", int)
     )
-    return SpentRun(row["agent"], row["owner"], row["workspace"], float(row["at"]), usage)
+    spent = usage if usage != Usage() else None
+    at = float(row["at"])
+    return SpentRun(row["agent"], row["owner"], row["workspace"], at, spent, bool(row["denied"]))
 
 
 def _spent(row: Any) -> Spent:

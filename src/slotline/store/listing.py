@@ -40,7 +40,6 @@ ETA_WHOLE = 1_000
 # Attempts are read for this many tasks per query.
 _CHUNK = 500
 _HEX = frozenset("0123456789abcdef")
-_IN_LINE = frozenset({Status.RUNNING, Status.QUEUED, Status.WAITING, Status.HELD})
 
 
 def where_of(
@@ -216,7 +215,7 @@ def _attempts(tx: Tx, ids: list[str]) -> dict[str, tuple[Attempt, ...]]:
 def _estimates(
     tx: Tx, store: str, tasks: list[Task], found: Mapping[str, int]
 ) -> Mapping[str, eta.Estimate]:
-    if not any(t.status in _IN_LINE for t in tasks):
+    if not any(t.status in estimates.IN_LINE for t in tasks):
         return {}
     now = tx.now()
     # With aging or fairness on, the head's order depends on the whole line (as in

@@ -13,8 +13,8 @@ from typing import Any
 
 from slotline.bounds import normalize_workspace
 from slotline.errors import InvalidInput
+from slotline.limits import GLOBAL
 from slotline.scheduler.rates import (
-    GLOBAL,
     RateBook,
     RateLimit,
     check_max_starts,

@@ -133,7 +133,7 @@ class ReadVerbs(StoreCore):
                 now = tx.now()
                 spend = budgets.load_book(tx, read_settings(tx).budgets, now)
                 task = budgets.annotate(spend, [task], now)[0]
-            if estimate and task.status in _IN_LINE:
+            if estimate and task.status in estimates.IN_LINE:
                 task = estimates.with_estimate(
                     task, estimates.line_estimates(tx, tx.now(), self.url)
                 )
@@ -318,10 +318,6 @@ def _queue_status(
         backoff=throttles,
         budgets=[] if spend is None else spend.state(now),
     )
-
-
-# Statuses whose tasks get estimates.
-_IN_LINE = frozenset({Status.RUNNING, Status.QUEUED, Status.WAITING, Status.HELD})
 
 
 def _ids(tx: Tx, where: Where) -> list[str]:

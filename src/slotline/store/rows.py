@@ -117,6 +117,7 @@ def attempt_from_row(row: Mapping[str, Any]) -> Attempt:
             if row["resumed_task"] is None
             else ResumedFrom(row["resumed_task"], int(row["resumed_attempt"]))
         ),
+        denied_tools=tuple(json.loads(row["denied_tools"] or "[]")),
     )
 
 
@@ -124,7 +125,8 @@ def _usage(row: Mapping[str, Any]) -> Usage | None:
     cost, tokens_in, tokens_out = row["cost_usd"], row["input_tokens"], row["output_tokens"]
     if cost is None and tokens_in is None and tokens_out is None:
         return None
-    return Usage(_opt_float(cost), tokens_in, tokens_out)
+    totals = json.loads(row["session_totals"] or "null")
+    return Usage(_opt_float(cost), tokens_in, tokens_out, totals)
 
 
 def isolation_to_text(isolation: Isolation | None) -> str | None:

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from slotline.bounds import parse_id
 from slotline.errors import InvalidInput, NotFound, StaleAttempt
-from slotline.models import Attempt, Kind, ResumedFrom, Status, Task, Usage
-from slotline.store import backoff, deps, estimates, notify
+from slotline.models import Attempt, Kind, ResumedFrom, Status, Task, Usage, refused_tools
+from slotline.store import backoff, deps, estimates, notify, results
 from slotline.store.core import Serial, StoreCore
 from slotline.store.events import change, emit
 from slotline.store.queries import Tx
@@ -43,6 +43,8 @@ class Report:
     session_id: str | None = None
     # The run was interrupted (its node died, its timeout): its next attempt resumes it.
     resumable: bool = False
+    # The tool uses its agent was refused, one name per refusal (`usage.py`).
+    denied: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +93,7 @@ class RunVerbs(StoreCore):
         usage: Usage | None = None,
         session_id: str | None = None,
         resumable: bool = False,
+        denied: tuple[str, ...] = (),
     ) -> Task:
         """Commit the outcome of an attempt whose process has exited.
 
@@ -110,6 +113,8 @@ class RunVerbs(StoreCore):
                 on the attempt.
             resumable: the run was interrupted (its node died, its timeout): the next
                 attempt continues its session (`resume`), if it has one.
+            denied: the tool uses its agent was refused (one name each): the run is
+                flagged (a `denied` event; a success says so in its `status_reason`).
 
         Raises:
             StaleAttempt: the attempt is not the task's current one, or the token is wrong,
@@ -119,7 +124,7 @@ class RunVerbs(StoreCore):
             now = tx.now() if now is None else now  # under the lock, as in `claim`
             report = Report(
                 attempt_id, token, exit_code, reason, requeue, output, usage, session_id,
-                resumable,
+                resumable, tuple(denied),
             )  # fmt: skip
             return load(tx, end(tx, report, now, reap_after))
 
@@ -203,7 +208,7 @@ def started(
         return
     tx.run(
         "attempt_resumed", id=attempt_id, resumed_task=resumed_from.task_id,
-        resumed_attempt=resumed_from.attempt,
+        resumed_attempt=resumed_from.attempt, session_id=resumed_from.session_id,
     )  # fmt: skip
     emit(
         tx, "started", task_id, tx.now(), attempt=attempt_id, pid=pid,
@@ -237,9 +242,12 @@ def end(
     else:
         outcome, status = "failed", check_transition("fail", task.id, task.status)
         reason = reason or f"exit code {exit_code}"
-    throttle = _provider_refused(tx, task, attempt, report, outcome, reason, now)
-    if throttle:
-        outcome = "throttled"
+    refused = _provider_refused(tx, task, attempt, report, outcome, now)
+    if refused is not None:
+        # What matched is the reason, also of a task failing with its requeues used up.
+        reason, requeued = refused
+        outcome = "throttled" if requeued else outcome
+    usage = results.own_usage(tx, attempt, report.usage)
     tx.run(
         "attempt_end",
         id=attempt.id,
@@ -247,11 +255,14 @@ def end(
         exit_code=exit_code,
         outcome=outcome,
         reason=reason,
-        cost_usd=None if report.usage is None else report.usage.cost_usd,
-        input_tokens=None if report.usage is None else report.usage.input_tokens,
-        output_tokens=None if report.usage is None else report.usage.output_tokens,
+        cost_usd=None if usage is None else usage.cost_usd,
+        input_tokens=None if usage is None else usage.input_tokens,
+        output_tokens=None if usage is None else usage.output_tokens,
+        session_totals=results.totals_column(usage),
         session_id=report.session_id,
+        denied_tools=results.denied_column(report.denied),
     )
+    results.flag_denied(tx, task, attempt, report.denied, now)
     if report.resumable:
         tx.run("attempt_resumable", id=attempt.id)
     ran = outcome in ("succeeded", "failed") and _ran(task, attempt.pid, exit_code)
@@ -269,8 +280,9 @@ def end(
     elif outcome == "failed" and used < task.max_attempts:
         _retry(tx, task, attempt, used, exit_code, reason, now)
     else:
+        flagged = refused_tools(report.denied) if outcome == "succeeded" else None
         deps.end_task(
-            tx, task, status, outcome, now,
+            tx, task, status, outcome, now, status_reason=flagged,
             exit_code=exit_code, failure_reason=reason,
             event={"attempt": attempt.id, "exit_code": exit_code, "reason": reason},
         )  # fmt: skip
@@ -290,26 +302,27 @@ def _provider_refused(
     attempt: Attempt,
     report: Report,
     outcome: str,
-    reason: str | None,
     now: float,
-) -> bool:
+) -> tuple[str, bool] | None:
     """Whether a failed run was refused by its agent type's provider (its back-off rule
-    matches the exit code, or the output or reason); if so, step the type down, and say
-    whether the task goes back in line uncounted (it has requeues left)."""
+    matches the exit code, or the output or reason); if so, step the type down, and
+    return what matched (`exit code N`, or the matched line) and whether the task goes
+    back in line uncounted (it has requeues left)."""
     if outcome != "failed" or task.agent is None:
-        return False
+        return None
     text = "\n".join(part for part in (report.output, report.reason) if part)
-    rule = backoff.matching_rule(tx, task.agent, report.exit_code, text)
-    if rule is None:
-        return False
-    backoff.throttled(tx, rule, task.agent, attempt.started_at, now, reason, text)
+    matched = backoff.matching_rule(tx, task.agent, report.exit_code, text)
+    if matched is None:
+        return None
+    rule, refusal = matched
+    backoff.throttled(tx, rule, task.agent, attempt.started_at, now, refusal, text)
     # The refusals in a row just before this one: any other end (a failure, a success
     # before a restart) starts the budget afresh.
     requeued = 0
     for row in sorted(tx.rows("attempts_of", task_id=task.id), key=lambda r: r["number"]):
         if row["id"] != attempt.id:
             requeued = requeued + 1 if row["outcome"] == "throttled" else 0
-    return requeued < rule.max_requeues
+    return refusal, requeued < rule.max_requeues
 
 
 def _retry(

@@ -194,7 +194,8 @@ WHERE id = :id;
 -- name: attempt_end
 UPDATE attempts SET finished_at = :now, exit_code = :exit_code, outcome = :outcome,
                     reason = :reason, cost_usd = :cost_usd, input_tokens = :input_tokens,
-                    output_tokens = :output_tokens, session_id = :session_id
+                    output_tokens = :output_tokens, session_totals = :session_totals,
+                    session_id = :session_id, denied_tools = :denied_tools
 WHERE id = :id;
 
 -- name: attempts_all
@@ -680,7 +681,8 @@ SELECT * FROM attempts WHERE worktree_state = :state ORDER BY started_at, id;
 UPDATE attempts SET resumable = TRUE WHERE id = :id;
 
 -- name: attempt_resumed
-UPDATE attempts SET resumed_task = :resumed_task, resumed_attempt = :resumed_attempt
+UPDATE attempts SET resumed_task = :resumed_task, resumed_attempt = :resumed_attempt,
+    session_id = COALESCE(:session_id, session_id)
 WHERE id = :id;
 
 -- name: task_set_followup
@@ -701,14 +703,16 @@ SELECT id FROM tasks
 WHERE follows = :follows AND status IN ('waiting', 'queued', 'held', 'running')
 ORDER BY created_at DESC, id DESC LIMIT 1;
 
--- The runs that reported what they spent, with what `stats` sums them by; `/*where*/`
--- takes tasks_where_owner (a user's own).
+-- The runs that reported what they spent or were refused tool uses, with what `stats`
+-- sums them by; `/*where*/` takes tasks_where_owner (a user's own).
 -- name: spent_runs
 SELECT t.agent AS agent, t.owner AS owner, t.workspace AS workspace,
        COALESCE(a.finished_at, a.started_at) AS at,
-       a.cost_usd AS cost_usd, a.input_tokens AS input_tokens, a.output_tokens AS output_tokens
+       a.cost_usd AS cost_usd, a.input_tokens AS input_tokens, a.output_tokens AS output_tokens,
+       a.denied_tools IS NOT NULL AS denied
 FROM attempts a JOIN tasks t ON t.id = a.task_id
-WHERE (a.cost_usd IS NOT NULL OR a.input_tokens IS NOT NULL OR a.output_tokens IS NOT NULL)
+WHERE (a.cost_usd IS NOT NULL OR a.input_tokens IS NOT NULL OR a.output_tokens IS NOT NULL
+       OR a.denied_tools IS NOT NULL)
 /*where*/;
 
 -- name: spend_by_agent
@@ -717,3 +721,6 @@ SELECT t.agent AS agent, SUM(a.cost_usd) AS cost_usd, SUM(a.input_tokens) AS inp
 FROM attempts a JOIN tasks t ON t.id = a.task_id
 WHERE a.cost_usd IS NOT NULL OR a.input_tokens IS NOT NULL OR a.output_tokens IS NOT NULL
 GROUP BY t.agent;
+
+-- name: attempt_of_number
+SELECT * FROM attempts WHERE task_id = :task_id AND number = :number;
