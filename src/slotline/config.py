@@ -1,7 +1,9 @@
 """Settings from slotline.yaml, overridden by SLOTLINE_* environment variables and flags.
 
-The file is found at `--config FILE`, else `$SLOTLINE_CONFIG`, else `./slotline.yaml`;
-without one, the defaults apply. Errors name the key and the line.
+The file is the first of: `--config FILE`, `$SLOTLINE_CONFIG`, the project's
+`slotline.yaml` (in the current folder or the nearest folder above it), the user's
+`$XDG_CONFIG_HOME/slotline/slotline.yaml`; without one, the defaults apply. Relative paths
+in the file are relative to its folder. Errors name the key and the line.
 """
 
 from __future__ import annotations
@@ -179,21 +181,67 @@ ENV_KEYS = (
 )
 
 
+CONFIG_NAME = "slotline.yaml"
+
+
+def user_config_file() -> Path:
+    """The user's file: `$XDG_CONFIG_HOME/slotline/slotline.yaml` (~/.config by default)."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "slotline" / CONFIG_NAME
+
+
 def find_config_file(explicit: str | Path | None) -> Path | None:
-    """`--config FILE`, else `$SLOTLINE_CONFIG`, else `./slotline.yaml` if it exists."""
+    """The file to read, as an absolute path: `explicit` (`--config FILE`), else
+    `$SLOTLINE_CONFIG`, else `slotline.yaml` in the current folder or the nearest folder
+    above it (up to the root, as git finds its repository), else `user_config_file()`;
+    None when there is none.
+
+    Raises:
+        InvalidInput: the file named by `explicit` or `$SLOTLINE_CONFIG` does not exist.
+    """
     if explicit:
         path = Path(explicit)
         if not path.is_file():
             raise InvalidInput(f"config file {path} does not exist")
-        return path
+        return path.absolute()
     env = os.environ.get("SLOTLINE_CONFIG")
     if env:
         path = Path(env)
         if not path.is_file():
             raise InvalidInput(f"SLOTLINE_CONFIG names {path}, which does not exist")
-        return path
-    local = Path("slotline.yaml")
-    return local if local.is_file() else None
+        return path.absolute()
+    here = Path.cwd()
+    for folder in (here, *here.parents):
+        if (folder / CONFIG_NAME).is_file():
+            return folder / CONFIG_NAME
+    user = user_config_file()
+    return user.absolute() if user.is_file() else None
+
+
+def lookup_places() -> str:
+    """Where `find_config_file` looks without `--config` or `$SLOTLINE_CONFIG`, for a
+    message that none was found."""
+    return f"{Path.cwd()} and the folders above it, then {user_config_file()}"
+
+
+def _resolve_paths(data: dict[str, Any], folder: Path) -> None:
+    """Make the file's relative paths (a `store` file, an agent type's `repo`) relative
+    to `folder`, the file's own, not to wherever slotline runs."""
+
+    def resolved(value: Any) -> Any:
+        if not isinstance(value, str) or not value or "://" in value:
+            return value
+        if value.startswith("~") or os.path.isabs(value):
+            return value
+        return os.path.normpath(folder / value)
+
+    if "store" in data:
+        data["store"] = resolved(data["store"])
+    agents = data.get("agents")
+    if isinstance(agents, dict):
+        for agent in agents.values():
+            if isinstance(agent, dict) and "repo" in agent:
+                agent["repo"] = resolved(agent["repo"])
 
 
 def load_config(
@@ -221,6 +269,7 @@ def load_config(
         if loaded is not None and not isinstance(loaded, dict):
             raise InvalidInput(f"{found}: the top level must be a mapping of keys")
         data = loaded or {}
+        _resolve_paths(data, found.parent)
         if node is not None:
             _record_lines(node, (), lines)
     source = os.environ if env is None else env
@@ -281,13 +330,19 @@ def holds_secret(url: str) -> bool:
     return redact_url(url) != url or bool(re.search(r"(?i)[?&]password=", url))
 
 
+def shown_store(url: str) -> str:
+    """A store URL as it may be printed: its password, in the authority or the query,
+    replaced by `***`."""
+    return re.sub(r"(?i)([?&]password=)[^&#]*", r"\1***", redact_url(url))
+
+
 def redacted(config: Config, admin: bool = True) -> dict[str, Any]:
     """The effective configuration as JSON, with any password in the store URL hidden,
     webhook secrets and URL credentials left out, and the hooks (`notify`, `on_event`)
     shown to admins only."""
     data = config.model_dump(mode="json")
     if data.get("store"):
-        data["store"] = redact_url(data["store"])
+        data["store"] = shown_store(data["store"])
     if not admin:
         data.pop("notify", None)
         data.pop("on_event", None)

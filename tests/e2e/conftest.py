@@ -81,6 +81,7 @@ def base_env(tmp_path: Path, store_path: Path) -> dict[str, str]:
     env.update(
         SLOTLINE_STORE=str(store_path),
         XDG_DATA_HOME=str(tmp_path / "xdg"),
+        XDG_CONFIG_HOME=str(tmp_path / "xdg-config"),  # not the user's slotline.yaml
         COLUMNS="200",
         PYTHONWARNINGS="error",
     )

@@ -212,7 +212,7 @@ def test_config_prints_the_effective_configuration(cli: Run, tmp_path: Path) -> 
     assert (data["max_concurrent"], data["max_depth"]) == (5, 2)
     assert data["agents"]["claude"]["command"] == ["claude", "-p", "{prompt}"]
     text = cli("config", cwd=tmp_path)  # ./slotline.yaml is found by default
-    assert text.out.startswith(f"# from {Path('slotline.yaml')}")
+    assert text.out.startswith(f"# read from {path}")
     assert "max_concurrent: 5\n" in text.out
 
     path.write_text("max_concurrent: 5\nagents:\n  claude:\n    command: []\n")

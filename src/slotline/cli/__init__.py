@@ -112,7 +112,8 @@ EXIT_INTERRUPTED = 130
     "config_path",
     metavar="FILE",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="slotline.yaml (default: $SLOTLINE_CONFIG, else ./slotline.yaml if present).",
+    help="slotline.yaml (default: $SLOTLINE_CONFIG, else slotline.yaml here or in the nearest "
+    "folder above, else $XDG_CONFIG_HOME/slotline/slotline.yaml, else none).",
 )
 @click.version_option(__version__, "--version", "-V", prog_name="slotline")
 @click.pass_context

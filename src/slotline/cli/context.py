@@ -35,7 +35,7 @@ class CliState:
 
     @property
     def config(self) -> Config:
-        """slotline.yaml (from --config, $SLOTLINE_CONFIG or ./slotline.yaml), loaded once."""
+        """slotline.yaml (as `config.find_config_file` finds it), loaded once."""
         if self._config is None:
             from slotline.config import load_config
 

@@ -67,7 +67,8 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
     "config_path",
     metavar="FILE",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="slotline.yaml to use (default: $SLOTLINE_CONFIG, else ./slotline.yaml if present).",
+    help="slotline.yaml to use (default: $SLOTLINE_CONFIG, else slotline.yaml here or in the "
+    "nearest folder above, else $XDG_CONFIG_HOME/slotline/slotline.yaml, else none).",
 )
 @click.option(
     "--host",
