@@ -197,7 +197,8 @@ def find_config_file(explicit: str | Path | None) -> Path | None:
     None when there is none.
 
     Raises:
-        InvalidInput: the file named by `explicit` or `$SLOTLINE_CONFIG` does not exist.
+        InvalidInput: the file named by `explicit` or `$SLOTLINE_CONFIG` does not exist, or
+            the current folder does not (it was removed).
     """
     if explicit:
         path = Path(explicit)
@@ -210,7 +211,12 @@ def find_config_file(explicit: str | Path | None) -> Path | None:
         if not path.is_file():
             raise InvalidInput(f"SLOTLINE_CONFIG names {path}, which does not exist")
         return path.absolute()
-    here = Path.cwd()
+    try:
+        here = Path.cwd()
+    except FileNotFoundError:
+        raise InvalidInput(
+            "the current folder no longer exists: cd to one that does, or give --config FILE"
+        ) from None
     for folder in (here, *here.parents):
         if (folder / CONFIG_NAME).is_file():
             return folder / CONFIG_NAME

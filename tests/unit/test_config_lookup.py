@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from slotline.config import find_config_file, load_config, lookup_places, redacted
+from slotline.errors import InvalidInput
 
 
 @pytest.fixture
@@ -98,3 +99,14 @@ def test_relative_paths_in_the_file_are_relative_to_its_folder(home: Path) -> No
 def test_a_password_in_the_store_urls_query_is_hidden_too() -> None:
     config = load_config(env={"SLOTLINE_STORE": "postgresql://db/q?user=me&password=secret"})
     assert redacted(config)["store"] == "postgresql://db/q?user=me&password=***"
+
+
+def test_a_removed_current_folder_is_a_clear_error(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gone = home / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    with pytest.raises(InvalidInput, match="the current folder no longer exists"):
+        load_config(env={})
