@@ -142,3 +142,8 @@ def test_config_says_which_file_it_read_and_which_store(
         f"then {tmp_path / 'xdg-config' / 'slotline' / 'slotline.yaml'})"
     )
     assert f"store: {tmp_path / 'xdg' / 'slotline' / 'slotline.db'}\n" in none.out
+    # `slotline --config FILE config` reads FILE, as `slotline config --config FILE` does.
+    given = ("--json", "--config", str(project / "slotline.yaml"), "config")
+    named = ok(cli(*given, cwd=elsewhere, env={"SLOTLINE_STORE": None}))
+    assert named["store"] == str(project / "queue.db")
+    assert ok(cli("--json", "config", cwd=elsewhere))["agents"] == {}
