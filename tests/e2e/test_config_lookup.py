@@ -15,7 +15,7 @@ import pytest
 from overlap import peak
 from waiting import until
 
-from .conftest import LINE_TIMEOUT, Lines, Run, ok
+from .conftest import API_READY, Lines, Run, ok
 
 CLONE = Path(__file__).resolve().parents[2]
 
@@ -52,12 +52,22 @@ def nodes() -> Iterator[list[subprocess.Popen[str]]]:
 def start_node(
     argv: list[str], cwd: Path, env: dict[str, str], nodes: list[subprocess.Popen[str]]
 ) -> str:
-    """Start a node in `cwd`; returns the line it prints once it serves."""
+    """Start a node with its HTTP API on a free port of 127.0.0.1 in `cwd`; returns the
+    line it prints first (its store and limit), once its API is up (and so its handler
+    of SIGTERM, which stops it at the end of the test)."""
     proc = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd
+        [*argv, "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=cwd,
     )
     nodes.append(proc)
-    return Lines(proc.stdout).next(timeout=LINE_TIMEOUT)
+    lines = Lines(proc.stdout)
+    first = lines.next()
+    lines.until(lambda line: line.startswith(API_READY))
+    return first
 
 
 def test_submit_by_agent_type_from_a_projects_subfolder(cli: Run, project: Path) -> None:
@@ -71,7 +81,7 @@ def test_a_node_started_in_a_projects_subfolder_applies_its_agent_limit(
     cli: Run, project: Path, base_env: dict[str, str], nodes: list[subprocess.Popen[str]]
 ) -> None:
     # Given a node started in a folder below the project's slotline.yaml,
-    argv = [sys.executable, "-m", "slotline", "serve", "--no-http", "--node-id", "sub"]
+    argv = [sys.executable, "-m", "slotline", "serve", "--node-id", "sub"]
     start_node(argv, project / "src" / "pkg", base_env, nodes)
     limits = ok(cli("--json", "limits"))
     assert {"key": "agent", "value": "sleeper", "max": 1, "origin": "config"} in limits["limits"]
@@ -108,7 +118,7 @@ def test_scripts_serve_reads_the_callers_slotline_yaml(
     user.mkdir()
     (user / "slotline.yaml").write_text("max_concurrent: 4\n")
     # when scripts/serve is run from it,
-    argv = ["bash", str(CLONE / "scripts" / "serve"), "--no-http", "--node-id", "script"]
+    argv = ["bash", str(CLONE / "scripts" / "serve"), "--node-id", "script"]
     line = start_node(argv, user, base_env, nodes)
     # then the node serves the file's setting (the store is the test's: SLOTLINE_STORE).
     assert "(max_concurrent 4" in line, line
