@@ -62,12 +62,13 @@ def _agent_json(agent: AgentType) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Offer:
-    """An agent type a live node serves: the node's name, and the type as it published it
-    (None: this version of slotline cannot read it, `problem` says why)."""
+    """An agent type a live node serves: the node's name, and a configuration holding
+    that type and the node's `worktrees.keep` (the default of its worktree tasks), from
+    which a client builds the task the node would (None: this version of slotline cannot
+    read what the node published, `problem` says why)."""
 
     node_id: str
-    agent: AgentType | None
-    keep: str | None = None  # the node's `worktrees.keep`, the default of its worktree tasks
+    config: Config | None
     problem: str = ""
 
 
@@ -75,18 +76,21 @@ def offers(published: Sequence[PublishedConfig]) -> dict[str, Offer]:
     """Each agent type live nodes serve, as the latest node to publish it gave it
     (`published` is the latest first, as `Store.published_configs` returns it)."""
     found: dict[str, Offer] = {}
-    for config in published:
-        keep = (config.settings.get("worktrees") or {}).get("keep")
-        for name, data in config.agents.items():
+    for node in published:
+        keep = (node.settings.get("worktrees") or {}).get("keep")
+        worktrees = {} if keep is None else {"keep": keep}
+        for name, data in node.agents.items():
             if name in found:
                 continue
             try:
-                found[name] = Offer(config.node_id, AgentType.model_validate(data), keep)
+                config = Config.model_validate({"agents": {name: data}, "worktrees": worktrees})
             except pydantic.ValidationError as exc:
                 problem = "; ".join(
                     f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()
                 )
-                found[name] = Offer(config.node_id, None, keep, problem)
+                found[name] = Offer(node.node_id, None, problem)
+            else:
+                found[name] = Offer(node.node_id, config)
     return found
 
 
@@ -108,9 +112,9 @@ def agent_config(
     served = offers(published)
     offer = served.get(name)
     if name in local.agents:
-        mine = local.agents[name]
-        if warn is not None and offer is not None and offer.agent is not None:
-            fields = _differing(_agent_json(mine), _agent_json(offer.agent), depth=0)
+        if warn is not None and offer is not None and offer.config is not None:
+            mine, theirs = local.agents[name], offer.config.agents[name]
+            fields = _differing(_agent_json(mine), _agent_json(theirs), depth=0)
             if fields:
                 where = local.source or "the local configuration"
                 warn(
@@ -120,13 +124,12 @@ def agent_config(
         return local
     if offer is None:
         raise InvalidInput(f"unknown agent type {name!r} (known: {_known(local, served)})")
-    if offer.agent is None:
+    if offer.config is None:
         raise InvalidInput(
             f"agent type {name!r} as node {offer.node_id} serves it cannot be read by this "
             f"version of slotline ({offer.problem}); upgrade it, or submit with --url"
         )
-    worktrees = {} if offer.keep is None else {"keep": offer.keep}
-    return Config.model_validate({"agents": {name: offer.agent}, "worktrees": worktrees})
+    return offer.config
 
 
 def store_agent_config(
@@ -142,8 +145,7 @@ def _known(local: Config, served: Mapping[str, Offer]) -> str:
     mine = ", ".join(sorted(local.agents))
     theirs = ", ".join(sorted(set(served) - set(local.agents)))
     if not theirs:
-        here = mine or "none are configured"
-        return here if served else f"{here}, and no running node serves any"
+        return mine or "none are configured, and no running node serves any"
     return f"{mine or 'none in the local configuration'}; served by running nodes: {theirs}"
 
 

@@ -3,16 +3,20 @@ agent type's task from it: the same task as the node's, without a secret on the 
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from slotline.api import Queue
 from slotline.config import Config, load_config
 from slotline.errors import InvalidInput
+from slotline.mcp_calls import BackendCalls
 from slotline.published import agent_config, differences, publication
-from slotline.store import PublishedConfig
+from slotline.store import PublishedConfig, Store, open_store
 from slotline.templates import expand_agent_type
 from unit.test_docs_yaml import PAGES, yaml_blocks
 
@@ -164,3 +168,55 @@ def test_differences_are_the_keys_that_differ(tmp_path: Path) -> None:
         "max_concurrent",
         "worktrees.keep",
     ]
+
+
+RESUMABLE = """\
+agents:
+  claude:
+    command: [claude, -p, --output-format, json, --, "{prompt}"]
+    resume: [claude, -p, --resume, "{session_id}", --, "{prompt}"]
+    usage: {json: {session_id: session_id}}
+"""
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    opened = open_store(tmp_path / "store.db")
+    yield opened
+    opened.close()
+
+
+def serve(store: Store, config: Config, node: str = "box1") -> None:
+    """What `slotline serve` does for a node with `config`, as far as clients see."""
+    store.register_node(node)
+    store.publish_config(node, **publication(config))
+
+
+def test_a_follow_up_on_the_store_takes_the_type_a_running_node_published(
+    store: Store, tmp_path: Path
+) -> None:
+    # Given a running node serving a resumable type, and a task of that type in line
+    serve(store, node_config(tmp_path, RESUMABLE))
+    followed = store.submit({"agent": "claude", "command": ["claude", "-p", "first"]})
+    # When a client without a configuration of its own follows it up
+    task = asyncio.run(Queue(store).followup(followed.id, "and the docs", config=Config()))
+    # Then the follow-up is the type's resume template, filled
+    assert task.command[:3] == ("claude", "-p", "--resume")
+    assert task.command[-2:] == ("--", "and the docs")
+    assert task.depends_on == (followed.id,)
+
+
+def test_mcp_on_the_store_submits_a_published_type_and_says_when_its_own_differs(
+    store: Store, tmp_path: Path
+) -> None:
+    serve(store, node_config(tmp_path, RESUMABLE))
+    calls = BackendCalls(store, Config(), None)
+    built = asyncio.run(calls.submit({"agent": "claude", "prompt": "fix it"}))
+    assert built["command"][-2:] == ["--", "fix it"]
+    assert "warning" not in built
+    own = RESUMABLE + "    timeout: 60\n"
+    local = node_config(tmp_path, own, "own.yaml")
+    calls = BackendCalls(store, local, None)
+    built = asyncio.run(calls.submit({"agent": "claude", "prompt": "fix it"}))
+    assert built["timeout"] == 60
+    assert "node box1 serves (timeout)" in built["warning"]
