@@ -219,12 +219,19 @@ class Queue:
         return await self._call(self.store.terminate, ref, reason, resumable)
 
     async def followup(self, ref: str, prompt: str, *, config: Config | None = None) -> Task:
-        """A follow-up of `ref` in its session, by `config`'s agent types (coding-agents.md)."""
+        """A follow-up of `ref` in its session (coding-agents.md), by its agent type in
+        `config` (default: slotline.yaml), else as a running node published it (a type
+        of both that differs is logged as a warning, and `config`'s is used)."""
         from slotline.config import load_config
+        from slotline.published import store_agent_config
         from slotline.templates import followup_fields
 
         followed = await self._call(self.store.get, ref)
-        fields = followup_fields(config or load_config(), followed, prompt)
+        local = config or load_config()
+        if followed.agent is not None:
+            agent, warn = followed.agent, log.warning
+            local = await self._call(store_agent_config, self.store, local, agent, warn)
+        fields = followup_fields(local, followed, prompt)
         return await self._call(self.store.submit_followup, followed.id, prompt, fields)
 
     async def boost(self, ref: str) -> Task:

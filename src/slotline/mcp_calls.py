@@ -116,11 +116,16 @@ class BackendCalls:
         prompt = fields.pop("prompt", None)
         if self.task_id is not None:
             fields.setdefault("parent_id", self.task_id)
+        warnings: list[str] = []
         if prompt is not None or (fields.get("agent") and not fields.get("command")):
-            fields = agent_type_fields(self.backend, self.config, fields, prompt)
+            fields = await self._run(
+                agent_type_fields, self.backend, self.config, fields, prompt, warnings.append
+            )
         task = await self._run(self.backend.submit, fields)
         fresh = (await self._run(read_back, self.backend.get, task)).to_dict()
-        return {**fresh, "deduplicated": task.deduplicated}
+        # A local agent type that differs from the one the running node serves.
+        said = {"warning": "; ".join(warnings)} if warnings else {}
+        return {**fresh, "deduplicated": task.deduplicated, **said}
 
     async def get(self, ref: str) -> dict[str, Any]:
         return (await self._run(self.backend.get, ref)).to_dict()

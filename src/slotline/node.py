@@ -21,11 +21,12 @@ from typing import Any
 
 from slotline.admission import Guard, Verdict
 from slotline.agent_types import AgentType
-from slotline.config import Admission
+from slotline.config import Admission, Config
 from slotline.errors import InvalidInput, SlotlineError
 from slotline.landing.gitpool import run_git
 from slotline.landing.prune import WorktreePolicy
 from slotline.models import Kind, utcnow
+from slotline.published import publication
 from slotline.runner import adopt
 from slotline.runner.callable import Entry, Registry, TaskFunction
 from slotline.runner.env import BASE_ALLOW
@@ -67,8 +68,11 @@ class Node:
         sweep_interval: float = SWEEP_INTERVAL,
         worktree_policy: WorktreePolicy | None = None,
         agents: Mapping[str, AgentType] | None = None,
+        config: Config | None = None,
     ) -> None:
         self.store = store
+        # The configuration it serves, published to the store when it starts (`published`).
+        self.config = config
         self.node_id = node_id or default_node_id()
         self.registry = Registry(callables)
         if not (math.isfinite(lease) and lease > 0):
@@ -203,7 +207,9 @@ class Node:
 
     def _claim_node_id(self) -> None:
         """Register, refusing while another live node has this id: it would reconcile and
-        signal this node's runs as its own."""
+        signal this node's runs as its own; then publish what it serves (its functions,
+        and its configuration: clients anywhere on the store build its agent types'
+        tasks from it)."""
         row = self.store.node(self.node_id)
         self._skew = self.store.clock() - utcnow()
         if row is not None and float(row["heartbeat_at"]) > self._store_now() - self.lease:
@@ -217,6 +223,8 @@ class Node:
                 )
         self.store.register_node(self.node_id)
         self.store.serve_functions(self.node_id, self.registry.names())
+        if self.config is not None:
+            self.store.publish_config(self.node_id, **publication(self.config))
 
     async def _sleep(self, watcher: Any, stop: asyncio.Event, delay: float) -> None:
         waiters = [

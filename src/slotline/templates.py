@@ -23,7 +23,7 @@ def expand_agent_type(config: Config, data: dict[str, Any], prompt: str | None) 
             workspace.
     """
     agent = data.get("agent")
-    if data.get("command") or data.get("callable") or data.get("kind") not in (None, "command"):
+    if not builds_command(data):
         if prompt is not None:
             raise InvalidInput("prompt: give an agent type and a prompt, or a command, not both")
         return _default_keep(config, data)
@@ -62,6 +62,13 @@ def expand_agent_type(config: Config, data: dict[str, Any], prompt: str | None) 
         if value is not None:
             filled.setdefault(key, value)
     return _default_keep(config, filled)
+
+
+def builds_command(data: dict[str, Any]) -> bool:
+    """Whether submit fields leave the command to an agent type's template: they name no
+    command or callable of their own (`agent` may still be missing)."""
+    own = data.get("command") or data.get("callable")
+    return not own and data.get("kind") in (None, "command")
 
 
 def _default_keep(config: Config, data: dict[str, Any]) -> dict[str, Any]:

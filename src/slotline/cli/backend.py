@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from slotline.models import Event, Priority, Status, Task, TaskPage
@@ -121,20 +121,32 @@ class Backend(Protocol):
 
 
 def agent_type_fields(
-    backend: Backend, config: Config, fields: dict[str, Any], prompt: str | None
+    backend: Backend,
+    config: Config,
+    fields: dict[str, Any],
+    prompt: str | None,
+    warn: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Submit fields for an agent type, filled where the type is defined. A server fills
     its own types: the caller's slotline.yaml may lack them (a run's working directory is
     its workspace) and a user or task token may not send the raw command they expand to.
-    On a store, the local configuration fills them (`expand_agent_type`).
+    On a store, the local configuration fills them when it declares the type, else what
+    a live node published of it (`published.agent_config`; `warn` hears when the two
+    differ), so that a client run from any folder builds the task the node would.
 
     Raises:
-        InvalidInput: on a store, as `expand_agent_type` does.
+        InvalidInput: on a store, as `expand_agent_type` does; an unknown type's message
+            names the types of the local configuration and of the running nodes.
     """
     from slotline.store import Store
-    from slotline.templates import expand_agent_type
+    from slotline.templates import builds_command, expand_agent_type
 
     if isinstance(backend, Store):
+        agent = fields.get("agent")
+        if isinstance(agent, str) and builds_command(fields):
+            from slotline.published import store_agent_config
+
+            config = store_agent_config(backend, config, agent, warn)
         return expand_agent_type(config, fields, prompt)
     data = {key: value for key, value in fields.items() if value is not None}
     if not data.get("command"):

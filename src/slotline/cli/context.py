@@ -105,3 +105,9 @@ def report_error(message: str, kind: str, as_json: bool) -> None:
         click.echo(json.dumps({"error": text, "type": kind}), err=True)
     else:
         click.echo(f"error: {text}", err=True)
+
+
+def report_warning(message: str, as_json: bool = False) -> None:
+    """One line on stderr: `warning: …`, or `{"warning": …}` in JSON mode."""
+    text = "; ".join(line.strip() for line in message.splitlines() if line.strip())
+    click.echo(json.dumps({"warning": text}) if as_json else f"warning: {text}", err=True)

@@ -2,19 +2,30 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import click
 
 from slotline.cli.backend import Backend
-from slotline.cli.context import CliState, json_option, pass_state
+from slotline.cli.context import CliState, json_option, pass_state, report_warning
 from slotline.cli.plain import print_json, short_id
 from slotline.config import Config
 from slotline.models import Task
 from slotline.readback import read_back
 
 
-def submit_followup(backend: Backend, config: Config, ref: str, prompt: str) -> Task:
-    """A follow-up of `ref`: on a store, made from the local configuration's agent type;
-    through a server, by the server from its own (`POST /api/tasks/{ref}/followup`)."""
+def submit_followup(
+    backend: Backend,
+    config: Config,
+    ref: str,
+    prompt: str,
+    warn: Callable[[str], None] | None = None,
+) -> Task:
+    """A follow-up of `ref`: on a store, made from its agent type in the local
+    configuration, else as a running node published it (`published.agent_config`: `warn`
+    hears when both have it and they differ); through a server, by the server from its
+    own (`POST /api/tasks/{ref}/followup`)."""
     from slotline.client import SlotlineClient
     from slotline.store import Store
     from slotline.templates import followup_fields
@@ -23,6 +34,10 @@ def submit_followup(backend: Backend, config: Config, ref: str, prompt: str) -> 
         return backend.followup(ref, prompt)
     assert isinstance(backend, Store)
     followed = backend.get(ref)
+    if followed.agent is not None:
+        from slotline.published import store_agent_config
+
+        config = store_agent_config(backend, config, followed.agent, warn)
     fields = followup_fields(config, followed, prompt)
     return backend.submit_followup(followed.id, prompt, fields)
 
@@ -40,7 +55,8 @@ def followup(state: CliState, task_id: str, prompt: str) -> None:
     Refused at once when TASK's agent type has no `resume` template, or TASK has ended
     without a session id; a follow-up that starts and finds no session fails, naming why.
     """
-    task = submit_followup(state.store, state.config, task_id, prompt)
+    warn = functools.partial(report_warning, as_json=state.json)
+    task = submit_followup(state.store, state.config, task_id, prompt, warn)
     fresh = read_back(state.store.get, task)
     if state.json:
         print_json(fresh.to_dict())

@@ -210,6 +210,7 @@ def serve(
         callables=functions,
         worktree_policy=config.worktree_policy(),
         agents=config.agents,
+        config=config,
     )
     limit = store.settings()["max_concurrent"]
     if state.json:

@@ -12,7 +12,7 @@ import click
 
 from slotline.bounds import MAX_SECONDS
 from slotline.cli.backend import Backend, agent_type_fields
-from slotline.cli.context import CliState, json_option, pass_state
+from slotline.cli.context import CliState, json_option, pass_state, report_warning
 from slotline.cli.plain import describe_place, print_json, short_id
 from slotline.cli.when import at_option
 from slotline.errors import BoundExceeded, InvalidInput
@@ -145,8 +145,8 @@ def parse_priority(
 @click.option(
     "--prompt",
     metavar="TEXT",
-    help="With --agent NAME of slotline.yaml: the prompt, filled into the agent type's "
-    "command as one argument (give no command then).",
+    help="With --agent NAME of slotline.yaml (or of a running node): the prompt, filled "
+    "into the agent type's command as one argument (give no command then).",
 )
 @click.option(
     "--memory-mb",
@@ -300,7 +300,8 @@ def submit(
         "keep": keep,
     }
     if prompt is not None or (agent is not None and not command):
-        spec = agent_type_fields(state.store, state.config, spec, prompt)
+        warn = functools.partial(report_warning, as_json=state.json)
+        spec = agent_type_fields(state.store, state.config, spec, prompt, warn)
     spec = {key: value for key, value in spec.items() if value is not None}
     store = state.store
     if wait_for_room:

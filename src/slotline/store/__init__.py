@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from slotline.store.reads import Line, QueueStatus
     from slotline.store.runs import Report, StartReport
     from slotline.store.schedules import Fired, FireResult
-    from slotline.store.serving import unserved_reason
+    from slotline.store.serving import PublishedConfig, unserved_reason
     from slotline.store.settings import (
         LEASE_SECONDS,
         NONE_MEANS_NO_BOUND,
@@ -52,6 +52,7 @@ _HOMES = {
     "StartReport": "slotline.store.runs",
     "FireResult": "slotline.store.schedules",
     "Fired": "slotline.store.schedules",
+    "PublishedConfig": "slotline.store.serving",
     "unserved_reason": "slotline.store.serving",
     "LEASE_SECONDS": "slotline.store.settings",
     "NONE_MEANS_NO_BOUND": "slotline.store.settings",
@@ -108,6 +109,7 @@ __all__ = [
     "Followup",
     "KillRequest",
     "Line",
+    "PublishedConfig",
     "QueueStatus",
     "Report",
     "Settings",

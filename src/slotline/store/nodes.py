@@ -78,15 +78,19 @@ class NodeVerbs(StoreCore):
             return tx.one("node_get", id=node_id)
 
     def register_node(self, node_id: str, now: float | None = None) -> None:
+        """Register the node anew: what it published in an earlier life goes (it publishes
+        its configuration again once registered, `publish_config`)."""
         with self._write() as tx:
             now = tx.now() if now is None else now
             tx.run("node_delete", id=node_id)
+            tx.run("node_config_delete", node_id=node_id)
             tx.run("node_insert", id=node_id, host=socket.gethostname(), pid=os.getpid(), now=now)
             emit(tx, "node_started", None, now, node=node_id)
 
     def unregister_node(self, node_id: str) -> None:
         with self._write() as tx:
             tx.run("node_delete", id=node_id)
+            tx.run("node_config_delete", node_id=node_id)
             emit(tx, "node_stopped", None, tx.now(), node=node_id)
 
     def live_attempts(self, node_id: str | None = None) -> list[Attempt]:

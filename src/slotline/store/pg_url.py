@@ -37,12 +37,13 @@ def split_url(url: str) -> tuple[str, str]:
 
 
 def redact(url: str) -> str:
-    """The URL with its password hidden, for messages and logs."""
+    """The URL with its password hidden, for messages and logs: in its authority
+    (`user:PASSWORD@`) or its query (`?password=`, as libpq also reads it)."""
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
+    if parts.password is not None:
+        parts = parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1))
+    query = re.sub(r"(?i)((?:^|&)password=)[^&]*", r"\1***", parts.query)
+    return urlunsplit(parts._replace(query=query))
 
 
 def lock_key(schema: str, lock: str = "") -> int:

@@ -1,17 +1,18 @@
-"""Python functions as tasks, on the store's side: the names live nodes serve, and the
-results functions return (kept with their task)."""
+"""What nodes serve, on the store's side: the configuration each live node published
+(its agent types, the settings it applied, the file it read), the Python function names
+it runs, and the results functions return (kept with their task)."""
 
 from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Iterable
-from dataclasses import replace
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from slotline.bounds import MAX_RESULT_BYTES
 from slotline.errors import InvalidInput, NotFound, StaleAttempt
-from slotline.models import Kind, Status, Task
+from slotline.models import Kind, Status, Task, iso
 from slotline.store.core import StoreCore
 from slotline.store.events import emit
 from slotline.store.queries import Tx
@@ -26,8 +27,65 @@ def unserved_reason(name: str) -> str:
     )
 
 
+@dataclass(frozen=True)
+class PublishedConfig:
+    """What a node published of the configuration it serves (`ServingVerbs.publish_config`):
+    its agent types ({name: type as slotline.yaml gives it}), the settings it applied, the
+    file it read them from (None: no file, the defaults), and when (store clock)."""
+
+    node_id: str
+    source: str | None
+    agents: dict[str, dict[str, Any]]
+    settings: dict[str, Any]
+    published_at: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """As `slotline config --json` shows it (the agent types and settings aside)."""
+        return {"node": self.node_id, "source": self.source, "published_at": iso(self.published_at)}
+
+
 class ServingVerbs(StoreCore):
     """What nodes say they serve, and what function runs return."""
+
+    def publish_config(
+        self,
+        node_id: str,
+        source: str | None,
+        agents: Mapping[str, Mapping[str, Any]],
+        settings: Mapping[str, Any],
+    ) -> PublishedConfig:
+        """Record what node `node_id` serves, replacing what it published before: clients
+        on the store build tasks of these agent types as the node would (the caller
+        leaves secrets out: environment variable names only, no store password, no
+        webhooks)."""
+        with self._write() as tx:
+            now = tx.now()
+            tx.run(
+                "node_config_put",
+                node_id=node_id,
+                source=source,
+                agents=json.dumps(agents, sort_keys=True),
+                settings=json.dumps(settings, sort_keys=True),
+                now=now,
+            )
+            names = sorted(agents)
+            emit(tx, "config_published", None, now, node=node_id, source=source, agents=names)
+        return PublishedConfig(node_id, source, _objects(agents), dict(settings), now)
+
+    def published_configs(self) -> list[PublishedConfig]:
+        """What the live nodes (a heartbeat within a lease) published, the latest first."""
+        with self._transaction(write=False) as tx:
+            rows = tx.rows("node_configs_live", since=tx.now() - LEASE_SECONDS)
+        return [
+            PublishedConfig(
+                node_id=str(row["node_id"]),
+                source=row["source"],
+                agents=json.loads(row["agents"]),
+                settings=json.loads(row["settings"]),
+                published_at=float(row["published_at"]),
+            )
+            for row in rows
+        ]
 
     def serve_functions(self, node_id: str, names: Iterable[str]) -> None:
         """Record the function names node `node_id` runs (replacing what it said before)."""
@@ -70,6 +128,10 @@ class ServingVerbs(StoreCore):
                 raise StaleAttempt(f"attempt {attempt_id[:8]} may no longer report a result")
             tx.run("result_put", task_id=task.id, attempt_id=attempt_id, value=value, now=tx.now())
             tx.notify = False  # nothing shows it until the attempt's end is committed
+
+
+def _objects(agents: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {name: dict(agent) for name, agent in agents.items()}
 
 
 def _served(tx: Tx) -> frozenset[str]:

@@ -542,6 +542,22 @@ INSERT INTO node_functions (node_id, name) VALUES (:node_id, :name);
 SELECT DISTINCT f.name FROM node_functions f JOIN nodes n ON n.id = f.node_id
 WHERE n.heartbeat_at >= :since;
 
+-- name: node_config_put
+INSERT INTO node_configs (node_id, source, agents, settings, published_at)
+VALUES (:node_id, :source, :agents, :settings, :now)
+ON CONFLICT (node_id) DO UPDATE
+SET source = excluded.source, agents = excluded.agents, settings = excluded.settings,
+    published_at = excluded.published_at;
+
+-- name: node_config_delete
+DELETE FROM node_configs WHERE node_id = :node_id;
+
+-- name: node_configs_live
+-- What the live nodes published of their configuration, the latest first.
+SELECT c.* FROM node_configs c JOIN nodes n ON n.id = c.node_id
+WHERE n.heartbeat_at >= :since
+ORDER BY c.published_at DESC, c.node_id;
+
 -- name: result_put
 INSERT INTO task_results (task_id, attempt_id, value, stored_at)
 VALUES (:task_id, :attempt_id, :value, :now)
