@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import re
+import stat
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -218,10 +220,30 @@ def find_config_file(explicit: str | Path | None) -> Path | None:
             "the current folder no longer exists: cd to one that does, or give --config FILE"
         ) from None
     for folder in (here, *here.parents):
-        if (folder / CONFIG_NAME).is_file():
-            return folder / CONFIG_NAME
+        candidate = folder / CONFIG_NAME
+        if candidate.is_file() and _trusted(candidate):
+            return candidate
     user = user_config_file()
     return user.absolute() if user.is_file() else None
+
+
+def _trusted(path: Path) -> bool:
+    """Whether a slotline.yaml found above the current folder may be read: owned by this
+    user or root and not writable by everyone (as git's safe.directory: a file another
+    user planted in a shared parent such as /tmp would otherwise choose the commands
+    this user's agents and hooks run). A file passed over is said on stderr."""
+    try:
+        info = path.stat()
+    except OSError:
+        return False
+    if info.st_uid in (os.getuid(), 0) and not info.st_mode & stat.S_IWOTH:
+        return True
+    print(
+        f"warning: {path} is ignored: it is owned by another user or writable by everyone "
+        "(pass it with --config to use it anyway)",
+        file=sys.stderr,
+    )
+    return False
 
 
 def lookup_places() -> str:
@@ -266,7 +288,13 @@ def load_config(
     data: dict[str, Any] = {}
     lines: dict[tuple[str | int, ...], int] = {}
     if found is not None:
-        text = found.read_text()
+        try:
+            text = found.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InvalidInput(
+                f"{found}: cannot be read ({exc.__class__.__name__}: {exc}); fix it, or "
+                "give another file with --config"
+            ) from None
         try:
             node = yaml.compose(text, Loader=yaml.SafeLoader)
             loaded = yaml.safe_load(text)

@@ -137,6 +137,8 @@ def test_config_says_which_file_it_read_and_which_store(
     (project / "slotline.yaml").write_text("store: queue.db\n")
     mine = ok(cli("--json", "config", cwd=nested, env={"SLOTLINE_STORE": None}))
     assert mine["store"] == str(project / "queue.db")
+    assert mine["nodes"] == []  # read from that store, which it made: not the default one
+    assert (project / "queue.db").exists()
     # a password in it is never shown;
     pg = "postgresql://me:secret@127.0.0.1/q?password=other"
     hidden = cli("config", cwd=nested, env={"SLOTLINE_STORE": pg})

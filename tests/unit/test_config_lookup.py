@@ -45,6 +45,26 @@ def test_the_nearest_file_above_wins(home: Path) -> None:
     assert load_config(env={}).max_concurrent == 5
 
 
+def test_a_file_others_may_write_is_passed_over_with_a_warning(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A slotline.yaml planted in a shared parent (as /tmp) chooses no one's commands
+    owned = write(home / "slotline.yaml", "max_concurrent: 1\n")
+    planted = write(home / "app" / "slotline.yaml", "max_concurrent: 7\n")
+    planted.chmod(0o666)
+    assert find_config_file(None) == owned
+    assert f"warning: {planted} is ignored" in capsys.readouterr().err
+    # but one named explicitly is read
+    assert load_config(planted, env={}).max_concurrent == 7
+
+
+def test_an_unreadable_file_is_a_clear_error(home: Path) -> None:
+    broken = write(home / "app" / "slotline.yaml", "max_concurrent: 2\n")
+    broken.write_bytes(b"max_concurrent: \xff\xfe\n")
+    with pytest.raises(InvalidInput, match=r"slotline\.yaml: cannot be read"):
+        load_config(env={})
+
+
 def test_the_users_file_applies_when_the_project_has_none(home: Path) -> None:
     user = write(home / "xdg" / "slotline" / "slotline.yaml", "max_concurrent: 9\n")
     assert find_config_file(None) == user

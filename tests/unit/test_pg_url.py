@@ -21,3 +21,8 @@ from slotline.store.pg_url import redact
 )
 def test_a_password_is_hidden_in_the_authority_and_in_the_query(url: str, shown: str) -> None:
     assert redact(url) == shown
+
+
+def test_a_url_without_a_host_keeps_its_form() -> None:
+    url = "postgresql:///db?host=/tmp&password=x"
+    assert redact(url) == "postgresql:///db?host=/tmp&password=***"

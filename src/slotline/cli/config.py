@@ -15,7 +15,6 @@ from slotline.cli.plain import print_json, printable, timestamp
 from slotline.config import load_config, lookup_places, redacted, shown_store
 from slotline.errors import SlotlineError
 from slotline.models import utcnow
-from slotline.store.sqlite import default_path
 
 if TYPE_CHECKING:
     from slotline.config import Config
@@ -48,6 +47,8 @@ def show_config(state: CliState, path: Path | None) -> None:
         effective, origin = remote.config(), f"the configuration of the server at {remote.url}"
         nodes = None
     else:
+        from slotline.store.sqlite import default_path
+
         loaded = load_config(path)
         effective = redacted(loaded)
         # The store a node started here serves: --store, $SLOTLINE_STORE, the file's, the default.
@@ -58,6 +59,8 @@ def show_config(state: CliState, path: Path | None) -> None:
             else f"no slotline.yaml found (looked in {lookup_places()}): defaults"
         )
         origin += ", with SLOTLINE_* variables applied"
+        if state.store_url is None and loaded.store:
+            state.store_url = loaded.store  # the nodes listed are those of the store shown
         nodes = running_nodes(state, loaded) if state.url is None else None
     if state.json:
         if nodes is not None:

@@ -41,9 +41,8 @@ def redact(url: str) -> str:
     (`user:PASSWORD@`) or its query (`?password=`, as libpq also reads it)."""
     parts = urlsplit(url)
     if parts.password is not None:
-        parts = parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1))
-    query = re.sub(r"(?i)((?:^|&)password=)[^&]*", r"\1***", parts.query)
-    return urlunsplit(parts._replace(query=query))
+        url = url.replace(f":{parts.password}@", ":***@", 1)
+    return re.sub(r"(?i)([?&]password=)[^&#]*", r"\1***", url)
 
 
 def lock_key(schema: str, lock: str = "") -> int:
