@@ -25,8 +25,8 @@ if __package__ in (None, ""):  # run as a script: make the `bench` package impor
 from bench.machine import describe, load_average
 from bench.stats import median, percentile
 from slotline.api import open_queue
+from slotline.clock import utcnow
 from slotline.errors import InvalidTransition
-from slotline.models import utcnow
 from slotline.scheduler import eta
 from slotline.store import Store, estimates, open_store
 from slotline.store.estimates import line_estimates, run_times

@@ -4,17 +4,14 @@ states are in `slotline.transitions`)."""
 from __future__ import annotations
 
 import enum
-import functools
-import math
-import os
-import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from slotline.clock import iso
 from slotline.errors import InvalidInput
 from slotline.limits import limit_key_value
+from slotline.sessions import SESSION_PLACEHOLDER, refused_tools
 
 if TYPE_CHECKING:
     from slotline.isolation import Isolation, Worktree
@@ -88,56 +85,6 @@ class Kind(enum.StrEnum):
     COMMAND = "command"
     CALLABLE = "callable"
     EXTERNAL = "external"
-
-
-@functools.cache
-def _clock_offset() -> float:
-    # For tests only: SLOTLINE_CLOCK_OFFSET=SECONDS shifts this process's clock, to prove
-    # that the nodes of a PostgreSQL store go by the database's clock, not their own.
-    given = os.environ.get("SLOTLINE_CLOCK_OFFSET", "").strip()
-    try:
-        offset = float(given or 0)
-    except ValueError:
-        raise InvalidInput(f"SLOTLINE_CLOCK_OFFSET={given!r} is not a number of seconds") from None
-    if not math.isfinite(offset):
-        raise InvalidInput("SLOTLINE_CLOCK_OFFSET must be a finite number of seconds")
-    return offset
-
-
-def utcnow() -> float:
-    """Wall clock in epoch seconds; the unit every stored time uses."""
-    return datetime.now(UTC).timestamp() + _clock_offset()
-
-
-def iso(ts: float | None) -> str | None:
-    """An epoch time as ISO 8601 UTC, or None."""
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
-
-
-# What a follow-up's stored command holds in place of the agent session it continues,
-# which the node knows only when the follow-up starts (`Task.command_run` fills it in);
-# one queued before placeholders holds the template's literal `{session_id}`.
-_SESSION_PLACEHOLDER = re.compile(r"<session of [0-9a-f]{8}>|\{session_id\}")
-
-
-def session_placeholder(task_id: str) -> str:
-    """The placeholder of the session of task `task_id` (and of its follow-ups)."""
-    return f"<session of {task_id[:8]}>"
-
-
-def refused_tools(tools: tuple[str, ...]) -> str | None:
-    """What an agent was refused (one tool name per refusal), in words; None: nothing. A
-    run that exits 0 but was refused its edits did nothing, and must not pass for a
-    success."""
-    if not tools:
-        return None
-    uses = "tool use" if len(tools) == 1 else "tool uses"
-    return (
-        f"agent was refused {len(tools)} {uses}: {', '.join(dict.fromkeys(tools))} — its "
-        "permission mode may not allow them (see docs/coding-agents.md)"
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,7 +277,7 @@ class Task:
             return self.command
         session = resumed[-1].session_id
         assert session is not None
-        return tuple(_SESSION_PLACEHOLDER.sub(lambda _m: session, arg) for arg in self.command)
+        return tuple(SESSION_PLACEHOLDER.sub(lambda _m: session, arg) for arg in self.command)
 
     def to_dict(self) -> dict[str, Any]:
         """The stable JSON shape documented in docs/cli.md."""

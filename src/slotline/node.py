@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import logging
 import math
-import os
 import signal
 import socket
 from collections.abc import Callable, Mapping, Sequence
@@ -21,18 +20,19 @@ from typing import Any
 
 from slotline.admission import Guard, Verdict
 from slotline.agent_types import AgentType
+from slotline.clock import utcnow
 from slotline.config import Admission, Config
 from slotline.errors import InvalidInput, SlotlineError
 from slotline.landing.gitpool import run_git
 from slotline.landing.prune import WorktreePolicy
-from slotline.models import Kind, utcnow
-from slotline.published import publication
+from slotline.models import Kind
+from slotline.registration import register
 from slotline.runner import adopt
 from slotline.runner.callable import Entry, Registry, TaskFunction
 from slotline.runner.env import BASE_ALLOW
 from slotline.runner.isolate import SWEEP_INTERVAL
 from slotline.runner.outbox import Batch
-from slotline.runner.process import DEFAULT_LOG_MAX, process_start_time
+from slotline.runner.process import DEFAULT_LOG_MAX
 from slotline.runner.run import RunSettings, default_log_dir
 from slotline.runner.supervisor import Supervisor
 from slotline.store import LEASE_SECONDS, Store
@@ -206,25 +206,11 @@ class Node:
             log.info("node stopped", extra={"node": self.node_id})
 
     def _claim_node_id(self) -> None:
-        """Register, refusing while another live node has this id: it would reconcile and
-        signal this node's runs as its own; then publish what it serves (its functions,
-        and its configuration: clients anywhere on the store build its agent types'
-        tasks from it)."""
-        row = self.store.node(self.node_id)
-        self._skew = self.store.clock() - utcnow()
-        if row is not None and float(row["heartbeat_at"]) > self._store_now() - self.lease:
-            here = row["host"] == socket.gethostname()
-            itself = here and row["pid"] == os.getpid()
-            alive = here and _running_since(int(row["pid"]), float(row["started_at"]))
-            if not itself and (alive or not here):
-                raise InvalidInput(
-                    f"another node named {self.node_id!r} is running (pid {row['pid']} on "
-                    f"{row['host']}); stop it, or give this one another --node-id"
-                )
-        self.store.register_node(self.node_id)
-        self.store.serve_functions(self.node_id, self.registry.names())
-        if self.config is not None:
-            self.store.publish_config(self.node_id, **publication(self.config))
+        """Register this node on its store (`registration.register`), learning the store
+        clock's skew on the way."""
+        self._skew = register(
+            self.store, self.node_id, self.lease, self.registry.names(), self.config
+        )
 
     async def _sleep(self, watcher: Any, stop: asyncio.Event, delay: float) -> None:
         waiters = [
@@ -393,12 +379,6 @@ class Node:
                 # Whatever failed (the store, a bug), the next beat must come: a node that
                 # stops heartbeating is taken for dead and its runs are started elsewhere.
                 log.exception("heartbeat failed", extra={"node": self.node_id})
-
-
-def _running_since(pid: int, since: float) -> bool:
-    """True if process `pid` exists and already existed at `since` (not a reused pid)."""
-    started = process_start_time(pid)
-    return started is not None and started <= since + 1.0
 
 
 def install_signal_handlers(stop: asyncio.Event) -> None:

@@ -7,7 +7,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from slotline.models import Status, Task, iso
+from slotline.clock import iso
+from slotline.models import Status, Task
 from slotline.spend import Spend, Spent, runs_of, sum_spend
 
 NO_AGENT = "-"

@@ -9,7 +9,8 @@ from typing import Any
 from slotline.bounds import normalize_workspace
 from slotline.config import Config
 from slotline.errors import InvalidInput
-from slotline.models import Task, session_placeholder
+from slotline.models import Task
+from slotline.sessions import session_placeholder
 
 
 def expand_agent_type(config: Config, data: dict[str, Any], prompt: str | None) -> dict[str, Any]:

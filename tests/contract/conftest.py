@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from slotline.models import Task, utcnow
+from slotline.clock import utcnow
+from slotline.models import Task
 from slotline.store import Claim, Store
 
 NODE = "node-1"

@@ -9,8 +9,9 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
+from slotline.clock import iso
 from slotline.errors import InvalidInput
-from slotline.models import Status, iso
+from slotline.models import Status
 from slotline.store import Store
 
 from .conftest import ClaimFn, Clock, FinishFn, SubmitFn, titles

@@ -27,6 +27,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from slotline.clock import utcnow
 from slotline.errors import (
     DependencyCycle,
     InvalidInput,
@@ -34,7 +35,7 @@ from slotline.errors import (
     SlotlineError,
     StaleAttempt,
 )
-from slotline.models import BAD_ENDS, PENDING, TERMINAL, Priority, Status, Task, utcnow
+from slotline.models import BAD_ENDS, PENDING, TERMINAL, Priority, Status, Task
 from slotline.store import Claim, QueueStatus, Store, open_store
 from slotline.transitions import CANCEL, RESTART, StopRequest
 

@@ -14,7 +14,7 @@ from rich.console import Console
 from slotline import stats as queue_stats
 from slotline.cli.render import limits_table, queue_status, task_detail, task_table
 from slotline.cli.top_view import View, render
-from slotline.models import utcnow
+from slotline.clock import utcnow
 from slotline.store import Store
 
 from .conftest import Run, claim_one, ok

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from slotline.models import Status, utcnow
+from slotline.clock import utcnow
+from slotline.models import Status
 from slotline.store import Claim, Store
 
 from .conftest import ISO_UTC, Run, ok

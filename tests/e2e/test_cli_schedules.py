@@ -6,7 +6,7 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-from slotline.models import iso
+from slotline.clock import iso
 from slotline.store import Store
 from waiting import until
 

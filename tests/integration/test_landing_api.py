@@ -14,10 +14,11 @@ import pytest
 
 from gitrepos import agent_command, agent_script, branches, make_repo, run, show
 from slotline.api import open_queue
+from slotline.clock import utcnow
 from slotline.errors import MergeConflict
 from slotline.landing import verbs
 from slotline.landing.prune import WorktreePolicy
-from slotline.models import Status, utcnow
+from slotline.models import Status
 from slotline.node import Node
 from waiting import until_async
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from contextlib import closing
 
-from slotline.models import utcnow
+from slotline.clock import utcnow
 from slotline.store import open_store
 
 NODES = 4

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from slotline.models import Status, utcnow
+from slotline.clock import utcnow
+from slotline.models import Status
 from slotline.node import Node
 from slotline.store import Store, open_store
 from waiting import until_async

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from slotline.agent_types import AgentType
-from slotline.cli.serve import apply_config
+from slotline.cli.apply import apply_config
 from slotline.config import Config, load_config
 from slotline.errors import InvalidInput
 from slotline.store import open_store

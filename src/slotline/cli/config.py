@@ -12,9 +12,9 @@ import yaml
 
 from slotline.cli.context import CliState, json_option, pass_state
 from slotline.cli.plain import print_json, printable, timestamp
+from slotline.clock import utcnow
 from slotline.config import load_config, lookup_places, redacted, shown_store
 from slotline.errors import SlotlineError
-from slotline.models import utcnow
 
 if TYPE_CHECKING:
     from slotline.config import Config

@@ -13,8 +13,9 @@ from slotline import __version__
 from slotline.cli.backend import Backend
 from slotline.cli.context import CliState, json_option, pass_state
 from slotline.cli.plain import print_json, strict_json
+from slotline.clock import iso, utcnow
 from slotline.config import redact_url
-from slotline.models import Status, iso, utcnow
+from slotline.models import Status
 
 ALL_TASKS = 1_000_000_000
 # Reads are separate transactions; retry when a change lands between the first and last.

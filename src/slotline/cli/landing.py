@@ -9,7 +9,7 @@ import click
 
 from slotline.cli.context import CliState, json_option, pass_state
 from slotline.cli.plain import print_json
-from slotline.models import utcnow
+from slotline.clock import utcnow
 from slotline.wire import task_path
 
 

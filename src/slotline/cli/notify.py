@@ -9,7 +9,7 @@ import click
 
 from slotline.cli.context import CliState, json_option, pass_state
 from slotline.cli.plain import ago, print_json, printable, short_id
-from slotline.models import utcnow
+from slotline.clock import utcnow
 
 if TYPE_CHECKING:
     from slotline.store import Delivery

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from slotline.clock import utcnow
 from slotline.errors import InvalidInput
 from slotline.limits import GLOBAL
-from slotline.models import utcnow
 from slotline.scheduler.backoff import BackoffRule
 from slotline.scheduler.budgets import format_amount, parse_budget
 from slotline.scheduler.fairness import check_fairness

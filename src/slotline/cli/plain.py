@@ -12,7 +12,8 @@ from typing import Any
 
 import click
 
-from slotline.models import Event, Status, Task, iso
+from slotline.clock import iso
+from slotline.models import Event, Status, Task
 
 NEXT_UP = "NEXT UP"
 

@@ -14,8 +14,9 @@ from slotline.cli.context import CliState, json_option, pass_state
 from slotline.cli.plain import print_json, short_id
 from slotline.cli.render import show, task_table
 from slotline.cli.submit import parse_duration
+from slotline.clock import utcnow
 from slotline.errors import SlotlineError
-from slotline.models import Status, Task, utcnow
+from slotline.models import Status, Task
 
 ALL_TASKS = 1_000_000_000
 # Below this many tasks a progress bar would only flicker.

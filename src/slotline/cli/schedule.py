@@ -10,7 +10,8 @@ import click
 from slotline.cli.context import CliState, json_option, pass_state
 from slotline.cli.plain import ago, print_json, printable, short_id, strict_json
 from slotline.cli.submit import parse_duration, parse_pairs, parse_priority
-from slotline.models import Priority, iso, utcnow
+from slotline.clock import iso, utcnow
+from slotline.models import Priority
 
 if TYPE_CHECKING:
     from slotline.scheduler.cron import Schedule

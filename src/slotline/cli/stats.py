@@ -12,7 +12,8 @@ from slotline import stats as queue_stats
 from slotline.cli.context import CliState, json_option, pass_state
 from slotline.cli.plain import ago, print_json
 from slotline.cli.render import STATUS_STYLES, keep_widths, show, text
-from slotline.models import Status, utcnow
+from slotline.clock import utcnow
+from slotline.models import Status
 from slotline.spend import BY, Spend, describe
 
 ALL_TASKS = 1_000_000_000

@@ -10,8 +10,8 @@ from rich.text import Text
 from slotline.cli.context import CliState, json_option, pass_state
 from slotline.cli.plain import ago, print_json
 from slotline.cli.render import show
+from slotline.clock import iso, utcnow
 from slotline.errors import NotFound
-from slotline.models import iso, utcnow
 
 # slotline.server.auth.ROLES, spelled out: importing the server package at every CLI start
 # would load FastAPI. A test checks that the two agree.

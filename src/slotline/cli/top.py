@@ -23,8 +23,9 @@ from slotline.cli.interrupt import run_until_interrupted
 from slotline.cli.plain import short_id
 from slotline.cli.render import show
 from slotline.cli.top_view import View, render, selectable
+from slotline.clock import utcnow
 from slotline.errors import SlotlineError
-from slotline.models import Status, utcnow
+from slotline.models import Status
 from slotline.runner.proctree import TreeSampler, Usage
 from slotline.store import QueueStatus, Watcher
 

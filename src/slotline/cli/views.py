@@ -14,7 +14,8 @@ from slotline.cli.backend import Backend
 from slotline.cli.context import CliState, json_option, pass_state
 from slotline.cli.filters import filter_options, task_filter
 from slotline.cli.plain import event_line, print_json, strict_json
-from slotline.models import Event, utcnow
+from slotline.clock import utcnow
+from slotline.models import Event
 
 if TYPE_CHECKING:
     from slotline.store import QueueStatus

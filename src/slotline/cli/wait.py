@@ -11,7 +11,8 @@ from rich.console import Console
 from slotline.cli.backend import Backend
 from slotline.cli.interrupt import run_until_interrupted
 from slotline.cli.plain import describe_place, duration, print_json, short_id
-from slotline.models import Status, Task, utcnow
+from slotline.clock import utcnow
+from slotline.models import Status, Task
 
 EXIT_INTERRUPTED = 130
 EXIT_NO_CODE = 1

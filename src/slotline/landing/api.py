@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from slotline.clock import utcnow
 from slotline.landing import verbs
 from slotline.landing.diff import DIFF_MAX_BYTES, RunDiff
 from slotline.landing.gitpool import run_git
 from slotline.landing.merge import MergeResult
 from slotline.landing.prune import WorktreePolicy, parse_size
-from slotline.models import Task, utcnow
+from slotline.models import Task
 from slotline.scheduler.rates import parse_period
 
 if TYPE_CHECKING:

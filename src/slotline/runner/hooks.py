@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from slotline.clock import iso
 from slotline.config_notify import (
     EVENT_KINDS,
     EVENT_NAMES,
@@ -26,7 +27,7 @@ from slotline.config_notify import (
     public_url,
 )
 from slotline.errors import InvalidInput
-from slotline.models import Event, Task, iso
+from slotline.models import Event, Task
 from slotline.runner.process import SpawnError, spawn
 
 # A command hook is stopped after this long (TERM, then KILL after the grace).

@@ -17,8 +17,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
+from slotline.clock import iso
 from slotline.errors import InvalidInput
-from slotline.models import Status, Task, iso
+from slotline.models import Status, Task
 
 Overlap = Literal["skip", "queue", "replace"]
 OVERLAPS: tuple[Overlap, ...] = ("skip", "queue", "replace")

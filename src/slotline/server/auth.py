@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from slotline.clock import utcnow
 from slotline.errors import InvalidInput, StoreError
-from slotline.models import Task, utcnow
+from slotline.models import Task
 
 ROLES = ("admin", "user", "viewer")
 TOKEN_PREFIX = "slt_"  # noqa: S105 - a marker, not a secret

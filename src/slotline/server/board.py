@@ -10,7 +10,8 @@ import psutil
 from fastapi import APIRouter, Depends, Query
 
 from slotline import stats
-from slotline.models import Task, iso
+from slotline.clock import iso
+from slotline.models import Task
 from slotline.server.auth import Principal
 from slotline.server.context import Reader, State
 from slotline.server.errors import ERROR_RESPONSES

@@ -18,8 +18,9 @@ from typing import Any
 from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel, ConfigDict, Field
 
+from slotline.clock import iso
 from slotline.errors import InvalidTransition
-from slotline.models import PENDING, Priority, Status, Task, iso
+from slotline.models import PENDING, Priority, Status, Task
 from slotline.readback import read_back
 from slotline.server.auth import Principal
 from slotline.server.context import Reader, ServerState, State, Writer

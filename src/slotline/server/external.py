@@ -13,7 +13,8 @@ from typing import Any
 from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel, ConfigDict, Field
 
-from slotline.models import Kind, Task, iso
+from slotline.clock import iso
+from slotline.models import Kind, Task
 from slotline.readback import read_back
 from slotline.server.auth import Principal
 from slotline.server.context import Admin, ServerState, State, Writer

@@ -9,10 +9,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel, ConfigDict, Field
 
+from slotline.clock import utcnow
 from slotline.landing import verbs
 from slotline.landing.diff import DIFF_MAX_BYTES
 from slotline.landing.gitpool import run_git
-from slotline.models import utcnow
 from slotline.server.context import Admin, Reader, State, Writer
 from slotline.server.errors import ERROR_RESPONSES
 from slotline.server.schemas import task_json

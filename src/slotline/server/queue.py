@@ -9,10 +9,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
+from slotline.clock import iso, utcnow
 from slotline.config import Config, redacted
 from slotline.errors import InvalidInput
 from slotline.limits import check_limit_key
-from slotline.models import Task, iso, utcnow
+from slotline.models import Task
 from slotline.scheduler.backoff import BackoffRule
 from slotline.scheduler.fairness import check_fairness
 from slotline.scheduler.rates import check_rate_key

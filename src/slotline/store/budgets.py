@@ -17,9 +17,10 @@ from dataclasses import replace
 from typing import Any, NamedTuple
 
 from slotline.bounds import normalize_workspace
+from slotline.clock import iso
 from slotline.errors import InvalidInput
 from slotline.limits import GLOBAL, limit_key_value
-from slotline.models import Status, Task, iso
+from slotline.models import Status, Task
 from slotline.scheduler.budgets import UNITS, Budget, BudgetBook, Reached, Spend, check_amount
 from slotline.scheduler.rates import check_rate_key, parse_period
 from slotline.store.core import StoreCore

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from slotline.models import iso
+from slotline.clock import iso
 from slotline.store.core import StoreCore
 from slotline.store.events import emit, last_seq
 from slotline.store.queries import Tx

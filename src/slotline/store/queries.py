@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Protocol
 
+from slotline.clock import utcnow
 from slotline.errors import SlotlineError, StoreError
-from slotline.models import utcnow
 from slotline.store.statements import Read, Where, load_queries, statement
 
 # The first page `Tx.iter_rows` reads.

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from slotline.bounds import parse_id
 from slotline.errors import InvalidInput, NotFound, StaleAttempt
-from slotline.models import Attempt, Kind, ResumedFrom, Status, Task, Usage, refused_tools
+from slotline.models import Attempt, Kind, ResumedFrom, Status, Task, Usage
+from slotline.sessions import refused_tools
 from slotline.store import backoff, deps, estimates, notify, results
 from slotline.store.core import Serial, StoreCore
 from slotline.store.events import change, emit

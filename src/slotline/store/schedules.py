@@ -15,8 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from slotline.clock import iso
 from slotline.errors import InvalidInput, NotFound, SlotlineError, StoreError
-from slotline.models import Task, iso
+from slotline.models import Task
 from slotline.scheduler import cron
 from slotline.scheduler.cron import Schedule
 from slotline.store.core import Serial, StoreCore

@@ -11,8 +11,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from slotline.bounds import MAX_RESULT_BYTES
+from slotline.clock import iso
 from slotline.errors import InvalidInput, NotFound, StaleAttempt
-from slotline.models import Kind, Status, Task, iso
+from slotline.models import Kind, Status, Task
 from slotline.store.core import StoreCore
 from slotline.store.events import emit
 from slotline.store.queries import Tx

@@ -8,9 +8,10 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from slotline.clock import iso
 from slotline.errors import BoundExceeded, InvalidInput
 from slotline.isolation import Isolation, KeepPolicy
-from slotline.models import Status, Task, iso
+from slotline.models import Status, Task
 from slotline.store import dedup, deps, estimates, serving
 from slotline.store.core import Ahead, Serial, StoreCore
 from slotline.store.queries import Tx
