@@ -257,6 +257,12 @@ class Lines:
             pass
         return line
 
+    def drained(self, timeout: float = LINE_TIMEOUT) -> None:
+        """Wait until the process has closed its output and every line was read (then
+        the pipe may be closed without pulling it from under the reading thread)."""
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), f"output still open after {timeout}s"
+
 
 @pytest.fixture
 def tokens_file(tmp_path: Path) -> Path:
