@@ -155,3 +155,22 @@ def test_merge_lands_work_left_uncommitted_and_refuses_a_task_without_a_worktree
     no_tree = run("diff", plain["id"])
     assert no_tree.code == 1
     assert "does not run in a worktree" in no_tree.error_line()
+
+
+def test_the_diff_of_a_run_that_changed_nothing_is_empty(
+    run: Run, serve_http: Start, tmp_path: Path
+) -> None:
+    # Given a worktree run that changes nothing (its worktree and its empty branch go
+    # when it ends),
+    repo = make_repo(tmp_path / "repo", {"notes.txt": "base\n"})
+    url = serve_http()
+    task = ok(run("--url", url, "--json", "submit", "--worktree", "--repo", str(repo),
+                  "--", sys.executable, "-c", "pass"))  # fmt: skip
+    ended = until(lambda: _finished(run, task["id"]), what="run ended")
+    assert ended["attempts"][0]["worktree"]["branch"] not in branches(repo)
+    # then its diff says so, as the stat recorded when it ended: no error.
+    diff = ok(run("--json", "diff", task["id"]))
+    assert (diff["source"], diff["stat"]["files"], diff["text"]) == ("recorded", 0, "")
+    plain = run("diff", task["id"])
+    assert plain.code == 0, plain.err
+    assert "0 files changed, +0 -0" in plain.out

@@ -26,7 +26,8 @@ DIFF_MAX_BYTES = 1_000_000
 @dataclass(frozen=True, slots=True)
 class RunDiff:
     """The changes of a task's latest run with a worktree: where they were read
-    (`worktree`, or `branch` once the worktree is gone), their stat, and the patch
+    (`worktree`, or `branch` once the worktree is gone, or `recorded`: a run that changed
+    nothing, whose worktree and empty branch went when it ended), their stat, and the patch
     (empty with `stat` only; `truncated` when cut at `max_bytes`)."""
 
     task_id: str
@@ -87,6 +88,14 @@ def run_diff(task: Task, stat_only: bool = False, max_bytes: int = DIFF_MAX_BYTE
     attempt, checkout = latest_run(task)
     in_worktree = os.path.isdir(checkout.path)
     if not in_worktree and branch_tip(checkout.repo, checkout.branch) is None:
+        recorded = attempt.worktree.diff if attempt.worktree is not None else None
+        if recorded is not None and recorded.files == 0:
+            # The run changed nothing: its worktree went, and its branch with no commit
+            # of its own, when it ended. The stat measured then is the whole diff.
+            return RunDiff(
+                task.id, attempt.number, checkout.branch, checkout.base_commit,
+                "recorded", recorded, "", False,
+            )  # fmt: skip
         raise InvalidTransition(
             f"the worktree and the branch {checkout.branch} of task {task.id[:8]} are both "
             "gone: nothing is left to diff"
