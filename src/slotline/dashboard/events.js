@@ -1,9 +1,55 @@
-// The live feed of the event log, newest first.
+// The live feed of the event log, newest first; and what an event of a task says, as a
+// sentence (the task page shows them, with the raw JSON behind a toggle).
 
-import { clock, shortId } from "./format.js";
+import { clock, plural, shortId } from "./format.js";
 import { open } from "./open.js";
 import { state } from "./state.js";
 import { html } from "./ui.js";
+
+const because = (d) => (d.reason ? `: ${d.reason}` : "");
+
+// What each kind of event says; `run` is the attempt it names (its node), when known.
+const SAID = {
+  submitted: (d) => `Submitted${d.to && d.to !== "queued" ? ` (${d.to})` : ""}${d.priority ? ` at priority ${d.priority}` : ""}`,
+  started: (d, run) => `Started${run && run.node_id ? ` on node ${run.node_id}` : ""}${d.pid ? ` (pid ${d.pid})` : ""}${d.resumed_from ? ", resuming a session" : ""}`,
+  succeeded: () => "Succeeded",
+  failed: (d) => `Failed: ${d.exit_code !== null && d.exit_code !== undefined ? `exit code ${d.exit_code}` : d.reason || "no exit code"}${d.exit_code !== null && d.exit_code !== undefined && d.reason ? ` (${d.reason})` : ""}`,
+  retry: (d) => `Failed${d.exit_code !== null && d.exit_code !== undefined ? ` with exit code ${d.exit_code}` : ""}; tried again${because(d)}`,
+  cancelled: (d) => `Cancelled${because(d)}`,
+  expired: () => "Expired: not started within its time in line",
+  blocked: (d) => `Blocked${d.dependency ? ` by ${shortId(d.dependency)}` : ""}${because(d)}`,
+  unblocked: () => "Unblocked: waits on its dependencies again",
+  ready: () => "Its dependencies succeeded: in line",
+  requeued: (d) => `Queued again${because(d)}`,
+  restarted: () => "Restarted: in line for a new attempt",
+  bumped: () => "Started now, even over the limit",
+  boosted: () => "Boosted: it starts next",
+  held: () => "Held: kept out of the line",
+  released: () => "Released: back in line",
+  moved: (d) => `Moved to #${d.position}${d.priority ? ` (priority ${d.priority}${d.boosted ? ", boosted" : ""})` : ""}`,
+  priority: (d) => `Priority set to ${d.priority}${because(d)}`,
+  cancel_requested: () => "Cancel asked: its process is being stopped",
+  terminate_requested: (d) => `Terminate asked${because(d)}: its process is being stopped`,
+  restart_requested: () => "Restart asked: its process is being stopped",
+  stalled: (d) => `Stalled${because(d)}`,
+  unstalled: () => "Printing again",
+  denied: (d) => `Refused ${plural(d.count || 0, "tool use")}`,
+  dependency_added: (d) => `Now waits on ${shortId(d.dependency)}`,
+  followup: (d) => `Follows ${shortId(d.follows)}`,
+  deduplicated: (d) => `Submitted again with key ${d.key}: this task is the answer`,
+};
+
+/** An event of `task` as a sentence: "Started on node box1 (pid 4242)", "Failed: exit code 1". */
+export function sentence(event, task) {
+  const d = event.data || {};
+  const say = SAID[event.kind];
+  if (say) {
+    const run = task && d.attempt ? task.attempts.find((a) => a.id === d.attempt) : null;
+    return say(d, run);
+  }
+  const words = event.kind.replaceAll("_", " ");
+  return `${words[0].toUpperCase()}${words.slice(1)}${because(d)}`;
+}
 
 export function Events() {
   return html`<section aria-labelledby="events-title">
