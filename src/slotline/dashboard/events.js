@@ -8,13 +8,21 @@ import { html } from "./ui.js";
 
 const because = (d) => (d.reason ? `: ${d.reason}` : "");
 
+/** How a run ended: "exit code 1", its reason beside it when the reason says more. */
+function ending(d) {
+  const code = d.exit_code === null || d.exit_code === undefined ? null : `exit code ${d.exit_code}`;
+  if (!code) return d.reason || "no exit code";
+  return d.reason && d.reason !== code ? `${code} (${d.reason})` : code;
+}
+
 // What each kind of event says; `run` is the attempt it names (its node), when known.
 const SAID = {
   submitted: (d) => `Submitted${d.to && d.to !== "queued" ? ` (${d.to})` : ""}${d.priority ? ` at priority ${d.priority}` : ""}`,
   started: (d, run) => `Started${run && run.node_id ? ` on node ${run.node_id}` : ""}${d.pid ? ` (pid ${d.pid})` : ""}${d.resumed_from ? ", resuming a session" : ""}`,
   succeeded: () => "Succeeded",
-  failed: (d) => `Failed: ${d.exit_code !== null && d.exit_code !== undefined ? `exit code ${d.exit_code}` : d.reason || "no exit code"}${d.exit_code !== null && d.exit_code !== undefined && d.reason ? ` (${d.reason})` : ""}`,
-  retry: (d) => `Failed${d.exit_code !== null && d.exit_code !== undefined ? ` with exit code ${d.exit_code}` : ""}; tried again${because(d)}`,
+  claimed: (d, run) => `Took a slot${run && run.node_id ? ` on node ${run.node_id}` : ""}`,
+  failed: (d) => `Failed: ${ending(d)}`,
+  retry: (d) => `Failed (${ending(d)}); tried again`,
   cancelled: (d) => `Cancelled${because(d)}`,
   expired: () => "Expired: not started within its time in line",
   blocked: (d) => `Blocked${d.dependency ? ` by ${shortId(d.dependency)}` : ""}${because(d)}`,

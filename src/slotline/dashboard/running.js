@@ -18,15 +18,17 @@ function Spark({ values }) {
 }
 
 /** When the run should end: roughly, the exact time on hover; a run past its estimate
- * (`eta_overdue`) says so rather than a time that has gone by. */
+ * (`eta_overdue`, or its estimated end a minute gone) says so rather than a time gone by. */
 function Ends({ task, now }) {
-  if (task.eta_overdue) {
+  const past = task.eta_finish && Date.parse(task.eta_finish) < now - 60_000;
+  if (task.eta_overdue || past) {
     const was = task.eta_finish ? `estimated to end ${clock(task.eta_finish)}` : "past its estimated end";
     return html`<span class="ends overdue" title=${was}>past its estimate</span>`;
   }
   if (!task.eta_finish) return null;
   const basis = task.eta_basis ? ` · estimate based on ${task.eta_basis}` : "";
-  return html`<span class="ends" title=${`ends about ${clock(task.eta_finish)}${basis}`}>ends ${roughly(task.eta_finish, now)}</span>`;
+  const when = roughly(task.eta_finish, now);
+  return html`<span class="ends" title=${`ends about ${clock(task.eta_finish)}${basis}`}>${when === "now" ? "ends about now" : `ends ${when}`}</span>`;
 }
 
 function Run({ task, now, canWrite }) {
