@@ -95,9 +95,11 @@ def test_every_action_of_a_task_in_line_is_in_reach_and_works(store: Store, logi
     row(page, second).locator("[data-action=more]").tap()
     page.locator("#task-sheet [data-action=hold]").tap()
     until(lambda: store.get(second).status is Status.HELD, what="held from the sheet")
+    page.wait_for_selector(f'#queue [data-task-id="{second}"][data-status=held]')
     row(page, second).locator("[data-action=more]").tap()
     page.locator("#task-sheet [data-action=release]").tap()
     until(lambda: store.get(second).status is Status.QUEUED, what="released")
+    page.wait_for_selector(f'#queue [data-task-id="{second}"][data-status=queued]')
 
     row(page, second).locator("[data-action=more]").tap()
     page.locator("#task-sheet [data-action=priority]").tap()

@@ -47,7 +47,7 @@ export function History() {
       <tbody>${byEnd(h.tasks).map((t) => html`<tr key=${t.id} data-task-id=${t.id}>
         <td><button type="button" class="link" onClick=${() => open(t.id)}>${shortId(t.id)}</button></td>
         <td>${t.title}</td><td><${Badge} kind=${`st-${t.status}`}>${t.status}<//>${refusals(t) > 0 && html` <${Badge} kind="refused" title=${t.status_reason || ""}>REFUSED TOOLS<//>`}</td><td>${t.agent || "–"}</td>
-        <td>${clock(t.finished_at)}</td>
+        <td class="time">${clock(t.finished_at)}</td>
         <td>${t.started_at && t.finished_at ? duration((Date.parse(t.finished_at) - Date.parse(t.started_at)) / 1000) : "–"}</td>
         <td>${t.failure_reason || t.status_reason || ""}</td></tr>`)}</tbody></table></div>
   </section>`;

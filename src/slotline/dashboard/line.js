@@ -141,7 +141,9 @@ export function waitingWhy(task, now) {
 function Eta({ task, now }) {
   if (task.eta_start) {
     const basis = task.eta_basis ? ` · estimate based on ${task.eta_basis}` : "";
-    return html`<span class="eta" title=${`starts about ${clock(task.eta_start)}${basis}`}><span class="eta-label">Starts</span> ${roughly(task.eta_start, now)}</span>`;
+    // An estimated start that has come (or gone) while the task still waits: "soon".
+    const when = Date.parse(task.eta_start) - now < 45_000 ? "soon" : roughly(task.eta_start, now);
+    return html`<span class="eta" title=${`starts about ${clock(task.eta_start)}${basis}`}><span class="eta-label">Starts</span> ${when}</span>`;
   }
   if (task.eta_unavailable) {
     return html`<span class="eta unknown" title=${task.eta_unavailable}><span class="eta-label">Starts</span> unknown</span>`;

@@ -29,10 +29,15 @@ function shown(value, kind) {
   return String(value);
 }
 
+// A start estimate is for a task that has not started.
+const BEFORE_START = new Set(["eta_start", "eta_unavailable"]);
+
 function Fields({ task, now }) {
   const why = task.status === "queued" ? waitingWhy(task, now) : null;
+  const started = task.started_at !== null && task.status !== "queued";
+  const known = ([f]) => task[f] !== null && task[f] !== undefined && !(started && BEFORE_START.has(f));
   return html`<dl class="fields">
-    ${FIELDS.filter(([f]) => task[f] !== null && task[f] !== undefined).map(([f, label, kind]) => html`<div
+    ${FIELDS.filter(known).map(([f, label, kind]) => html`<div
       key=${f} class=${kind === "id" ? "whole" : ""} data-field=${f}><dt>${label}</dt>
       <dd class=${kind === "id" ? "id" : ""}>${shown(task[f], kind)}</dd></div>`)}
     ${task.eta_overdue && html`<div data-field="eta_overdue"><dt>Estimate</dt><dd>past its estimate</dd></div>`}
@@ -65,7 +70,7 @@ function Attempts({ attempts, taskId }) {
   return html`<div class="wide"><table class="attempts"><thead><tr>
       <th>#</th><th>Node</th><th>pid</th><th>Started</th><th>Outcome</th><th>Exit code</th><th>Spent</th><th>Peak CPU</th><th>Peak memory</th></tr></thead>
     <tbody>${attempts.map((a) => html`<tr key=${a.id}>
-      <td>${a.number}</td><td>${a.node_id || "–"}</td><td>${a.pid ?? "–"}</td><td>${clock(a.started_at)}</td>
+      <td>${a.number}</td><td>${a.node_id || "–"}</td><td>${a.pid ?? "–"}</td><td class="time">${clock(a.started_at)}</td>
       <td>${a.outcome || (a.finished_at ? "ended" : "running")}${a.reason ? `: ${a.reason}` : ""}${a.over_limit ? " (over limit)" : ""}${resumed(a, taskId)}${a.denied_tools.length > 0 && html` <${Badge} kind="refused" title=${a.denied_tools.join(", ")}>REFUSED ${plural(a.denied_tools.length, "tool use")}<//>`}</td>
       <td>${a.exit_code ?? "–"}</td><td class="spent" title=${a.session_id ? `session ${a.session_id}` : ""}>${spent(a.usage)}</td>
       <td>${a.peak_cpu_percent === null ? "–" : `${Math.round(a.peak_cpu_percent)}%`}</td><td>${bytes(a.peak_rss_bytes)}</td>
