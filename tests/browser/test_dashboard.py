@@ -269,6 +269,24 @@ def test_narrow_window_still_shows_the_line(store: Store, login: Login) -> None:
     page.keyboard.press("Tab")  # focus reaches the page's controls by keyboard
 
 
+def test_view_brings_the_task_into_sight_when_it_opens_below_the_line(
+    store: Store, login: Login
+) -> None:
+    # A window too narrow for the task beside the line, too wide for a phone's overlay.
+    fill_to_capacity(store, 4)
+    page = login(width=900)
+    run = sorted(running_ids(store))[0]
+    page.set_viewport_size({"width": 900, "height": 500})
+
+    row(page, run, "#running").locator("[data-action=view]").click()
+    title = page.locator("#task-title")
+    title.wait_for()
+    until(
+        lambda: 0 <= title.bounding_box()["y"] <= 500 - title.bounding_box()["height"],
+        what="the task's title in sight",
+    )
+
+
 def test_a_dropped_stream_catches_up_on_what_changed_meanwhile(
     store: Store, login: Login, served: Serve
 ) -> None:

@@ -140,7 +140,13 @@ def test_etas_are_rough_with_their_basis_and_waiting_reasons_show(
         line["running"][0]["eta_overdue"] = True
         route.fulfill(json=line)
 
+    def dress_task(route: Any) -> None:
+        task = route.fetch().json()
+        task["waiting_reason"] = {"kind": "hold", "text": "held by a budget", "until": None}
+        route.fulfill(json=task)
+
     page.route(re.compile(r"/api/line(\?|$)"), dress)
+    page.route(re.compile(rf"/api/tasks/{second}$"), dress_task)
     page.reload()
     page.wait_for_selector("#connection:has-text('live')")
 
@@ -160,3 +166,9 @@ def test_etas_are_rough_with_their_basis_and_waiting_reasons_show(
     assert page.locator("#queue .badge-next").count() == 1
     assert page.locator("#running .ends.overdue").first.inner_text() == "past its estimate"
     assert page.get_by_text("ENDS now", exact=True).count() == 0
+    # The task page says why it waits, too.
+    row(page, second).hover()
+    row(page, second).locator("[data-action=view]").click()
+    reason = page.locator("#task-panel [data-field=waiting_reason] dd")
+    reason.wait_for()
+    assert reason.inner_text() == "held by a budget"
