@@ -64,10 +64,9 @@ export function Events() {
     <h2 id="events-title">Events</h2>
     <ol id="events" class="events" aria-live="off">
       ${state.events.map((e) => html`<li key=${e.seq} data-seq=${e.seq}>
-        <span class="muted">#${e.seq} ${clock(e.at)}</span> <b>${e.kind}</b>
+        <span class="muted">#${e.seq} ${clock(e.at)}</span>
         ${e.task_id && html` <button type="button" class="link" onClick=${() => open(e.task_id)}>${shortId(e.task_id)}</button>`}
-        ${e.data && e.data.title ? ` “${e.data.title}”` : ""}
-        ${e.data && e.data.reason ? ` (${e.data.reason})` : ""}</li>`)}
+        ${e.data && e.data.title ? ` “${e.data.title}”` : ""} <span class="said" title=${e.kind}>${sentence(e, null)}</span></li>`)}
     </ol>
   </section>`;
 }
