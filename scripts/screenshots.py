@@ -74,6 +74,28 @@ def demo_line(store: Store) -> None:
     store.hold(held.id)
 
 
+def phone(browser: Any, url: str, out: Path) -> None:
+    """A phone held upright (360 by 740, touch): the first screen, a row's actions sheet,
+    and a run's task view over the page."""
+    context = browser.new_context(
+        viewport={"width": 360, "height": 740}, has_touch=True, is_mobile=True,
+        device_scale_factor=2, color_scheme="light",
+    )  # fmt: skip
+    page = context.new_page()
+    page.goto(url + "/")
+    page.wait_for_selector("#queue [data-task-id]")
+    page.wait_for_selector("#connection:has-text('live')")
+    page.screenshot(path=str(out / "phone.png"))
+    page.locator("#queue [data-task-id] [data-action=more]").nth(1).tap()
+    page.wait_for_selector("#task-sheet")
+    page.screenshot(path=str(out / "phone-actions.png"))
+    page.locator("#task-sheet [data-action=close-sheet]").tap()
+    page.locator("#running [data-action=view]").first.tap()
+    page.wait_for_selector("#task-log:has-text('step 2')")
+    page.screenshot(path=str(out / "phone-task.png"))
+    context.close()
+
+
 def shoot(url: str, out: Path, store: Store) -> None:
     from playwright.sync_api import sync_playwright
 
@@ -109,12 +131,7 @@ def shoot(url: str, out: Path, store: Store) -> None:
             page.click("[data-view=submit]")
             page.screenshot(path=str(out / "submit.png"), full_page=True)
             context.close()
-        narrow = browser.new_context(viewport={"width": 420, "height": 860})
-        page = narrow.new_page()
-        page.goto(url + "/")
-        page.wait_for_selector("#queue [data-task-id]")
-        page.screenshot(path=str(out / "narrow.png"), full_page=True)
-        narrow.close()
+        phone(browser, url, out)
         browser.close()
     del store
 

@@ -142,13 +142,29 @@ def store(served: Serve) -> Iterator[Store]:
 Login = Callable[..., Any]
 
 
+# A phone held upright: its width, height, touch screen and mobile viewport.
+PHONE = {"viewport": {"width": 360, "height": 740}, "has_touch": True, "is_mobile": True}
+DESKTOP = {"viewport": {"width": 1280, "height": 900}}
+
+
+@pytest.fixture(params=["desktop", "phone"])
+def screen(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The browser context options of a desktop window, then of a phone: a test that takes
+    this fixture runs at both sizes."""
+    return PHONE if request.param == "phone" else DESKTOP
+
+
 @pytest.fixture
 def login(browser: Any, served: Serve) -> Iterator[Login]:
-    """login(token=admin, width=1280) -> a page signed in through the login form."""
+    """login(token=admin, width=1280, screen=None) -> a page signed in through the login
+    form, in a window `width` wide, or as `screen` says (DESKTOP, PHONE)."""
     contexts: list[Any] = []
 
-    def open_page(token: str | None = None, width: int = 1280) -> Any:
-        context = browser.new_context(viewport={"width": width, "height": 900})
+    def open_page(
+        token: str | None = None, width: int = 1280, screen: dict[str, Any] | None = None
+    ) -> Any:
+        options = screen or {"viewport": {"width": width, "height": 900}}
+        context = browser.new_context(**options)
         contexts.append(context)
         page = context.new_page()
         page.set_default_timeout(WAIT * 1000)
@@ -170,3 +186,19 @@ def queue_ids(page: Any) -> list[str]:
         "#queue [data-task-id][data-status=queued]", "rows => rows.map(r => r.dataset.taskId)"
     )
     return ids
+
+
+def is_phone(page: Any) -> bool:
+    return bool(page.viewport_size["width"] < 700)
+
+
+def row_action(page: Any, task_id: str, action: str, where: str = "#queue") -> None:
+    """Press a row's action as a person would: on a desktop, hover the row and click the
+    button that shows; on a phone, tap the row's actions button, then the sheet's button."""
+    row = page.locator(f'{where} [data-task-id="{task_id}"]')
+    if where == "#queue" and is_phone(page):
+        row.locator("[data-action=more]").tap()
+        page.locator(f"#task-sheet [data-action={action}]").tap()
+    else:
+        row.hover()
+        row.locator(f"[data-action={action}]").click()

@@ -10,7 +10,7 @@ import pytest
 from slotline.models import Status, Usage
 from slotline.store import Store
 
-from .conftest import Login, Serve, queue_ids, until
+from .conftest import Login, Serve, is_phone, queue_ids, row_action, until
 
 # One worker runs them all, one after the other, with one browser and one server.
 pytestmark = pytest.mark.xdist_group("browser")
@@ -60,10 +60,14 @@ def test_at_capacity_the_line_fills_with_positions_and_next_up(store: Store, log
     assert page.locator("#queue .badge-next").count() == 1
     assert page.locator("#running [data-task-id]").count() == 2
     assert "pid" in page.locator("#running").inner_text()
-    # Each task in line shows its estimated start, as the API computes it.
+    # Each task in line shows its estimated start, as the API computes it: roughly, with
+    # the exact time and the basis of the estimate on hover.
     eta = row(page, waiting[0]).locator(".eta")
-    assert eta.get_attribute("title") == store.get(waiting[0]).eta_basis
-    assert eta.inner_text() not in ("", "–")
+    basis = store.get(waiting[0]).eta_basis
+    assert basis
+    assert f"estimate based on {basis}" in eta.get_attribute("title")
+    assert eta.inner_text().startswith("Starts ")
+    assert eta.inner_text() != "Starts –"
 
 
 def test_drag_to_the_top_and_keyboard_moves_change_the_store(store: Store, login: Login) -> None:
@@ -95,12 +99,13 @@ def test_drag_to_the_top_and_keyboard_moves_change_the_store(store: Store, login
     row(page, b).locator(".badge-held").wait_for()
 
 
-def test_start_now_runs_over_the_limit_and_shows_it(store: Store, login: Login) -> None:
+def test_start_now_runs_over_the_limit_and_shows_it(
+    store: Store, login: Login, screen: dict[str, Any]
+) -> None:
     (task,) = fill_to_capacity(store, 1)
-    page = login()
+    page = login(screen=screen)
 
-    row(page, task).hover()
-    row(page, task).locator("[data-action=start-now]").click()
+    row_action(page, task, "start-now")
 
     until(lambda: task in running_ids(store), what="the task started")
     row(page, task, "#running").locator(".badge-over").wait_for()
@@ -108,26 +113,32 @@ def test_start_now_runs_over_the_limit_and_shows_it(store: Store, login: Login) 
     assert page.locator(".capacity .badge-over").inner_text() == "OVER LIMIT"
 
 
-def test_cancel_from_the_line_asks_first(store: Store, login: Login) -> None:
+def test_cancel_from_the_line_asks_first(
+    store: Store, login: Login, screen: dict[str, Any]
+) -> None:
     (task,) = fill_to_capacity(store, 1)
-    page = login()
+    page = login(screen=screen)
 
-    row(page, task).hover()
-    row(page, task).locator("[data-action=cancel]").click()
+    row_action(page, task, "cancel")
     assert store.get(task).status is Status.QUEUED  # not before it is confirmed
+    # Two buttons that cannot be mistaken for each other.
+    assert page.locator(".modal [data-action=dismiss]").inner_text() == "Keep it"
+    assert page.locator(".modal [data-action=confirm]").inner_text() == "Cancel task"
     confirm(page)
 
     until(lambda: store.get(task).status is Status.CANCELLED, what="cancelled")
     row(page, task).wait_for(state="detached")
 
 
-def test_terminate_with_a_reason_and_follow_a_log(store: Store, login: Login) -> None:
+def test_terminate_with_a_reason_and_follow_a_log(
+    store: Store, login: Login, screen: dict[str, Any]
+) -> None:
     script = "for i in 1 2 3; do echo line-$i; sleep 0.3; done; sleep 120"
     task = submit(store, "chatty", ["sh", "-c", script])
     until(lambda: task in running_ids(store), what="started")
-    page = login()
+    page = login(screen=screen)
 
-    row(page, task, "#running").locator("[data-action=view]").click()
+    row_action(page, task, "view", "#running")
     page.wait_for_selector("#task-log:has-text('line-3')")
     page.locator("#task-panel [data-action=terminate]").click()
     page.fill(".modal input[name=reason]", "seen enough")
@@ -206,30 +217,38 @@ def test_emergency_stop_pauses_and_terminates_every_run(store: Store, login: Log
     until(lambda: not store.settings()["paused"], what="resumed")
 
 
-def test_a_title_is_text_never_markup(store: Store, login: Login) -> None:
+def test_a_title_is_text_never_markup(store: Store, login: Login, screen: dict[str, Any]) -> None:
     fill_to_capacity(store, 0)
     title = "<img src=x onerror=alert(1)><script>alert(2)</script>"
     task = submit(store, title)
-    page = login()
+    page = login(screen=screen)
     dialogs: list[str] = []
     page.on("dialog", lambda dialog: dialogs.append(dialog.message))
 
     assert row(page, task).locator(".title").inner_text() == title
     assert page.locator("#queue img, #queue script").count() == 0
-    row(page, task).locator("[data-action=view]").click()
+    row_action(page, task, "view")
     page.wait_for_selector(f"#task-title:text-is('{title}')")
     assert page.locator("#task-panel img").count() == 0
     assert dialogs == []
 
 
-def test_a_viewer_sees_no_controls(store: Store, login: Login, served: Serve) -> None:
+def test_a_viewer_sees_no_controls(
+    store: Store, login: Login, served: Serve, screen: dict[str, Any]
+) -> None:
     (task,) = fill_to_capacity(store, 1)
-    page = login(served.viewer)
+    page = login(served.viewer, screen=screen)
 
-    row(page, task).hover()
-    row(page, task).locator("[data-action=view]").wait_for()
+    if is_phone(page):  # a phone: the row's sheet offers View only
+        row(page, task).locator("[data-action=more]").tap()
+        names = page.locator("#task-sheet .sheet-actions [data-action]")
+        assert names.evaluate_all("bs => bs.map(b => b.dataset.action)") == ["view"]
+        page.locator("#task-sheet [data-action=close-sheet]").tap()
+    else:
+        row(page, task).hover()
+        row(page, task).locator("[data-action=view]").wait_for()
     for where in ("#queue", "#running", ".capacity"):
-        actions = page.locator(f"{where} [data-action]:not([data-action=view])")
+        actions = page.locator(f"{where} [data-action]:not([data-action=view], [data-action=more])")
         assert actions.count() == 0, where
     assert page.locator("#queue input[type=checkbox], [data-view=submit]").count() == 0
     assert page.locator("#queue [draggable=true]").count() == 0
@@ -248,6 +267,24 @@ def test_narrow_window_still_shows_the_line(store: Store, login: Login) -> None:
     until(lambda: queue_ids(page) == waiting, what="the line")
     assert page.locator("#queue").bounding_box()["width"] <= 420
     page.keyboard.press("Tab")  # focus reaches the page's controls by keyboard
+
+
+def test_view_brings_the_task_into_sight_when_it_opens_below_the_line(
+    store: Store, login: Login
+) -> None:
+    # A window too narrow for the task beside the line, too wide for a phone's overlay.
+    fill_to_capacity(store, 4)
+    page = login(width=900)
+    run = sorted(running_ids(store))[0]
+    page.set_viewport_size({"width": 900, "height": 500})
+
+    row(page, run, "#running").locator("[data-action=view]").click()
+    title = page.locator("#task-title")
+    title.wait_for()
+    until(
+        lambda: 0 <= title.bounding_box()["y"] <= 500 - title.bounding_box()["height"],
+        what="the task's title in sight",
+    )
 
 
 def test_a_dropped_stream_catches_up_on_what_changed_meanwhile(

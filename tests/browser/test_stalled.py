@@ -31,7 +31,7 @@ def test_a_stalled_run_shows_its_badge_in_the_list_and_on_its_page(
     assert running.locator(".badge-stalled").inner_text() == "STALLED"
     running.locator("[data-action=view]").click()
     page.wait_for_selector("#task-title .badge-stalled")
-    page.wait_for_selector("#task-panel dt:has-text('stalled_at')")
+    page.wait_for_selector("#task-panel [data-field=stalled_at] dt:has-text('Stalled since')")
 
     # and goes once the run prints again.
     store.clear_stalled(task, attempt)

@@ -191,6 +191,19 @@ def test_invalid_input_is_422_naming_the_field(
     assert field in response.json()["detail"]
 
 
+def test_a_move_that_changes_the_band_says_what_it_was(http: httpx.Client) -> None:
+    # Given two high tasks and a low one behind them,
+    high = [submit(http, f"high {n}", priority="high") for n in range(2)]
+    low = submit(http, "low", priority="low")
+    # When the low one is moved to #2, between the two high ones,
+    moved = http.post(f"/api/tasks/{low['id']}/move", json={"to": 2}).json()
+    # Then it is high now, and the answer says it was low.
+    assert (moved["position"], moved["priority"], moved["priority_before"]) == (2, "high", "low")
+    assert moved["boosted_before"] is False
+    again = http.post(f"/api/tasks/{high[1]['id']}/move", json={"to": 1}).json()
+    assert (again["priority"], again["priority_before"]) == ("high", "high")
+
+
 def test_bad_query_and_move_arguments_are_422(http: httpx.Client) -> None:
     task = submit(http, "t")
     assert http.get("/api/tasks", params={"limit": 0}).status_code == 422

@@ -21,14 +21,67 @@ export const startNow = (t) => steer(task(t.id, "bump"), `started ${shortId(t.id
 export const boost = (t) => steer(task(t.id, "boost"), `${shortId(t.id)} is next up`);
 export const hold = (t) => steer(task(t.id, "hold"), `held ${shortId(t.id)}`);
 export const release = (t) => steer(task(t.id, "release"), `released ${shortId(t.id)}`);
-export const moveTo = (t, to) => steer(task(t.id, "move", { to }));
-export const moveBefore = (t, other) => steer(task(t.id, "move", { before: other }));
-export const moveAfter = (t, other) => steer(task(t.id, "move", { after: other }));
+/** What a move did, in words: "moved 3f2a… to #2; priority raised to high" (a move takes
+ * the band of its new neighbours, so it may change the priority or the boost). */
+export function moved(after) {
+  const words = [`moved ${shortId(after.id)} to #${after.position}`];
+  const before = after.priority_before;
+  if (before && before !== after.priority) {
+    const way = PRIORITIES.indexOf(after.priority) < PRIORITIES.indexOf(before) ? "raised" : "lowered";
+    words.push(`priority ${way} to ${after.priority}`);
+  }
+  if (after.boosted_before !== undefined && after.boosted_before !== after.boosted) {
+    words.push(after.boosted ? "now boosted" : "no longer boosted");
+  }
+  return words.join("; ");
+}
+
+async function move(id, body) {
+  const after = await steer(task(id, "move", body));
+  if (after) update({ notice: { text: moved(after), at: Date.now() } });
+}
+
+export const moveTo = (t, to) => move(t.id, { to });
+export const moveBefore = (t, other) => move(t.id, { before: other });
+export const moveAfter = (t, other) => move(t.id, { after: other });
+
+const ENDED = ["succeeded", "failed", "cancelled", "expired"];
+
+/**
+ * The actions a task offers for its status, as the line, the actions sheet and the task
+ * page show them: `[{action, label, icon, key, help, kind, run}]`; `moves` adds the moves
+ * in line. Each `run` asks first where the desktop asks (cancel, terminate, restart, priority).
+ */
+export function offered(t, { moves = false } = {}) {
+  const s = t.status;
+  const list = [];
+  const add = (action, label, run, extra = {}) => list.push({ action, label, run: () => run(t), ...extra });
+  if (s === "queued") {
+    add("start-now", "Start now", startNow, { key: "s", help: "even over the limit" });
+    add("boost", "Boost", boost, { key: "b", help: "start next" });
+    if (moves) {
+      add("up", "Move up", (x) => moveTo(x, Math.max(1, x.position - 1)), { icon: "↑", key: "Alt+↑" });
+      add("down", "Move down", (x) => moveTo(x, x.position + 1), { icon: "↓", key: "Alt+↓" });
+      add("top", "Move to top", (x) => moveTo(x, 1), { icon: "⤒", key: "Alt+Home" });
+    }
+    add("hold", "Hold", hold, { key: "h" });
+  }
+  if (s === "held") add("release", "Release", release, { key: "h" });
+  if (["queued", "held", "waiting", "blocked"].includes(s)) add("priority", "Priority", priority, { key: "p" });
+  if (s === "running") add("terminate", "Terminate", terminate, { kind: "danger" });
+  if (s === "running" || s === "blocked" || ENDED.includes(s)) add("restart", "Restart", restart);
+  if (!ENDED.includes(s)) add("cancel", "Cancel", cancel, { kind: "danger", key: "c" });
+  return list;
+}
+
+/** An offered action's tooltip: "Start now: even over the limit (s)". */
+export const hint = (a) => `${a.label}${a.help ? `: ${a.help}` : ""}${a.key ? ` (${a.key})` : ""}`;
 
 export function cancel(t) {
   ask({
     title: `Cancel ${shortId(t.id)}?`,
-    text: `“${t.title}” is ${t.status}.${t.status === "running" ? " Its process is stopped." : ""}`,
+    text: `“${t.title}” is ${t.status}.${t.status === "running" ? " Its process is stopped and it ends as cancelled; it does not run again." : ""}`,
+    no: "Keep it",
     ok: "Cancel task",
     danger: true,
     run: () => steer(task(t.id, "cancel", {}), `cancelled ${shortId(t.id)}`),
@@ -116,6 +169,7 @@ export function bulk(verb, count) {
     choices: verb === "priority" ? PRIORITIES : null,
     chosen: "high",
     reason: verb === "priority" ? "Reason (optional)" : null,
+    no: verb === "cancel" ? "Keep them" : "Back",
     ok: verb === "cancel" ? "Cancel tasks" : "Apply",
     danger: verb === "cancel",
     run,

@@ -30,8 +30,26 @@ export function since(iso, nowMs) {
   return iso ? (nowMs - Date.parse(iso)) / 1000 : null;
 }
 
+// One format for every time the page shows, in the viewer's local time zone, never cut:
+// "Nov 27, 17:28:46" (the year only when it is not this one).
+const CLOCK = { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit" };
+
 export function clock(iso) {
-  return iso ? new Date(iso).toLocaleString() : "–";
+  if (!iso) return "–";
+  const at = new Date(iso);
+  const year = at.getFullYear() === new Date().getFullYear() ? {} : { year: "numeric" };
+  return at.toLocaleString(undefined, { ...CLOCK, ...year });
+}
+
+/** A rough distance from now on the server's clock `nowMs`: "in ~5 min", "in ~1 h", "now",
+ * "~3 min ago" (an estimate is never shown to the second). */
+export function roughly(iso, nowMs) {
+  const seconds = (Date.parse(iso) - nowMs) / 1000;
+  const ahead = Math.abs(seconds);
+  if (ahead < 45) return "now";
+  const minutes = Math.round(ahead / 60);
+  const span = minutes < 60 ? `~${minutes} min` : `~${Math.round(minutes / 60)} h`;
+  return seconds > 0 ? `in ${span}` : `${span} ago`;
 }
 
 // What runs spent: an unknown value (no run reported it) is "-", never 0, as in `stats`.

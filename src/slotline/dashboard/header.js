@@ -27,6 +27,16 @@ export function Header() {
   if (!line) return html`<section class="capacity" aria-label="Capacity"><p>Loading…</p></section>`;
   const ratio = line.max_concurrent ? Math.min(1, line.active / line.max_concurrent) : 1;
   const over = line.active > line.max_concurrent || line.over_limit;
+  // Below the first line: folded on a phone, so that the line is on its first screen.
+  const more = html`<${Limits} limits=${line.limits} />
+    <${Pacing} line=${line} nowSec=${(line.now ? Date.parse(line.now) : Date.now()) / 1000} />
+    ${me && me.is_admin && html`<div class="global-actions">
+      ${line.paused
+        ? html`<${Button} label="Resume" action="resume" onClick=${resume} />`
+        : html`<${Button} label="Pause" action="pause" onClick=${pause} />`}
+      <${Button} label="Emergency stop" kind="danger" action="emergency-stop"
+        title="Pause and terminate every run" onClick=${() => emergencyStop(line.running.length)} />
+    </div>`}`;
   return html`<section class="capacity" aria-label="Capacity">
     <div class="util">
       <span id="utilization" class="util-text" title="running / max concurrent">${line.active}/${line.max_concurrent}</span>
@@ -44,14 +54,8 @@ export function Header() {
       <span class="machine">CPU ${percent(line.machine.cpu_percent)} · memory ${percent(line.machine.memory_percent)}</span>
       <span class="queued-count">${line.queued_total} queued</span>
     </div>
-    <${Limits} limits=${line.limits} />
-    <${Pacing} line=${line} nowSec=${(line.now ? Date.parse(line.now) : Date.now()) / 1000} />
-    ${me && me.is_admin && html`<div class="global-actions">
-      ${line.paused
-        ? html`<${Button} label="Resume" action="resume" onClick=${resume} />`
-        : html`<${Button} label="Pause" action="pause" onClick=${pause} />`}
-      <${Button} label="Emergency stop" kind="danger" action="emergency-stop"
-        title="Pause and terminate every run" onClick=${() => emergencyStop(line.running.length)} />
-    </div>`}
+    ${state.compact
+      ? html`<details class="more-capacity"><summary>Limits and controls</summary>${more}</details>`
+      : more}
   </section>`;
 }

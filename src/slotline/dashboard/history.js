@@ -1,4 +1,4 @@
-// History and dead letters: ended tasks, newest first, filtered, with redrive.
+// History and dead letters: ended tasks, the last to end first, filtered, with redrive.
 
 import { redrive } from "./actions.js";
 import { clock, duration, plural, refusals, shortId } from "./format.js";
@@ -16,6 +16,12 @@ function set(name) {
     clearTimeout(typing);
     typing = setTimeout(() => loadHistory(), 200);
   };
+}
+
+/** As the column says: the last to end first (the page read is the newest submitted). */
+function byEnd(tasks) {
+  const ended = (t) => (t.finished_at ? Date.parse(t.finished_at) : 0);
+  return [...tasks].sort((a, b) => ended(b) - ended(a) || (a.id < b.id ? 1 : -1));
 }
 
 export function History() {
@@ -36,12 +42,13 @@ export function History() {
       ${dead && state.me.can_write && h.total > 0 &&
         html`<${Button} label="Redrive all matching" action="redrive" onClick=${() => redrive(filter, plural(h.total, "failed task"))} />`}
     </div>
-    <table class="history"><thead><tr><th>id</th><th>title</th><th>status</th><th>agent</th><th>ended</th><th>ran</th><th>reason</th></tr></thead>
-      <tbody>${h.tasks.map((t) => html`<tr key=${t.id} data-task-id=${t.id}>
+    <div class="wide"><table class="history"><thead><tr><th>Id</th><th>Title</th><th>Status</th><th>Agent</th>
+      <th aria-sort="descending">Ended ↓</th><th>Ran</th><th>Reason</th></tr></thead>
+      <tbody>${byEnd(h.tasks).map((t) => html`<tr key=${t.id} data-task-id=${t.id}>
         <td><button type="button" class="link" onClick=${() => open(t.id)}>${shortId(t.id)}</button></td>
         <td>${t.title}</td><td><${Badge} kind=${`st-${t.status}`}>${t.status}<//>${refusals(t) > 0 && html` <${Badge} kind="refused" title=${t.status_reason || ""}>REFUSED TOOLS<//>`}</td><td>${t.agent || "–"}</td>
-        <td>${clock(t.finished_at)}</td>
+        <td class="time">${clock(t.finished_at)}</td>
         <td>${t.started_at && t.finished_at ? duration((Date.parse(t.finished_at) - Date.parse(t.started_at)) / 1000) : "–"}</td>
-        <td>${t.failure_reason || t.status_reason || ""}</td></tr>`)}</tbody></table>
+        <td>${t.failure_reason || t.status_reason || ""}</td></tr>`)}</tbody></table></div>
   </section>`;
 }

@@ -2,13 +2,15 @@
 // are fetched and drawn), with hover and keyboard actions, drag and drop, and selection.
 
 import * as actions from "./actions.js";
-import { duration, plural, shortId, since } from "./format.js";
+import { clock, duration, plural, roughly, shortId, since } from "./format.js";
 import { open } from "./open.js";
 import { loadLine } from "./refresh.js";
 import { serverNow, state, update } from "./state.js";
 import { Badge, Button, html } from "./ui.js";
 
-export const ROW = 44; // px; rows have a fixed height so the window is arithmetic
+// px; rows have a fixed height so the window is arithmetic (taller on a compact screen,
+// where a row is its title, why it waits, and its facts on up to two lines)
+const rowHeight = () => (state.compact ? 88 : 44);
 const PAGE = 100; // rows fetched at a time
 const DRAWN = 40; // rows drawn at a time (the viewport and some above and below)
 const MARGIN = 10; // rows drawn above the first visible one
@@ -27,7 +29,7 @@ function onScroll(event) {
   }
   clearTimeout(scrollTimer);
   scrollTimer = setTimeout(() => {
-    const first = Math.floor(top / ROW);
+    const first = Math.floor(top / rowHeight());
     const { offset } = state.window;
     const fetched = state.line ? state.line.queued.length : 0;
     const end = state.line ? state.line.queued_total : 0;
@@ -124,6 +126,46 @@ function drop(task) {
   };
 }
 
+/** Why a queued task is not starting now: its `waiting_reason` ("agent=claude: 2/2 running",
+ * "frees in ~3 min"), or its status reason; null when nothing holds it. */
+export function waitingWhy(task, now) {
+  const why = task.waiting_reason;
+  if (!why) return task.status_reason ? { text: task.status_reason, title: task.status_reason } : null;
+  if (!why.until) return { text: why.text, title: why.text };
+  const frees = Date.parse(why.until) <= now ? "frees now" : `frees ${roughly(why.until, now)}`;
+  return { text: `${why.text} · ${frees}`, title: `${why.text}; frees at ${clock(why.until)}` };
+}
+
+/** The estimated start, roughly ("in ~5 min"), the exact time and its basis on hover;
+ * "unknown" (the reason on hover) when the server could not estimate it. */
+function Eta({ task, now }) {
+  if (task.eta_start) {
+    const basis = task.eta_basis ? ` · estimate based on ${task.eta_basis}` : "";
+    // An estimated start that has come (or gone) while the task still waits: "soon".
+    const when = Date.parse(task.eta_start) - now < 45_000 ? "soon" : roughly(task.eta_start, now);
+    return html`<span class="eta" title=${`starts about ${clock(task.eta_start)}${basis}`}><span class="eta-label">Starts</span> ${when}</span>`;
+  }
+  if (task.eta_unavailable) {
+    return html`<span class="eta unknown" title=${task.eta_unavailable}><span class="eta-label">Starts</span> unknown</span>`;
+  }
+  return html`<span class="eta"><span class="eta-label">Starts</span> –</span>`;
+}
+
+// On a compact screen the row's actions are behind an explicit button (the sheet), never
+// shown on hover: a tap hovers first, and would press whatever appeared under the finger.
+function RowActions({ task, canWrite, queued }) {
+  if (state.compact) {
+    return html`<button type="button" class="btn more" data-action="more" aria-label=${`Actions for ${task.title}`}
+      aria-haspopup="dialog" onClick=${() => update({ sheet: task.id })}>⋯</button>`;
+  }
+  return html`<span class="actions">
+    <${Button} label="View" action="view" title=${`View ${shortId(task.id)}`} onClick=${() => open(task.id)} />
+    ${canWrite && actions.offered(task, { moves: queued }).map(
+      (a) => html`<${Button} label=${a.icon || a.label} action=${a.action} kind=${a.kind} title=${actions.hint(a)} onClick=${a.run} />`,
+    )}
+  </span>`;
+}
+
 function Row({ task, now, ids, next }) {
   const me = state.me;
   const canWrite = me && me.can_write;
@@ -131,37 +173,27 @@ function Row({ task, now, ids, next }) {
   const held = task.status === "held";
   const waiting = task.status === "waiting";
   const checked = state.selectAll || state.selected.has(task.id);
+  const why = queued ? waitingWhy(task, now) : null;
+  const draggable = canWrite && queued && !state.compact;
   return html`<li class=${`row ${next ? "next" : ""} ${queued ? "" : "parked"}`} data-task-id=${task.id}
     data-status=${task.status} tabindex="0" aria-label=${`${task.position ? `position ${task.position}, ` : ""}${task.title}`}
-    onKeyDown=${(e) => keys(task, e, queued)} ...${canWrite && queued ? { ...drag(task), ...drop(task) } : {}}>
+    onKeyDown=${(e) => keys(task, e, queued)} ...${draggable ? { ...drag(task), ...drop(task) } : {}}>
     ${canWrite && html`<input type="checkbox" class="pick" aria-label=${`Select ${task.title}`}
       checked=${checked} onClick=${(e) => select(task, e, ids)} />`}
     <span class="pos">${task.position ? `#${task.position}` : "–"}</span>
-    ${next && html`<${Badge} kind="next">NEXT UP<//>`}
-    <span class="title" title=${task.title}>${task.title}${queued && task.status_reason && html`<span class="why" title=${task.status_reason}>${task.status_reason}</span>`}</span>
+    ${next && !state.compact && html`<${Badge} kind="next">NEXT UP<//>`}
+    <span class="title" title=${task.title}>${task.title}${why && html`<span class="why" title=${why.title}>${why.text}</span>`}</span>
     <span class="meta">
+      ${next && state.compact && html`<${Badge} kind="next">NEXT UP<//>`}
       <${Badge} kind=${`pri-${task.priority}`}>${task.priority}<//>
       ${task.boosted && html`<${Badge} kind="boost">BOOSTED<//>`}
       ${held && html`<${Badge} kind="held">HELD<//>`}
       ${waiting && html`<${Badge} kind="wait" title=${task.status_reason || ""}>WAITING on ${task.depends_on.map(shortId).join(", ")}<//>`}
       ${task.agent && html`<${Badge} kind="agent">${task.agent}<//>`}
       <span class="waited" title="waiting for">${duration(since(task.queued_at || task.created_at, now))}</span>
-      ${state.line.showEta && html`<span class="eta" title=${task.eta_basis || "ETA"}>${task.eta_start ? new Date(task.eta_start).toLocaleTimeString() : "–"}</span>`}
+      ${state.line.showEta && queued && html`<${Eta} task=${task} now=${now} />`}
     </span>
-    <span class="actions">
-      <${Button} label="View" action="view" title=${`View ${shortId(task.id)}`} onClick=${() => open(task.id)} />
-      ${canWrite && html`
-        ${queued && html`<${Button} label="Start now" action="start-now" title="Start now (s), even over the limit" onClick=${() => actions.startNow(task)} />
-          <${Button} label="Boost" action="boost" title="Start next (b)" onClick=${() => actions.boost(task)} />
-          <${Button} label="↑" action="up" title="Move up (Alt+↑)" onClick=${() => actions.moveTo(task, Math.max(1, task.position - 1))} />
-          <${Button} label="↓" action="down" title="Move down (Alt+↓)" onClick=${() => actions.moveTo(task, task.position + 1)} />
-          <${Button} label="⤒" action="top" title="Move to top (Alt+Home)" onClick=${() => actions.moveTo(task, 1)} />`}
-        ${held
-          ? html`<${Button} label="Release" action="release" title="Release (h)" onClick=${() => actions.release(task)} />`
-          : queued && html`<${Button} label="Hold" action="hold" title="Hold (h)" onClick=${() => actions.hold(task)} />`}
-        <${Button} label="Priority" action="priority" title="Change priority (p)" onClick=${() => actions.priority(task)} />
-        <${Button} label="Cancel" action="cancel" kind="danger" title="Cancel (c)" onClick=${() => actions.cancel(task)} />`}
-    </span>
+    <${RowActions} task=${task} canWrite=${canWrite} queued=${queued} />
   </li>`;
 }
 
@@ -174,7 +206,7 @@ function Filters() {
     clearTimeout(typing);
     typing = setTimeout(() => loadLine(), 200);
   };
-  return html`<div class="filters" role="search">
+  const fields = html`<div class="filters" role="search">
     <label>Search <input type="search" name="q" value=${f.q} placeholder="title or id" onInput=${set("q")} /></label>
     <label>Agent <select name="agent" onChange=${set("agent")}>
       <option value="">any</option>
@@ -182,6 +214,9 @@ function Filters() {
     </select></label>
     <label>Workspace <input name="workspace" value=${f.workspace} onInput=${set("workspace")} /></label>
   </div>`;
+  if (!state.compact) return fields;
+  const filtering = Boolean(f.q || f.agent || f.workspace);
+  return html`<details class="filter-toggle" open=${filtering}><summary>Filter${filtering ? " (on)" : ""}</summary>${fields}</details>`;
 }
 
 function BulkBar({ total }) {
@@ -207,20 +242,20 @@ export function Line() {
   if (!line) return null;
   const now = serverNow();
   const total = line.queued_total;
-  const first = Math.floor((state.scroll || 0) / ROW);
+  const first = Math.floor((state.scroll || 0) / rowHeight());
   const from = Math.min(Math.max(line.offset, first - MARGIN), line.offset + line.queued.length);
   const to = Math.min(line.offset + line.queued.length, from + DRAWN);
   const rows = line.queued.slice(from - line.offset, to - line.offset);
   const shown = to >= total ? rows.concat(line.parked) : rows;
   const ids = shown.map((t) => t.id);
-  line.showEta = line.queued.some((t) => t.eta_start);
+  line.showEta = line.queued.some((t) => t.eta_start || t.eta_unavailable);
   return html`<section aria-labelledby="line-title" class="line">
     <h2 id="line-title">The line <span class="count">${total}</span>
       ${line.parked_total > 0 && html`<span class="count muted">+ ${line.parked_total} held or waiting</span>`}</h2>
     <${Filters} />
     <${BulkBar} total=${total + line.parked_total} />
     <div class="line-scroll" onScroll=${onScroll}>
-      <ol id="queue" class="rows" style=${{ paddingTop: `${from * ROW}px`, paddingBottom: `${Math.max(0, total - to) * ROW}px` }}>
+      <ol id="queue" class="rows" style=${{ paddingTop: `${from * rowHeight()}px`, paddingBottom: `${Math.max(0, total - to) * rowHeight()}px` }}>
         ${shown.length === 0 && html`<li class="empty">The line is empty.</li>`}
         ${shown.map((t) => html`<${Row} key=${t.id} task=${t} now=${now} ids=${ids} next=${t.id === line.next_up} />`)}
       </ol>

@@ -10,8 +10,9 @@ import { History } from "./history.js";
 import { Line } from "./line.js";
 import { endsRun, loadCharts, loadHistory, loadLine, loadSpend, refresh } from "./refresh.js";
 import { Running } from "./running.js";
+import { Sheet } from "./sheet.js";
 import { Spend } from "./spend.js";
-import { EVENTS_KEPT, state, subscribe, update } from "./state.js";
+import { COMPACT, EVENTS_KEPT, state, subscribe, update } from "./state.js";
 import { Submit } from "./submit.js";
 import { TaskPanel } from "./task.js";
 import { Modal, Notice, html, keepingFocus } from "./ui.js";
@@ -84,18 +85,21 @@ function App() {
   if (state.login !== null) return html`<${Login} />`;
   if (!state.me) return html`<p class="loading">Loading slotline…</p>`;
   const main = {
-    line: () => html`<${Running} /><${Line} />`,
+    // A phone shows the line first: the runs follow it.
+    line: () => (state.compact ? html`<${Line} /><${Running} />` : html`<${Running} /><${Line} />`),
     submit: () => html`<${Submit} />`,
     history: () => html`<${History} />`,
     events: () => html`<${Events} />`,
     charts: () => (Charts ? html`<${Charts} />` : html`<p class="loading">Loading charts…</p>`),
     spend: () => html`<${Spend} />`,
   }[state.view]();
-  return html`<div class=${`layout ${state.open ? "with-panel" : ""}`} data-role=${state.me.role}>
+  const classes = `layout ${state.open ? "with-panel" : ""} ${state.compact ? "compact" : ""}`;
+  return html`<div class=${classes} data-role=${state.me.role}>
     <${Nav} />
     <${Header} />
     <main>${main}</main>
     <${TaskPanel} />
+    <${Sheet} />
     <${Modal} />
     <${Notice} />
   </div>`;
@@ -133,6 +137,7 @@ async function start() {
   stream = connect(last, onEvent, onState);
 }
 
+COMPACT.addEventListener("change", (e) => update({ compact: e.matches, sheet: null }));
 subscribe(() => keepingFocus(() => render(html`<${App} />`, document.getElementById("app"))));
 update({});
 start();

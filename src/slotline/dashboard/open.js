@@ -14,9 +14,21 @@ export function close() {
   update({ open: null, task: null });
 }
 
+/** Bring the task's panel into sight once drawn: below the line on a middle-sized screen,
+ * where it would open out of sight (a phone shows it over the page, see app.css). */
+function reveal() {
+  requestAnimationFrame(() => {
+    const panel = document.getElementById("task-panel");
+    if (!panel) return;
+    const box = panel.getBoundingClientRect();
+    if (box.top < 0 || box.top > window.innerHeight - 80) panel.scrollIntoView({ block: "start" });
+  });
+}
+
 export function open(id) {
   close();
   update({ open: id, task: { log: "", following: true } });
+  reveal();
   loadTask();
   paceDiff();
   following = followLog(

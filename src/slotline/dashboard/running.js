@@ -1,7 +1,7 @@
 // The running list: each run with its ticking runtime, CPU and RSS, and its actions.
 
-import { restart, terminate } from "./actions.js";
-import { bytes, clock, duration, percent, shortId, since } from "./format.js";
+import { hint, offered } from "./actions.js";
+import { bytes, clock, duration, percent, roughly, shortId, since } from "./format.js";
 import { open } from "./open.js";
 import { serverNow, state } from "./state.js";
 import { Badge, Button, html } from "./ui.js";
@@ -17,6 +17,20 @@ function Spark({ values }) {
   </svg>`;
 }
 
+/** When the run should end: roughly, the exact time on hover; a run past its estimate
+ * (`eta_overdue`, or its estimated end a minute gone) says so rather than a time gone by. */
+function Ends({ task, now }) {
+  const past = task.eta_finish && Date.parse(task.eta_finish) < now - 60_000;
+  if (task.eta_overdue || past) {
+    const was = task.eta_finish ? `estimated to end ${clock(task.eta_finish)}` : "past its estimated end";
+    return html`<span class="ends overdue" title=${was}>past its estimate</span>`;
+  }
+  if (!task.eta_finish) return null;
+  const basis = task.eta_basis ? ` · estimate based on ${task.eta_basis}` : "";
+  const when = roughly(task.eta_finish, now);
+  return html`<span class="ends" title=${`ends about ${clock(task.eta_finish)}${basis}`}>${when === "now" ? "ends about now" : `ends ${when}`}</span>`;
+}
+
 function Run({ task, now, canWrite }) {
   const attempt = task.attempts[task.attempts.length - 1] || {};
   return html`<li class="row run" data-task-id=${task.id} tabindex="0"
@@ -27,6 +41,7 @@ function Run({ task, now, canWrite }) {
       <span title="node">${attempt.node_id || "–"}</span>
       <span title="process id">pid ${attempt.pid ?? "–"}</span>
       <span class="runtime" title="running for">${duration(since(task.started_at, now))}</span>
+      <${Ends} task=${task} now=${now} />
       <span title="CPU">${percent(attempt.cpu_percent)}</span>
       <${Spark} values=${state.usage.get(task.id)} />
       <span title="memory (RSS)">${bytes(attempt.rss_bytes)}</span>
@@ -36,9 +51,9 @@ function Run({ task, now, canWrite }) {
     </span>
     <span class="actions">
       <${Button} label="View" action="view" title=${`View ${shortId(task.id)}`} onClick=${() => open(task.id)} />
-      ${canWrite && html`
-        <${Button} label="Terminate" action="terminate" kind="danger" onClick=${() => terminate(task)} />
-        <${Button} label="Restart" action="restart" onClick=${() => restart(task)} />`}
+      ${canWrite && offered(task).filter((a) => a.action !== "cancel").map(
+        (a) => html`<${Button} label=${a.label} action=${a.action} kind=${a.kind} title=${hint(a)} onClick=${a.run} />`,
+      )}
     </span>
   </li>`;
 }

@@ -2,6 +2,10 @@
 
 const listeners = new Set();
 
+/** A phone, or any screen without hover: rows get an explicit actions button and sheet
+ * instead of actions shown on hover (a tap would hover, then press what appeared). */
+export const COMPACT = matchMedia("(max-width: 700px), (hover: none)");
+
 export const state = {
   me: null, // {name, role, can_write, is_admin}; null until known
   login: null, // why a token is asked for, when it is
@@ -23,6 +27,8 @@ export const state = {
   events: [], // newest first, at most EVENTS_KEPT
   charts: { window: "hour", data: null },
   spend: { data: null, error: null }, // the `spend` of /api/stats, read while shown
+  compact: COMPACT.matches, // see COMPACT
+  sheet: null, // the task whose actions sheet is open (compact screens)
   modal: null, // {title, text, reason, choices, ok, run}
   notice: null, // {text, error}
   theme: localStorage.getItem("slotline.theme") || "",

@@ -1,18 +1,51 @@
 // One task: its fields, attempts, dependencies and subtasks, events, and its log (live).
 
 import * as actions from "./actions.js";
-import { bytes, clock, dollars, plural, refusals, shortId, tokens } from "./format.js";
+import { sentence } from "./events.js";
+import { bytes, clock, dollars, duration, plural, refusals, shortId, tokens } from "./format.js";
+import { waitingWhy } from "./line.js";
 import { close, open } from "./open.js";
 import { refreshDiff } from "./refresh.js";
-import { state } from "./state.js";
+import { serverNow, state } from "./state.js";
 import { Badge, Button, html } from "./ui.js";
 
+// The fields a person reads, labelled in words, each shown as its kind says ("time": one
+// local format; "duration": "5m 00s"); the id on a line of its own, never broken.
 const FIELDS = [
-  "id", "status", "status_reason", "priority", "position", "agent", "workspace", "user",
-  "created_at", "queued_at", "started_at", "finished_at", "exit_code", "failure_reason",
-  "max_attempts", "timeout", "queue_ttl", "parent_id", "eta_start", "eta_finish", "eta_basis",
-  "stalled_at",
+  ["id", "Id", "id"], ["status", "Status"], ["status_reason", "Why"], ["priority", "Priority"],
+  ["position", "Position in line"], ["agent", "Agent"], ["workspace", "Workspace"], ["user", "User"],
+  ["created_at", "Created", "time"], ["queued_at", "Queued", "time"], ["started_at", "Started", "time"],
+  ["finished_at", "Finished", "time"], ["exit_code", "Exit code"], ["failure_reason", "Failure"],
+  ["max_attempts", "Attempts allowed"], ["timeout", "Time limit", "duration"],
+  ["queue_ttl", "Expires if not started within", "duration"], ["parent_id", "Parent task"],
+  ["eta_start", "Estimated start", "time"], ["eta_finish", "Estimated end", "time"],
+  ["eta_basis", "Estimate based on"], ["eta_unavailable", "No estimate because"],
+  ["stalled_at", "Stalled since", "time"],
 ];
+
+function shown(value, kind) {
+  if (kind === "time") return clock(value);
+  if (kind === "duration") return duration(value);
+  return String(value);
+}
+
+// A start estimate is for a task that has not started.
+const BEFORE_START = new Set(["eta_start", "eta_unavailable"]);
+
+function Fields({ task, now }) {
+  const why = task.status === "queued" ? waitingWhy(task, now) : null;
+  const started = task.started_at !== null && task.status !== "queued";
+  const known = ([f]) => task[f] !== null && task[f] !== undefined && !(started && BEFORE_START.has(f));
+  return html`<dl class="fields">
+    ${FIELDS.filter(known).map(([f, label, kind]) => html`<div
+      key=${f} class=${kind === "id" ? "whole" : ""} data-field=${f}><dt>${label}</dt>
+      <dd class=${kind === "id" ? "id" : ""}>${shown(task[f], kind)}</dd></div>`)}
+    ${task.eta_overdue && html`<div data-field="eta_overdue"><dt>Estimate</dt><dd>past its estimate</dd></div>`}
+    ${why && html`<div class="whole" data-field="waiting_reason"><dt>Waiting because</dt><dd title=${why.title}>${why.text}</dd></div>`}
+    <div class="whole"><dt>Command</dt><dd><code>${JSON.stringify(task.command)}</code></dd></div>
+    ${Object.keys(task.labels).length > 0 && html`<div><dt>Labels</dt><dd>${JSON.stringify(task.labels)}</dd></div>`}
+  </dl>`;
+}
 
 const Link = ({ id }) => html`<button type="button" class="link" onClick=${() => open(id)}>${shortId(id)}</button>`;
 
@@ -34,29 +67,31 @@ function resumed(a, taskId) {
 
 function Attempts({ attempts, taskId }) {
   if (!attempts.length) return html`<p class="muted">No attempt yet.</p>`;
-  return html`<table class="attempts"><thead><tr>
-      <th>#</th><th>node</th><th>pid</th><th>started</th><th>outcome</th><th>exit</th><th>spent</th><th>peak CPU</th><th>peak RSS</th></tr></thead>
+  return html`<div class="wide"><table class="attempts"><thead><tr>
+      <th>#</th><th>Node</th><th>pid</th><th>Started</th><th>Outcome</th><th>Exit code</th><th>Spent</th><th>Peak CPU</th><th>Peak memory</th></tr></thead>
     <tbody>${attempts.map((a) => html`<tr key=${a.id}>
-      <td>${a.number}</td><td>${a.node_id || "–"}</td><td>${a.pid ?? "–"}</td><td>${clock(a.started_at)}</td>
+      <td>${a.number}</td><td>${a.node_id || "–"}</td><td>${a.pid ?? "–"}</td><td class="time">${clock(a.started_at)}</td>
       <td>${a.outcome || (a.finished_at ? "ended" : "running")}${a.reason ? `: ${a.reason}` : ""}${a.over_limit ? " (over limit)" : ""}${resumed(a, taskId)}${a.denied_tools.length > 0 && html` <${Badge} kind="refused" title=${a.denied_tools.join(", ")}>REFUSED ${plural(a.denied_tools.length, "tool use")}<//>`}</td>
       <td>${a.exit_code ?? "–"}</td><td class="spent" title=${a.session_id ? `session ${a.session_id}` : ""}>${spent(a.usage)}</td>
       <td>${a.peak_cpu_percent === null ? "–" : `${Math.round(a.peak_cpu_percent)}%`}</td><td>${bytes(a.peak_rss_bytes)}</td>
-    </tr>`)}</tbody></table>`;
+    </tr>`)}</tbody></table></div>`;
 }
+
+// Three ways to stop a run, said where their buttons are.
+const STOPS = "Terminate stops the run and ends it as failed (terminated). Restart stops it and queues it again for a new attempt. Cancel stops it and ends it as cancelled; it does not run again.";
 
 function Actions({ task }) {
   if (!state.me || !state.me.can_write) return null;
-  const s = task.status;
   return html`<div class="task-actions">
-    ${s === "queued" && html`<${Button} label="Start now" action="start-now" onClick=${() => actions.startNow(task)} />
-      <${Button} label="Boost" action="boost" onClick=${() => actions.boost(task)} />`}
-    ${s === "queued" && html`<${Button} label="Hold" action="hold" onClick=${() => actions.hold(task)} />`}
-    ${s === "held" && html`<${Button} label="Release" action="release" onClick=${() => actions.release(task)} />`}
-    ${["queued", "held", "waiting", "blocked"].includes(s) && html`<${Button} label="Priority" action="priority" onClick=${() => actions.priority(task)} />`}
-    ${s === "running" && html`<${Button} label="Terminate" kind="danger" action="terminate" onClick=${() => actions.terminate(task)} />`}
-    ${["running", "succeeded", "failed", "cancelled", "expired", "blocked"].includes(s) && html`<${Button} label="Restart" action="restart" onClick=${() => actions.restart(task)} />`}
-    ${!["succeeded", "failed", "cancelled", "expired"].includes(s) && html`<${Button} label="Cancel" kind="danger" action="cancel" onClick=${() => actions.cancel(task)} />`}
-  </div>`;
+    ${actions.offered(task).map((a) => html`<${Button} label=${a.label} action=${a.action} kind=${a.kind} title=${actions.hint(a)} onClick=${a.run} />`)}
+  </div>
+  ${task.status === "running" && html`<p class="help" id="stop-help">${STOPS}</p>`}`;
+}
+
+function TaskEvents({ events, task }) {
+  return html`<ol class="task-events">${events.map((e) => html`<li key=${e.seq}>
+    <span class="muted">${clock(e.at)}</span> <span class="said">${sentence(e, task)}</span>
+    <details class="raw"><summary>JSON</summary><code>${JSON.stringify({ kind: e.kind, ...e.data })}</code></details></li>`)}</ol>`;
 }
 
 // A worktree run's changes, as text (never markup), with its stat and a note when cut; read
@@ -94,12 +129,7 @@ export function TaskPanel() {
     </header>
     ${task && html`
       <${Actions} task=${task} />
-      <dl class="fields">${FIELDS.filter((f) => task[f] !== null && task[f] !== undefined).map(
-        (f) => html`<div key=${f}><dt>${f}</dt><dd>${String(task[f])}</dd></div>`,
-      )}
-        <div><dt>command</dt><dd><code>${JSON.stringify(task.command)}</code></dd></div>
-        ${Object.keys(task.labels).length > 0 && html`<div><dt>labels</dt><dd>${JSON.stringify(task.labels)}</dd></div>`}
-      </dl>
+      <${Fields} task=${task} now=${serverNow()} />
       <h3>Depends on</h3>
       <p>${task.depends_on.length ? task.depends_on.map((id) => html`<${Link} id=${id} /> `) : html`<span class="muted">nothing</span>`}</p>
       <h3>Dependents</h3>
@@ -115,7 +145,6 @@ export function TaskPanel() {
     <pre class="log" id="task-log" tabindex="0" aria-label="Log">${view.log || ""}</pre>
     ${view.logError && html`<p class="muted">${view.logError}</p>`}
     <h3>Events</h3>
-    <ol class="task-events">${(view.events || []).map((e) => html`<li key=${e.seq}>
-      <span class="muted">${clock(e.at)}</span> <b>${e.kind}</b> ${Object.keys(e.data).length ? JSON.stringify(e.data) : ""}</li>`)}</ol>
+    <${TaskEvents} events=${view.events || []} task=${task} />
   </aside>`;
 }

@@ -28,14 +28,15 @@ export function Button({ label, onClick, kind = "", title, disabled, action }) {
 }
 
 /**
- * Ask before doing: `ask({title, text, reason: "label" | null, choices, ok, run})`;
+ * Ask before doing: `ask({title, text, reason: "label" | null, choices, ok, no, run})` (`ok`
+ * does it, `no` closes: two labels that cannot be mistaken for each other);
  * `run(reason, choice)` is awaited, its error shown.
  */
 let returnFocus = null;
 
 export function ask(modal) {
   returnFocus = document.activeElement; // focus goes back there when the dialog closes
-  update({ modal: { reason: null, ok: "OK", ...modal } });
+  update({ modal: { reason: null, ok: "OK", no: "Back", ...modal } });
 }
 
 export function notify(text, error = false) {
@@ -97,7 +98,7 @@ export function Modal() {
       html`<label>${modal.reason} <input name="reason" maxlength="500"
         value=${modal.reasonValue || ""} onInput=${keep("reasonValue")} /></label>`}
       <div class="modal-actions">
-        <button type="button" class="btn" onClick=${close}>Cancel</button>
+        <button type="button" class="btn" data-action="dismiss" onClick=${close}>${modal.no}</button>
         <button type="submit" class=${`btn primary ${modal.danger ? "danger" : ""}`}
           data-action="confirm">${modal.ok}</button>
       </div>

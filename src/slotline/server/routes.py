@@ -22,6 +22,7 @@ from slotline.server.schemas import (
     EventList,
     FollowupBody,
     MoveBody,
+    MovedOut,
     PriorityBody,
     RestartBody,
     SubmitBody,
@@ -331,15 +332,17 @@ async def bump(state: State, who: Writer, ref: str) -> dict[str, Any]:
     return await _fresh(state, changed)
 
 
-@router.post("/{ref}/move", response_model=TaskOut)
+@router.post("/{ref}/move", response_model=MovedOut)
 async def move(state: State, who: Writer, ref: str, body: MoveBody) -> dict[str, Any]:
     """Move a queued task to position `to`, or just before/after another queued task
-    (one the caller may see: for a user token, another of its own)."""
+    (one the caller may see: for a user token, another of its own). It takes the band of
+    its new neighbours: `priority_before` and `boosted_before` say what it had."""
     task = await _steerable(state, who, ref)
     before = None if body.before is None else (await state.visible_task(who, body.before)).id
     after = None if body.after is None else (await state.visible_task(who, body.after)).id
     changed = await state.call(state.store.move, task.id, to=body.to, before=before, after=after)
-    return await _fresh(state, changed)
+    was = {"priority_before": task.priority.label, "boosted_before": task.boosted}
+    return {**await _fresh(state, changed), **was}
 
 
 @router.post("/{ref}/priority", response_model=TaskOut)

@@ -172,6 +172,14 @@ class SubmittedOut(TaskOut):
     deduplicated: bool = False
 
 
+class MovedOut(TaskOut):
+    """A moved task, and the band it had before: a move takes the band (priority and
+    boost) of its new neighbours, so a client can say when the move changed it."""
+
+    priority_before: PriorityName = Field(description="Its priority before the move")
+    boosted_before: bool = Field(description="Whether it was boosted before the move")
+
+
 class SubmitBody(BaseModel):
     """A task to submit: the fields of `TaskSpec`, plus `prompt` for a configured agent type.
 
