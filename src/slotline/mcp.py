@@ -16,6 +16,7 @@ from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 from pydantic import Field, ValidationError
 
+from slotline import __version__
 from slotline.errors import BoundExceeded, SlotlineError
 from slotline.mcp_calls import Calls
 from slotline.models import Priority, Status
@@ -58,6 +59,9 @@ def build_server(calls_for: Callable[[Context[Any, Any, Any]], Calls], **setting
     """The MCP server with slotline's tools; `calls_for` gives each call the queue as its
     caller may use it."""
     server = FastMCP("slotline", instructions=INSTRUCTIONS, **settings)
+    # FastMCP takes no version and would answer `initialize` with the MCP library's own;
+    # the low-level server it wraps is where the name and version are kept.
+    server._mcp_server.version = __version__
 
     async def call(ctx: Context[Any, Any, Any], step: Callable[[Calls], Awaitable[R]]) -> R:
         try:
