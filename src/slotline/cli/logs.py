@@ -17,7 +17,7 @@ from slotline.cli.interrupt import run_until_interrupted
 from slotline.cli.plain import describe_place, short_id
 from slotline.client import SlotlineClient
 from slotline.errors import NotFound
-from slotline.models import Attempt, Status, Task
+from slotline.models import Attempt, Status, Task, why_no_log
 from slotline.remote import follow_log
 
 POLL_SECONDS = 0.2
@@ -99,10 +99,7 @@ def _where(task: Task, attempt: Attempt) -> str:
 def _log_path(task: Task, attempt: Attempt) -> str:
     """Where the attempt's log is written (on its node), or NotFound saying why it has none."""
     if attempt.log_path is None:
-        where = _where(task, attempt)
-        if attempt.finished_at is None:
-            raise NotFound(f"{where} has no log yet: its process is starting", task_id=task.id)
-        raise NotFound(f"{where} has no log file (a {task.kind} task)", task_id=task.id)
+        raise NotFound(why_no_log(task, attempt), task_id=task.id)
     return attempt.log_path
 
 

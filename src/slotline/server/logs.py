@@ -13,7 +13,7 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import StreamingResponse
 
 from slotline.errors import NotFound
-from slotline.models import Attempt, Task
+from slotline.models import Attempt, Task, why_no_log
 from slotline.server.context import Reader, ServerState, State, access_lost, presented_token
 from slotline.server.errors import ERROR_RESPONSES
 from slotline.server.schemas import MAX_SEQ
@@ -125,6 +125,11 @@ async def task_log(
     task = await state.visible_task(who, ref)
     _check_attempt(task, attempt, follow)
     chosen = _pick(task, attempt)
+    # An attempt that ended without a log never will have one (it failed to start): even
+    # a follow is answered with why.
+    ended = chosen is not None and chosen.finished_at is not None
+    if chosen is not None and not chosen.log_path and (ended or not follow):
+        raise NotFound(why_no_log(task, chosen), task_id=task.id)
     if not follow:
         if chosen is None or not chosen.log_path:
             raise NotFound(f"task {task.id[:8]} has no log yet (it is {task.status})")
