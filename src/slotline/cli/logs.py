@@ -6,7 +6,7 @@ import asyncio
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import click
 
@@ -15,10 +15,11 @@ from slotline.cli.backend import Backend
 from slotline.cli.context import CliState, pass_state
 from slotline.cli.interrupt import run_until_interrupted
 from slotline.cli.plain import describe_place, short_id
-from slotline.client import SlotlineClient
 from slotline.errors import NotFound
 from slotline.models import Attempt, Status, Task, why_no_log
-from slotline.remote import follow_log
+
+if TYPE_CHECKING:
+    from slotline.client import SlotlineClient
 
 POLL_SECONDS = 0.2
 CHUNK = 1 << 16
@@ -161,6 +162,7 @@ def _local_copier(out: BinaryIO) -> Copier:
 def _remote_copier(client: SlotlineClient, out: BinaryIO) -> Copier:
     """Stream the log through the server's log route; it returns when the attempt has
     ended or the stream was dropped (the next call resumes from the offset)."""
+    from slotline.remote import follow_log
 
     async def copy(task: Task, attempt: Attempt, offset: int) -> int | None:
         if attempt.log_path is None:
