@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, BinaryIO
 
 import click
 
-from slotline.bounds import MAX_INT
+from slotline.bounds import ORDINAL
 from slotline.cli.backend import Backend
 from slotline.cli.context import CliState, pass_state
 from slotline.cli.interrupt import run_until_interrupted
+from slotline.cli.numbers import Number
 from slotline.cli.plain import describe_place, short_id
 from slotline.errors import NotFound
 from slotline.models import Attempt, Status, Task, why_no_log
@@ -38,7 +39,7 @@ CHUNK = 1 << 16
     "--attempt",
     "number",
     metavar="N",
-    type=click.IntRange(min=1, max=MAX_INT),
+    type=Number(ORDINAL),
     help="Attempt N (1, 2, …; default: the latest).",
 )
 @pass_state
