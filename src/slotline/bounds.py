@@ -67,7 +67,7 @@ class Range:
 
     def refusal(self, value: int | float) -> str | None:
         """Why `value` is out of range, to follow its name (None when it is in range)."""
-        shown = f"{value:g}" if isinstance(value, float) else str(value)
+        shown = f"{value:.10g}" if isinstance(value, float) else str(value)
         shown = shown if len(shown) <= 24 else shown[:21] + "..."
         if not math.isfinite(value):
             return f"must be a finite number, got {shown}"
