@@ -68,7 +68,7 @@ class LazyGroup(click.Group):
     lists them from their short help in `COMMANDS`, importing none."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return [*COMMANDS, *super().list_commands(ctx)]
+        return [*COMMANDS, *(n for n in super().list_commands(ctx) if n not in COMMANDS)]
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         found = super().get_command(ctx, cmd_name)
@@ -83,7 +83,14 @@ class LazyGroup(click.Group):
         return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        rows = [(name, short_help) for name, (_, short_help) in COMMANDS.items()]
+        rows = [
+            (
+                name,
+                COMMANDS[name][1] if name in COMMANDS else self.commands[name].get_short_help_str(),
+            )
+            for name in self.list_commands(ctx)
+            if name in COMMANDS or not self.commands[name].hidden
+        ]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
