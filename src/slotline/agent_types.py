@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 import pydantic
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
-from slotline.bounds import MAX_COUNT, MAX_SECONDS
+from slotline.bounds import ATTEMPTS, COUNT, MEMORY_MB, SECONDS
 from slotline.config_notify import (
     StallAction,
     StallAfter,
@@ -40,12 +40,12 @@ class AgentType(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
     command: list[str] = Field(min_length=1)
-    max_concurrent: int | None = Field(default=None, ge=0, le=MAX_COUNT)
+    max_concurrent: Annotated[int, COUNT] | None = None
     global_pool: bool = True
-    timeout: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
-    max_attempts: int = Field(default=1, ge=1, le=100)
-    memory_mb: int | None = Field(default=None, gt=0, le=16 * 1024 * 1024)
-    expected_duration: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
+    timeout: Annotated[float, SECONDS] | None = None
+    max_attempts: Annotated[int, ATTEMPTS] = 1
+    memory_mb: Annotated[int, MEMORY_MB] | None = None
+    expected_duration: Annotated[float, SECONDS] | None = None
     # At most N starts per period of this type (`20/1m`), and its provider back-off.
     rate: str | None = None
     backoff: BackoffConfig | None = None

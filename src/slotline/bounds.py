@@ -11,15 +11,24 @@ import math
 import os
 import re
 import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
 from slotline.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
+    from pydantic.json_schema import JsonSchemaValue
+    from pydantic_core import CoreSchema
 
 # Sequence numbers, offsets and positions: SQLite stores 64-bit integers.
 MAX_INT = 2**62
 # Counts: max_concurrent, per-key limits, max_depth, max_children, max_queue_size.
 MAX_COUNT = 1_000_000_000
 # Durations in seconds (timeout, queue_ttl, expected_duration, aging_interval…): ten years.
-MAX_SECONDS = 10 * 366 * 86400.0
+_YEAR = 366 * 86400
+MAX_SECONDS = 10.0 * _YEAR
+_BINARY = ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
 # Labels: how many a task may carry and how long a value may be.
 MAX_LABELS = 64
 MAX_LABEL_VALUE = 1024
@@ -30,31 +39,151 @@ _HEX = re.compile(r"^[0-9a-f]+$")
 _DASHED = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
+@dataclass(frozen=True)
+class Range:
+    """The bounds of a number, stated once where it is declared, and said in words when a
+    value is refused ("must be between 1 and 100", "must be more than 0 seconds and at
+    most 10 years"): a bound a person would not name (MAX_INT) is said as "too large".
+
+    In a pydantic model, `Annotated[float, SECONDS]` checks with these words and puts
+    the bounds in the JSON schema; the CLI's options check with `refusal`.
+    """
+
+    minimum: float
+    maximum: float
+    whole: bool = False
+    unit: Literal["", "seconds", "MiB", "bytes"] = ""
+    above: bool = False  # the minimum itself is refused (more than, not at least)
+
+    def words(self) -> str:
+        """The range as a person says it: `between 1 and 100`, `at least 1`."""
+        low = _say(self.minimum, self.unit)
+        if self.maximum >= MAX_INT:
+            return f"more than {low}" if self.above else f"at least {low}"
+        high = _say(self.maximum, self.unit)
+        if self.above:
+            return f"more than {low} and at most {high}"
+        return f"between {low} and {high}"
+
+    def refusal(self, value: int | float) -> str | None:
+        """Why `value` is out of range, to follow its name (None when it is in range)."""
+        shown = f"{value:.10g}" if isinstance(value, float) else str(value)
+        shown = shown if len(shown) <= 24 else shown[:21] + "..."
+        if not math.isfinite(value):
+            return f"must be a finite number, got {shown}"
+        if value > self.maximum and self.maximum >= MAX_INT:
+            return f"is too large, got {shown}"
+        low_ok = value > self.minimum if self.above else value >= self.minimum
+        if low_ok and value <= self.maximum:
+            return None
+        return f"must be {self.words()}, got {shown}"
+
+    def parse(self, value: object) -> int | float:
+        """`value` as an int (`whole`) or float, finite and in range.
+
+        Raises:
+            InvalidInput: not a number, not whole when it must be, infinite, NaN or out of
+                range; the message follows the value's name ("must be between 1 and 100").
+        """
+        number = _number(value, self.whole)
+        problem = self.refusal(number)
+        if problem is not None:
+            raise InvalidInput(problem)
+        return number
+
+    def check(self, name: str, value: object) -> int | float:
+        """`parse`, with the refusal naming `name` ("max_attempts must be …")."""
+        try:
+            return self.parse(value)
+        except InvalidInput as exc:
+            raise InvalidInput(f"{name} {exc}") from None
+
+    # pydantic's hooks: check after the type's own validation, and show the bounds in
+    # the JSON schema (OpenAPI, the MCP tools' input schemas).
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        from pydantic_core import core_schema
+
+        return core_schema.no_info_after_validator_function(self._validated, handler(source))
+
+    def __get_pydantic_json_schema__(
+        self, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        shown = handler(schema)
+        shown["exclusiveMinimum" if self.above else "minimum"] = self.minimum
+        shown["maximum"] = self.maximum
+        return shown
+
+    def _validated(self, value: int | float | None) -> int | float | None:
+        from pydantic_core import PydanticCustomError
+
+        if value is None:  # `Annotated[int | None, …, ORDINAL]`: None is no number
+            return None
+        problem = self.refusal(value)
+        if problem is not None:
+            raise PydanticCustomError("out_of_range", problem.replace("{", "{{"))
+        return value
+
+
+# Durations (timeout, queue_ttl, expected_duration, a delay…): more than 0, up to ten years.
+SECONDS = Range(0, MAX_SECONDS, unit="seconds", above=True)
+# Counts (max_concurrent, per-key limits, max_depth, max_children, max_queue_size).
+COUNT = Range(0, MAX_COUNT, whole=True)
+# Positions, attempt numbers, page sizes: from 1, with no bound a person would name.
+ORDINAL = Range(1, MAX_INT, whole=True)
+# Sequence numbers and byte offsets: from 0.
+OFFSET = Range(0, MAX_INT, whole=True)
+# What a task may ask for: runs (`max_attempts`) and a memory cap in MiB (`memory_mb`).
+ATTEMPTS = Range(1, 100, whole=True)
+MEMORY_MB = Range(1, 16 * 1024 * 1024, whole=True, unit="MiB")
+
+_UNITS = {
+    "seconds": [(_YEAR, "year"), (86400, "day"), (3600, "hour"), (60, "minute"), (1, "second")],
+    "bytes": [(1024**p, name) for p, name in reversed(list(enumerate(_BINARY)))],
+    "MiB": [(1024 ** (p - 2), name) for p, name in reversed(list(enumerate(_BINARY))) if p >= 2],
+}
+
+
+def _say(amount: float, unit: str) -> str:
+    """`amount` of `unit` in the largest unit it fills: 316224000 seconds -> 10 years."""
+    if not unit:
+        return f"{amount:,.10g}"
+    scale, name = next(((s, n) for s, n in _UNITS[unit] if amount >= s), _UNITS[unit][-1])
+    count = amount / scale
+    text = f"{count:,.3g}" if count < 1000 else f"{count:,.0f}"
+    if unit != "seconds" or text == "1":
+        return f"{text} {name}"
+    return f"{text} {name}s"
+
+
+def _number(value: object, whole: bool) -> int | float:
+    """`value` as an int (`whole`) or a float, refusing what is not a number."""
+    what = "a whole number" if whole else "a number"
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise InvalidInput(f"must be {what}, got {value!r}")
+    try:
+        number: int | float = int(value) if whole and not isinstance(value, float) else float(value)
+    except (ValueError, OverflowError):
+        raise InvalidInput(f"must be {what}, got {str(value)[:40]!r}") from None
+    if isinstance(number, float) and not math.isfinite(number):
+        raise InvalidInput(f"must be a finite number, got {value!r}")
+    if whole and isinstance(number, float):
+        if number != int(number):
+            raise InvalidInput(f"must be a whole number, got {value!r}")
+        number = int(number)
+    return number
+
+
 def check_number(
     name: str, value: object, *, whole: bool, minimum: float, maximum: float
 ) -> int | float:
     """`value` as an int (`whole`) or float, finite and within [minimum, maximum].
 
     Raises:
-        InvalidInput: not a number, not whole when it must be, infinite, NaN or out of
-            range; the message names `name` and the range.
+        InvalidInput: as `Range.check`.
     """
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise InvalidInput(f"{name} must be a number, got {value!r}")
-    try:
-        number: int | float = int(value) if whole and not isinstance(value, float) else float(value)
-    except (ValueError, OverflowError):
-        what = "a whole number" if whole else "a number"
-        raise InvalidInput(f"{name} must be {what}, got {str(value)[:40]!r}") from None
-    if isinstance(number, float) and not math.isfinite(number):
-        raise InvalidInput(f"{name} must be a finite number, got {value!r}")
-    if whole and isinstance(number, float):
-        if number != int(number):
-            raise InvalidInput(f"{name} must be a whole number, got {value!r}")
-        number = int(number)
-    if not minimum <= number <= maximum:
-        raise InvalidInput(f"{name} must be between {minimum:g} and {maximum:g}, got {number:g}")
-    return number
+    return Range(minimum, maximum, whole=whole).check(name, value)
 
 
 def normalize_workspace(path: str) -> str:

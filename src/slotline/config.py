@@ -14,14 +14,14 @@ import stat
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pydantic
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from slotline.agent_types import AgentType, DiskSize, EnvAllow, RetainPeriod
-from slotline.bounds import MAX_COUNT, MAX_SECONDS
+from slotline.bounds import COUNT, MAX_SECONDS, Range
 from slotline.config_notify import OnEvent, Webhooks, public_url
 from slotline.config_pacing import (
     BudgetConfig,
@@ -42,7 +42,7 @@ class LimitConfig(BaseModel):
 
     key: str
     value: str | None = None
-    max: int = Field(ge=0, le=MAX_COUNT)
+    max: Annotated[int, COUNT]
 
     @field_validator("key")
     @classmethod
@@ -70,8 +70,8 @@ class Admission(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    max_cpu_percent: float | None = Field(default=None, gt=0, le=100)
-    min_available_mb: int | None = Field(default=None, ge=0, le=2**40)
+    max_cpu_percent: Annotated[float, Range(0, 100, above=True)] | None = None
+    min_available_mb: Annotated[int, Range(0, 2**40, whole=True, unit="MiB")] | None = None
     # Shrink the effective limit under pressure and grow it back afterwards.
     adaptive: bool = False
 
@@ -95,25 +95,25 @@ class Config(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     store: str | None = None
-    max_concurrent: int = Field(default=3, ge=0, le=MAX_COUNT)
+    max_concurrent: Annotated[int, COUNT] = 3
     limits: list[LimitConfig] = Field(default_factory=list)
     rates: list[RateConfig] = Field(default_factory=list)
     budgets: list[BudgetConfig] = Field(default_factory=list)
     fairness: FairnessConfig | None = None
     agents: dict[str, AgentType] = Field(default_factory=dict)
     admission: Admission = Field(default_factory=Admission)
-    aging_interval: float | None = Field(default=None, ge=1, le=MAX_SECONDS)
-    max_depth: int = Field(default=5, ge=0, le=MAX_COUNT)
-    max_children: int = Field(default=100, ge=0, le=MAX_COUNT)
-    max_queue_size: int = Field(default=10_000, ge=0, le=MAX_COUNT)
+    aging_interval: Annotated[float, Range(1, MAX_SECONDS, unit="seconds")] | None = None
+    max_depth: Annotated[int, COUNT] = 5
+    max_children: Annotated[int, COUNT] = 100
+    max_queue_size: Annotated[int, COUNT] = 10_000
     # Tasks waiting to start of any one user; None: no bound but max_queue_size.
-    max_queued_per_user: int | None = Field(default=None, ge=0, le=MAX_COUNT)
-    kill_grace: float = Field(default=10.0, ge=0, le=MAX_SECONDS)
+    max_queued_per_user: Annotated[int, COUNT] | None = None
+    kill_grace: Annotated[float, Range(0, MAX_SECONDS, unit="seconds")] = 10.0
     # This node's own: how long its runs stay its own without a heartbeat (other nodes
     # reap them after that), and how many it runs at most (None: no cap of its own).
-    lease: float = Field(default=30.0, ge=1, le=86_400)
-    slots: int | None = Field(default=None, ge=0, le=100_000)
-    log_max_bytes: int = Field(default=50 * 1024 * 1024, ge=1024, le=2**50)
+    lease: Annotated[float, Range(1, 86_400, unit="seconds")] = 30.0
+    slots: Annotated[int, Range(0, 100_000, whole=True)] | None = None
+    log_max_bytes: Annotated[int, Range(1024, 2**50, whole=True, unit="bytes")] = 50 * 1024 * 1024
     env_allow: EnvAllow = Field(default_factory=list)
     # Who may submit raw commands (argv lists, env) over HTTP; others submit agent types.
     raw_commands: Literal["all", "admins"] = "admins"

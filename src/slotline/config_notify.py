@@ -13,7 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pydantic
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
-from slotline.bounds import MAX_SECONDS
+from slotline.bounds import SECONDS, Range
 from slotline.config_pacing import checked_pattern
 from slotline.errors import InvalidInput
 from slotline.scheduler import rates
@@ -83,10 +83,10 @@ class WebhookConfig(BaseModel):
     # Names the webhook in `notify log` and its cursor (default: `public_url`, its
     # scheme and host and a short hash of the rest).
     name: str | None = Field(default=None, min_length=1, max_length=200)
-    timeout: float = Field(default=10.0, gt=0, le=60)
+    timeout: Annotated[float, Range(0, 60, unit="seconds", above=True)] = 10.0
     # Tries of one event before it is skipped (logged); None: until it is delivered
     # (at least once), the tries 1 s, 2 s, 4 s … apart, at most 5 min.
-    max_attempts: int | None = Field(default=None, ge=1, le=1000)
+    max_attempts: Annotated[int, Range(1, 1000, whole=True)] | None = None
 
     @field_validator("url")
     @classmethod
@@ -112,7 +112,7 @@ class StallRule(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
 
-    after: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
+    after: Annotated[float, SECONDS] | None = None
     pattern: str | None = None
     terminate: bool = False
 
@@ -198,7 +198,7 @@ def parse_stall_after(value: Any) -> Any:
 
 StallAction = Literal["none", "terminate"]
 StallAfter = Annotated[
-    float | None, BeforeValidator(parse_stall_after), Field(default=None, gt=0, le=MAX_SECONDS)
+    Annotated[float, SECONDS] | None, BeforeValidator(parse_stall_after), Field(default=None)
 ]
 StallPattern = Annotated[str | None, AfterValidator(checked_pattern)]
 Webhooks = Annotated[list[WebhookConfig], AfterValidator(check_unique_hooks)]

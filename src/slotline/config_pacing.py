@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from slotline.bounds import MAX_COUNT, MAX_SECONDS, normalize_workspace
+from slotline.bounds import MAX_COUNT, SECONDS, Range, normalize_workspace
 from slotline.errors import InvalidInput
 from slotline.scheduler import rates
 from slotline.scheduler.backoff import check_pattern
@@ -95,11 +95,11 @@ class BackoffConfig(BaseModel):
 
     exit_codes: list[int] = Field(default_factory=list)
     pattern: str | None = None
-    delay: float = Field(default=30.0, gt=0, le=MAX_SECONDS)
-    max_delay: float = Field(default=900.0, gt=0, le=MAX_SECONDS)
-    min_concurrent: int = Field(default=1, ge=1, le=MAX_COUNT)
-    recover_after: int = Field(default=1, ge=1, le=MAX_COUNT)
-    max_requeues: int = Field(default=5, ge=0, le=1000)
+    delay: Annotated[float, SECONDS] = 30.0
+    max_delay: Annotated[float, SECONDS] = 900.0
+    min_concurrent: Annotated[int, Range(1, MAX_COUNT, whole=True)] = 1
+    recover_after: Annotated[int, Range(1, MAX_COUNT, whole=True)] = 1
+    max_requeues: Annotated[int, Range(0, 1000, whole=True)] = 5
 
     @field_validator("pattern")
     @classmethod

@@ -16,6 +16,8 @@ from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 from pydantic import Field, ValidationError
 
+from slotline import __version__
+from slotline.bounds import OFFSET, ORDINAL, SECONDS, Range
 from slotline.errors import BoundExceeded, SlotlineError
 from slotline.mcp_calls import Calls
 from slotline.models import Priority, Status
@@ -26,6 +28,8 @@ MAX_LOG_TAIL = 64 * 1024
 MAX_DIFF = 1024 * 1024
 # How often wait_for_task reports progress; it looks again at once when the store changes.
 WAIT_TICK = 1.0
+# How long one wait_for_task call may wait: up to an hour (call again to wait longer).
+WAIT = Range(0, 3600, unit="seconds", above=True)
 
 INSTRUCTIONS = """\
 slotline runs tasks (coding agents, commands) on this machine under a concurrency limit:
@@ -58,6 +62,9 @@ def build_server(calls_for: Callable[[Context[Any, Any, Any]], Calls], **setting
     """The MCP server with slotline's tools; `calls_for` gives each call the queue as its
     caller may use it."""
     server = FastMCP("slotline", instructions=INSTRUCTIONS, **settings)
+    # FastMCP takes no version and would answer `initialize` with the MCP library's own;
+    # the low-level server it wraps is where the name and version are kept.
+    server._mcp_server.version = __version__
 
     async def call(ctx: Context[Any, Any, Any], step: Callable[[Calls], Awaitable[R]]) -> R:
         try:
@@ -103,7 +110,7 @@ def build_server(calls_for: Callable[[Context[Any, Any, Any]], Calls], **setting
             str | None, Field(description="Parent task id (default: your own task)")
         ] = None,
         expected_duration: Annotated[
-            float | None, Field(description="Expected run time in seconds, for ETAs", gt=0)
+            float | None, Field(description="Expected run time in seconds, for ETAs"), SECONDS
         ] = None,
         key: Annotated[
             str | None,
@@ -116,7 +123,8 @@ def build_server(calls_for: Callable[[Context[Any, Any, Any]], Calls], **setting
         ] = None,
         delay: Annotated[
             float | None,
-            Field(description="Start no earlier than this many seconds from now", gt=0),
+            Field(description="Start no earlier than this many seconds from now"),
+            SECONDS,
         ] = None,
         run_at: Annotated[
             str | None,
@@ -167,8 +175,8 @@ def build_server(calls_for: Callable[[Context[Any, Any, Any]], Calls], **setting
         ] = None,
         agent: str | None = None,
         parent: Annotated[str | None, Field(description="Only subtasks of this task id")] = None,
-        limit: Annotated[int, Field(ge=1, le=500)] = 50,
-        offset: Annotated[int, Field(ge=0)] = 0,
+        limit: Annotated[int, Range(1, 500, whole=True)] = 50,
+        offset: Annotated[int, OFFSET] = 0,
         after: Annotated[
             str | None, Field(description="Continue after this task id: next_after of a page")
         ] = None,
@@ -185,7 +193,7 @@ def build_server(calls_for: Callable[[Context[Any, Any, Any]], Calls], **setting
     async def task_log(
         ctx: Context[Any, Any, Any],
         task_id: TaskId,
-        max_bytes: Annotated[int, Field(ge=1, le=MAX_LOG_TAIL)] = 4000,
+        max_bytes: Annotated[int, Range(1, MAX_LOG_TAIL, whole=True, unit="bytes")] = 4000,
     ) -> str:
         """The tail of the output (stdout and stderr) of a task's latest run."""
         return await call(ctx, lambda c: c.log(task_id, max_bytes))
@@ -195,7 +203,7 @@ def build_server(calls_for: Callable[[Context[Any, Any, Any]], Calls], **setting
         ctx: Context[Any, Any, Any],
         task_id: TaskId,
         stat_only: Annotated[bool, Field(description="Only the diff stat, no patch")] = False,
-        max_bytes: Annotated[int, Field(ge=1, le=MAX_DIFF)] = 64 * 1024,
+        max_bytes: Annotated[int, Range(1, MAX_DIFF, whole=True, unit="bytes")] = 64 * 1024,
     ) -> dict[str, Any]:
         """What a worktree task's latest run changed against the commit it started from
         (committed and uncommitted work): {branch, base_commit, stat, text, truncated}.
@@ -243,7 +251,7 @@ def build_server(calls_for: Callable[[Context[Any, Any, Any]], Calls], **setting
     async def move_task(
         ctx: Context[Any, Any, Any],
         task_id: TaskId,
-        to: Annotated[int | None, Field(ge=1, description="The new position")] = None,
+        to: Annotated[int | None, Field(description="The new position"), ORDINAL] = None,
         before: Annotated[str | None, Field(description="Just before this task")] = None,
         after: Annotated[str | None, Field(description="Just after this task")] = None,
     ) -> dict[str, Any]:
@@ -300,9 +308,7 @@ def build_server(calls_for: Callable[[Context[Any, Any, Any]], Calls], **setting
     async def wait_for_task(
         ctx: Context[Any, Any, Any],
         task_id: TaskId,
-        timeout: Annotated[
-            float, Field(gt=0, le=3600, description="Seconds to wait at most")
-        ] = 60.0,
+        timeout: Annotated[float, Field(description="Seconds to wait at most"), WAIT] = 60.0,
     ) -> dict[str, Any]:
         """Wait until a task has ended (succeeded, failed, cancelled, expired or blocked),
         at most `timeout` seconds, sending progress notifications while it waits.

@@ -10,7 +10,6 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from slotline.models import Task
-from slotline.store.estimates import IN_LINE
 
 log = logging.getLogger("slotline")
 
@@ -26,6 +25,8 @@ def read_back(get: Callable[[str], Task], written: Task) -> Task:
             "task %s: reading it back after the write failed: %r", written.id[:8], exc,
             exc_info=log.isEnabledFor(logging.DEBUG), extra={"task_id": written.id},
         )  # fmt: skip
+        from slotline.store.estimates import IN_LINE  # the store's, when it is needed
+
         if written.status not in IN_LINE:
             return written
         return replace(written, eta_unavailable="reading the task back failed")

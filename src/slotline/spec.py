@@ -5,15 +5,18 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from slotline.bounds import (
+    ATTEMPTS,
     MAX_LABEL_VALUE,
     MAX_LABELS,
-    MAX_SECONDS,
+    MEMORY_MB,
+    SECONDS,
+    Range,
     normalize_workspace,
 )
 from slotline.errors import InvalidInput
@@ -27,6 +30,8 @@ _COMMIT = re.compile(r"^[0-9a-f]{7,64}$")
 MAX_ARGV = 4096
 MAX_ARG_BYTES = 256 * 1024
 MAX_EPOCH = 253402300799.0  # 9999-12-31T23:59:59Z
+# The pause between a failed attempt and its retry: up to a day.
+BACKOFF = Range(0, 86400, unit="seconds")
 
 
 class TaskSpec(BaseModel):
@@ -49,22 +54,22 @@ class TaskSpec(BaseModel):
     priority: Priority = Priority.NORMAL
     depends_on: list[str] = Field(default_factory=list, max_length=1000)
     parent_id: str | None = None
-    max_attempts: int = Field(default=1, ge=1, le=100)
-    backoff: float = Field(default=5.0, ge=0, le=86400)
-    timeout: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
-    queue_ttl: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
-    memory_mb: int | None = Field(default=None, gt=0, le=16 * 1024 * 1024)
-    expected_duration: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
+    max_attempts: Annotated[int, ATTEMPTS] = 1
+    backoff: Annotated[float, BACKOFF] = 5.0
+    timeout: Annotated[float, SECONDS] | None = None
+    queue_ttl: Annotated[float, SECONDS] | None = None
+    memory_mb: Annotated[int, MEMORY_MB] | None = None
+    expected_duration: Annotated[float, SECONDS] | None = None
     hold: bool = False
     # Idempotency, per `user` (no user: one shared scope): while a task of the same user
     # with this key has not finished, submitting returns it; with `dedup_window`
     # (seconds), so does one that finished within that window.
     key: str | None = Field(default=None, min_length=1, max_length=MAX_KEY)
-    dedup_window: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
+    dedup_window: Annotated[float, SECONDS] | None = None
     # A delayed task: start no earlier than `run_at` (`instant`: epoch seconds, a datetime,
     # or ISO 8601 with an offset), or `delay` seconds after the submit (the store's clock).
     run_at: float | None = None
-    delay: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
+    delay: Annotated[float, SECONDS] | None = None
     # Worktree isolation (docs/config.md): the run's cwd is a fresh git worktree of
     # `repo` (default: the workspace) at `base` (default: HEAD), pinned to `base_commit`
     # at submit. `repo` alone records the repository for `repo` limits.

@@ -119,7 +119,7 @@ def test_removing_a_rate_lets_waiting_tasks_start(
     ("key", "value", "count", "period", "message"),
     [
         ("agent", "claude", 20, "0s", "more than 0s"),
-        ("agent", "claude", 0, "1m", "1 to"),
+        ("agent", "claude", 0, "1m", "between 1 and 1,000,000,000, got 0"),
         ("colour", None, 5, "1m", "unknown rate key"),
         ("global", "x", 5, "1m", "takes no value"),
         ("agent", "claude", 5, "soon", "not a period"),

@@ -150,6 +150,48 @@ def test_bad_usage_exits_2_with_one_line(cli: Run, args: tuple[str, ...]) -> Non
     assert result.out == ""
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (
+            ("submit", "--timeout", "1e20", "--", "true"),
+            "'--timeout': must be more than 0 seconds and at most 10 years, got 1e+20",
+        ),
+        (
+            ("submit", "--in", "1e20", "--", "true"),
+            "'--in': must be more than 0 seconds and at most 10 years, got 1e+20",
+        ),
+        (
+            ("submit", "--max-attempts", "1000", "--", "true"),
+            "'--max-attempts': must be between 1 and 100, got 1000",
+        ),
+        (
+            ("submit", "--memory-mb", "99999999999", "--", "true"),
+            "'--memory-mb': must be between 1 MiB and 16 TiB, got 99999999999",
+        ),
+        (
+            ("ls", "--limit", "9" * 30),
+            "'--limit' / '-n': is too large, got 999999999999999999999...",
+        ),
+        (("move", "abc", "--to", "0"), "'--to': must be at least 1, got 0"),
+    ],
+)
+def test_a_number_out_of_bounds_is_refused_saying_the_bound_in_words(
+    cli: Run, args: tuple[str, ...], said: str
+) -> None:
+    result = cli(*args)
+    assert result.code == 2
+    assert said in result.error_line()
+
+
+def test_a_setting_out_of_bounds_is_refused_saying_the_bound_in_words(cli: Run) -> None:
+    result = cli("limits", "--set", "max_concurrent=99999999999")
+    assert result.code == 1
+    assert result.error_line() == (
+        "error: max_concurrent must be between 0 and 1,000,000,000, got 99999999999"
+    )
+
+
 def test_submit_refused_by_the_store_exits_1(cli: Run) -> None:
     unknown = cli("submit", "--after", "abcdef", "--", "true")
     assert unknown.code == 1

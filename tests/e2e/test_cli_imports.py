@@ -1,4 +1,5 @@
-"""A command imports what it uses: what people see needs rich, a receipt or JSON does not."""
+"""A command imports what it uses: what people see needs rich, a receipt or JSON does not;
+help needs none of the server, the drivers or MCP."""
 
 import json
 import subprocess
@@ -7,25 +8,35 @@ from pathlib import Path
 
 import pytest
 
-# Runs one CLI command in this interpreter, then prints which heavy packages it imported.
+from slotline.cli import COMMANDS
+
+# Runs CLI commands in this interpreter (each argument list a JSON array), then prints
+# which heavy packages they imported and the last one's exit code.
 PROBE = """
 import sys
 from slotline.cli import main
-try:
-    main(sys.argv[1:])
-except SystemExit as exc:
-    code = exc.code
-heavy = ("rich", "pydantic", "asyncio", "httpx", "psutil", "yaml")
-print(json.dumps({"code": code, "loaded": [m for m in heavy if m in sys.modules]}))
+for args in sys.argv[1:]:
+    try:
+        main(json.loads(args))
+    except SystemExit as exc:
+        code = exc.code
+print(json.dumps({"code": code, "loaded": [m for m in HEAVY if m in sys.modules]}))
 """
+HEAVY = (
+    "rich", "pydantic", "asyncio", "httpx", "psutil", "yaml",
+    "fastapi", "starlette", "uvicorn", "psycopg", "mcp", "slotline.store.base",
+)  # fmt: skip
+# What a server, a PostgreSQL store or the MCP tools need, and no command's help does.
+SERVING = {"fastapi", "starlette", "uvicorn", "psycopg", "mcp", "httpx"}
 
 
-def imported(store: Path, *args: str) -> list[str]:
+def imported(store: Path, *args: str, then: tuple[tuple[str, ...], ...] = ()) -> list[str]:
+    """The heavy packages that `slotline --store STORE ARGS…` imports (and the commands
+    `then`, run after it in the same interpreter)."""
+    runs = [json.dumps(["--store", str(store), *command]) for command in (args, *then)]
+    probe = f"import json\nHEAVY = {HEAVY!r}\n{PROBE}"
     done = subprocess.run(
-        [sys.executable, "-c", "import json\n" + PROBE, "--store", str(store), *args],
-        capture_output=True,
-        text=True,
-        check=True,
+        [sys.executable, "-c", probe, *runs], capture_output=True, text=True, check=True
     )
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["code"] == 0, done.stderr
@@ -52,3 +63,14 @@ def test_status_imports_neither_pydantic_nor_asyncio(tmp_path: Path) -> None:
 
 def test_submit_receipt_does_not_import_rich(tmp_path: Path) -> None:
     assert "rich" not in imported(tmp_path / "s.db", "submit", "--", "true")
+
+
+def test_help_imports_none_of_the_commands(tmp_path: Path) -> None:
+    # `slotline --help` lists every command from its one-line summary, loading none
+    assert imported(tmp_path / "s.db", "--help") == []
+
+
+def test_the_help_of_every_command_imports_no_server_driver_or_mcp(tmp_path: Path) -> None:
+    helps = tuple((name, "--help") for name in COMMANDS)
+    loaded = imported(tmp_path / "s.db", "--version", then=helps)
+    assert not SERVING & set(loaded)

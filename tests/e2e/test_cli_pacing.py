@@ -51,7 +51,7 @@ def test_limits_set_rates_fairness_and_backoff_and_show_them(cli: Run) -> None:
     ("assignment", "message"),
     [
         ("rate:agent[claude]=20/0s", "more than 0s"),
-        ("rate:agent[claude]=0/1m", "1 to"),
+        ("rate:agent[claude]=0/1m", "between 1 and 1,000,000,000, got 0"),
         ("rate:colour=5/1m", "unknown rate key"),
         ("rate:global[x]=5/1m", "takes no [VALUE]"),
         ("fairness=colour", "unknown fairness key"),

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from slotline.models import Status
@@ -23,6 +24,12 @@ from .conftest import LINE_TIMEOUT, Lines, Run, Start, ok
 @pytest.fixture
 def spawn_env(env: dict[str, str]) -> dict[str, str]:
     return env
+
+
+def submit_command(run: Run, program: str, *args: str) -> str:
+    """Submit `program` (through `args`, e.g. --url) and return the task's id."""
+    task: dict[str, Any] = ok(run(*args, "--json", "submit", "--", program))
+    return str(task["id"])
 
 
 def submit(run: Run, *args: str) -> dict[str, Any]:
@@ -148,6 +155,32 @@ def test_submit_wait_and_logs_through_url(run: Run, serve_http: Start) -> None:
     done = ok(run(*remote, "--json", "submit", "--wait", "--", "true"))
     assert done["status"] == "succeeded"
     assert done == ok(run("--json", "show", done["id"]))
+
+
+def test_logs_of_a_command_that_failed_to_start_say_so_and_why(
+    run: Run, serve_http: Start, spawn: Callable[..., subprocess.Popen[str]]
+) -> None:
+    # Given a node, and `logs -f` of a task whose program does not exist, begun while it
+    # is still in line
+    url = serve_http()
+    remote = ("--url", url)
+    ok(run(*remote, "--json", "pause"))
+    task_id = submit_command(run, "no-such-program-27", *remote)
+    following = spawn("logs", "-f", task_id)
+    # When the node tries to start it
+    ok(run(*remote, "--json", "resume"))
+    # Then every way of reading its log says it failed to start, and why
+    said = f"attempt 1 of task {task_id[:8]} failed to start: command not found: no-such-program-27"
+    _, err = following.communicate(timeout=LINE_TIMEOUT)
+    assert (following.returncode, err.splitlines()[-1]) == (1, f"error: {said}")
+    for where in ((), remote):
+        for follow in ((), ("-f",)):
+            result = run(*where, "logs", *follow, task_id)
+            assert (result.code, result.error_line()) == (1, f"error: {said}"), (where, follow)
+    for query in ("", "?follow=true"):
+        answer = httpx.get(f"{url}/api/tasks/{task_id}/log{query}", timeout=LINE_TIMEOUT)
+        assert answer.status_code == 404
+        assert answer.json()["detail"] == said
 
 
 def test_logs_follow_through_url_streams_a_running_task_into_its_retry(

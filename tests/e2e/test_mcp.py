@@ -20,6 +20,8 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
 
+from slotline import __version__
+
 from .conftest import Run, Serve, Start, ok
 
 TOOLS = {
@@ -169,6 +171,24 @@ def operator(run: Run, remote: tuple[str, ...] = ()) -> Callable[[str], Awaitabl
     return set_limit
 
 
+def test_the_server_introduces_itself_as_slotline_with_its_version(
+    base_env: dict[str, str], tmp_path: Path
+) -> None:
+    # Given `slotline mcp` on stdio, as an agent's MCP configuration starts it
+    server = StdioServerParameters(
+        command=sys.executable, args=["-m", "slotline", "mcp"], env=base_env, cwd=str(tmp_path)
+    )
+
+    async def main() -> None:
+        async with stdio_client(server) as (read, write), ClientSession(read, write) as session:
+            # When the client initializes, then the server names slotline and its version
+            # (not the MCP library's)
+            hello = await session.initialize()
+            assert (hello.serverInfo.name, hello.serverInfo.version) == ("slotline", __version__)
+
+    anyio.run(main)
+
+
 def test_a_supervisor_over_stdio_on_the_store(
     cli: Run, serve: Serve, base_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -212,7 +232,8 @@ def test_a_supervisor_over_http_and_a_viewer_refused(
             streamable_http_client(f"{url}/mcp", http_client=http) as (read, write, _),
             ClientSession(read, write) as session,
         ):
-            await session.initialize()
+            hello = await session.initialize()
+            assert (hello.serverInfo.name, hello.serverInfo.version) == ("slotline", __version__)
             await scenario(session)
 
     async def viewer(session: ClientSession) -> None:

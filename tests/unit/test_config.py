@@ -55,6 +55,20 @@ def test_errors_name_the_key_and_the_line(tmp_path: Path) -> None:
     assert f"{path}:5: agents.claude.timout: Extra inputs are not permitted" in message
 
 
+def test_numbers_out_of_bounds_are_refused_saying_the_bound_in_words(tmp_path: Path) -> None:
+    text = "max_concurrent: 99999999999\nagents:\n  claude:\n    command: [c]\n"
+    path = write(tmp_path, text + "    timeout: 1.0e+20\n    memory_mb: 0\n")
+    with pytest.raises(InvalidInput) as caught:
+        load_config(path, env={})
+    message = str(caught.value)
+    assert f"{path}:1: max_concurrent: must be between 0 and 1,000,000,000, got 99999999999" in (
+        message
+    )
+    timeout = "agents.claude.timeout: must be more than 0 seconds and at most 10 years, got 1e+20"
+    assert f"{path}:5: {timeout}" in message
+    assert f"{path}:6: agents.claude.memory_mb: must be between 1 MiB and 16 TiB, got 0" in message
+
+
 def test_unknown_placeholder_and_bad_limit_key_are_refused(tmp_path: Path) -> None:
     path = write(
         tmp_path, 'agents:\n  x: {command: [x, "{promt}"]}\nlimits: [{key: team, max: 1}]\n'

@@ -20,63 +20,79 @@ from slotline import __version__
 from slotline.cli.context import CliState, report_error
 from slotline.errors import AccessDenied, BoundExceeded, SlotlineError
 
-# Each command as "module:function", imported only when the command runs (or when the
-# help lists them all), so that `slotline status` pays for none of the others' imports.
+# Each command: where it lives ("module:function"), imported only when the command runs, and
+# the line `slotline --help` lists it with (its short help), so that neither the help nor
+# `slotline status` pays for the other commands' imports (FastAPI, the store, mcp…).
 COMMANDS = {
-    "serve": "serve:serve",
-    "mcp": "mcp:mcp_command",
-    "submit": "submit:submit",
-    "show": "views:show_task",
-    "ls": "views:list_tasks",
-    "status": "views:queue_status_command",
-    "events": "views:events",
-    "logs": "logs:logs",
-    "stats": "stats:stats",
-    "top": "top:top",
-    "export": "export:export",
-    "cancel": "steering:cancel",
-    "terminate": "steering:terminate",
-    "followup": "followup:followup",
-    "boost": "steering:boost",
-    "bump": "steering:bump",
-    "move": "steering:move",
-    "priority": "steering:priority",
-    "restart": "steering:restart",
-    "hold": "steering:hold",
-    "release": "steering:release",
-    "pause": "steering:pause",
-    "resume": "steering:resume",
-    "clear": "steering:clear",
-    "bulk": "bulk:bulk",
-    "stop": "bulk:stop",
-    "redrive": "redrive:redrive",
-    "limits": "limits:limits",
-    "config": "config:show_config",
-    "token": "tokens:token",
-    "schedule": "schedule:schedule",
-    "diff": "landing:diff",
-    "merge": "landing:merge",
-    "worktrees": "landing:worktrees",
-    "notify": "notify:notify",
-    "agents": "agents:agents",
+    "serve": ("serve:serve", "Run a node until Ctrl-C or SIGTERM."),
+    "mcp": ("mcp:mcp_command", "Serve the MCP tools on stdin/stdout (docs/mcp.md)."),
+    "submit": ("submit:submit", "Queue a command, or a prompt for an agent type."),
+    "show": ("views:show_task", "Show one task in full, with its attempts."),
+    "ls": ("views:list_tasks", "List tasks, oldest first, a page at a time."),
+    "status": ("views:queue_status_command", "Show capacity, running tasks and the line."),
+    "events": ("views:events", "Show the event log."),
+    "logs": ("logs:logs", "Print the output of a task's run."),
+    "stats": ("stats:stats", "Show counts, wait and run times, throughput and spending."),
+    "top": ("top:top", "A live view: utilization, running agents, the line."),
+    "export": ("export:export", "Write the whole queue state as JSON."),
+    "cancel": ("steering:cancel", "Cancel a task."),
+    "terminate": ("steering:terminate", "Stop a running task; it fails."),
+    "followup": ("followup:followup", "Queue a follow-up of a task, in its worktree and session."),
+    "boost": ("steering:boost", "Start next: put a task at position 1."),
+    "bump": ("steering:bump", "Start now, even over the limits."),
+    "move": ("steering:move", "Move a queued task in line."),
+    "priority": ("steering:priority", "Set the priority of a task not yet started."),
+    "restart": ("steering:restart", "Run an ended or blocked task again."),
+    "hold": ("steering:hold", "Keep a queued task from starting until released."),
+    "release": ("steering:release", "Put a held task back in line, at its old place."),
+    "pause": ("steering:pause", "Stop starting tasks; running ones go on."),
+    "resume": ("steering:resume", "Start tasks again after a pause."),
+    "clear": ("steering:clear", "Cancel every task not yet started (needs --force)."),
+    "bulk": ("bulk:bulk", "Apply one verb to many tasks, by id or by filter."),
+    "stop": ("bulk:stop", "Emergency stop: pause, and terminate every running task."),
+    "redrive": ("redrive:redrive", "Restart failed tasks that match every given filter."),
+    "limits": ("limits:limits", "Show or change the limits."),
+    "config": ("config:show_config", "Print the effective configuration."),
+    "token": ("tokens:token", "Create, list and revoke the API tokens of a server."),
+    "schedule": ("schedule:schedule", "Recurring tasks, submitted at each tick of a cron."),
+    "diff": ("landing:diff", "Show what the task's latest worktree run changed."),
+    "merge": ("landing:merge", "Merge the branch of the task's latest run into a branch."),
+    "worktrees": ("landing:worktrees", "List the worktrees of runs on disk."),
+    "notify": ("notify:notify", "Webhooks (`notify:` in slotline.yaml) and command hooks."),
+    "agents": ("agents:agents", "The agent types of slotline.yaml (`agents:`)."),
 }
 
 
 class LazyGroup(click.Group):
-    """A group whose commands (`COMMANDS`) are imported when first asked for."""
+    """A group whose commands (`COMMANDS`) are imported when first asked for; its help
+    lists them from their short help in `COMMANDS`, importing none."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return [*COMMANDS, *super().list_commands(ctx)]
+        return [*COMMANDS, *(n for n in super().list_commands(ctx) if n not in COMMANDS)]
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         found = super().get_command(ctx, cmd_name)
         if found is not None or cmd_name not in COMMANDS:
             return found
-        module, name = COMMANDS[cmd_name].split(":")
+        where, short_help = COMMANDS[cmd_name]
+        module, name = where.split(":")
         command = getattr(importlib.import_module(f"slotline.cli.{module}"), name)
         assert isinstance(command, click.Command)
+        command.short_help = short_help
         self.add_command(command, cmd_name)
         return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [
+            (
+                name,
+                COMMANDS[name][1] if name in COMMANDS else self.commands[name].get_short_help_str(),
+            )
+            for name in self.list_commands(ctx)
+            if name in COMMANDS or not self.commands[name].hidden
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
 
 EXIT_REFUSED = 1

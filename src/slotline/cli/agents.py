@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from slotline.cli.context import CliState, json_option, pass_state
+from slotline.cli.numbers import seconds
 from slotline.cli.plain import print_json, printable
 from slotline.runner.preflight import PROBE_TIMEOUT, Level, check_agents
 
@@ -17,7 +18,7 @@ def agents() -> None:
 @agents.command("check")
 @click.argument("name", metavar="[TYPE]", required=False)
 @click.option(
-    "--timeout", type=click.FloatRange(min=0.1, max=600), default=PROBE_TIMEOUT,
+    "--timeout", type=seconds(0.1, 600), default=PROBE_TIMEOUT,
     show_default=True, help="Seconds each dry run may take.",
 )  # fmt: skip
 @json_option

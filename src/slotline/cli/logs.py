@@ -6,19 +6,21 @@ import asyncio
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import click
 
-from slotline.bounds import MAX_INT
+from slotline.bounds import ORDINAL
 from slotline.cli.backend import Backend
 from slotline.cli.context import CliState, pass_state
 from slotline.cli.interrupt import run_until_interrupted
+from slotline.cli.numbers import Number
 from slotline.cli.plain import describe_place, short_id
-from slotline.client import SlotlineClient
 from slotline.errors import NotFound
-from slotline.models import Attempt, Status, Task
-from slotline.remote import follow_log
+from slotline.models import Attempt, Status, Task, why_no_log
+
+if TYPE_CHECKING:
+    from slotline.client import SlotlineClient
 
 POLL_SECONDS = 0.2
 CHUNK = 1 << 16
@@ -37,7 +39,7 @@ CHUNK = 1 << 16
     "--attempt",
     "number",
     metavar="N",
-    type=click.IntRange(min=1, max=MAX_INT),
+    type=Number(ORDINAL),
     help="Attempt N (1, 2, …; default: the latest).",
 )
 @pass_state
@@ -99,10 +101,7 @@ def _where(task: Task, attempt: Attempt) -> str:
 def _log_path(task: Task, attempt: Attempt) -> str:
     """Where the attempt's log is written (on its node), or NotFound saying why it has none."""
     if attempt.log_path is None:
-        where = _where(task, attempt)
-        if attempt.finished_at is None:
-            raise NotFound(f"{where} has no log yet: its process is starting", task_id=task.id)
-        raise NotFound(f"{where} has no log file (a {task.kind} task)", task_id=task.id)
+        raise NotFound(why_no_log(task, attempt), task_id=task.id)
     return attempt.log_path
 
 
@@ -164,6 +163,7 @@ def _local_copier(out: BinaryIO) -> Copier:
 def _remote_copier(client: SlotlineClient, out: BinaryIO) -> Copier:
     """Stream the log through the server's log route; it returns when the attempt has
     ended or the stream was dropped (the next call resumes from the offset)."""
+    from slotline.remote import follow_log
 
     async def copy(task: Task, attempt: Attempt, offset: int) -> int | None:
         if attempt.log_path is None:

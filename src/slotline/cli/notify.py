@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Protocol, cast
 import click
 
 from slotline.cli.context import CliState, json_option, pass_state
+from slotline.cli.numbers import whole
 from slotline.cli.plain import ago, print_json, printable, short_id
 from slotline.clock import utcnow
 
@@ -28,7 +29,7 @@ def notify() -> None:
 
 @notify.command("log")
 @click.option(
-    "--limit", "-n", type=click.IntRange(1, 5000), default=50, show_default=True,
+    "--limit", "-n", type=whole(1, 5000), default=50, show_default=True,
     help="How many of the latest deliveries to show.",
 )  # fmt: skip
 @json_option

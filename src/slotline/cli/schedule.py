@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import click
 
+from slotline.bounds import ATTEMPTS
 from slotline.cli.context import CliState, json_option, pass_state
+from slotline.cli.numbers import Number
 from slotline.cli.plain import ago, print_json, printable, short_id, strict_json
 from slotline.cli.submit import parse_duration, parse_pairs, parse_priority
 from slotline.clock import iso, utcnow
@@ -97,7 +99,7 @@ def schedule() -> None:
 )
 @click.option("--timeout", metavar="S", callback=parse_duration, help="Run time limit.")
 @click.option("--ttl", metavar="S", callback=parse_duration, help="Expire if not started in time.")
-@click.option("--max-attempts", metavar="N", type=click.IntRange(1, 100), help="Runs allowed.")
+@click.option("--max-attempts", metavar="N", type=Number(ATTEMPTS), help="Runs allowed.")
 @click.option("--prompt", metavar="TEXT", help="With --agent NAME: the agent type's prompt.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @json_option

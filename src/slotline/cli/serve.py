@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING
 
 import click
 
-from slotline.bounds import MAX_COUNT
+from slotline.bounds import COUNT
 from slotline.cli.apply import apply_config
 from slotline.cli.context import CliState, json_option, pass_state
+from slotline.cli.numbers import Number, seconds, whole
 from slotline.errors import SlotlineError
 from slotline.runner.env import allow_list
 from slotline.runner.isolate import SWEEP_INTERVAL
@@ -33,7 +34,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 @click.option(
     "--max-concurrent",
     metavar="N",
-    type=click.IntRange(min=0, max=MAX_COUNT),
+    type=Number(COUNT),
     help="Set the global limit (persisted in the store) before starting.",
 )
 @click.option(
@@ -76,7 +77,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
     show_default=True,
     help="Address of the HTTP API; beyond loopback, tokens are required.",
 )
-@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True)
+@click.option("--port", type=whole(0, 65535), default=8765, show_default=True)
 @click.option("--no-http", is_flag=True, help="Run the node without the HTTP API.")
 @click.option(
     "--no-auth",
@@ -92,21 +93,21 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 @click.option(
     "--slots",
     metavar="N",
-    type=click.IntRange(0, 100_000),
+    type=whole(0, 100_000),
     help="Run at most N tasks on this node, beside the global and per-key limits "
     "(default: no cap of its own; `slots:` in slotline.yaml).",
 )
 @click.option(
     "--lease",
     metavar="SECONDS",
-    type=click.FloatRange(1, 86_400),
+    type=seconds(1, 86_400),
     help="How long this node's runs stay its own without a heartbeat; another node of "
     "the store finishes them after that (default: 30; `lease:` in slotline.yaml).",
 )
 @click.option(
     "--sweep-interval",
     metavar="SECONDS",
-    type=click.FloatRange(0, 86_400),
+    type=seconds(0, 86_400),
     default=SWEEP_INTERVAL,
     show_default=True,
     help="How often the node sweeps its worktrees and applies their retention policy, "
@@ -115,7 +116,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 @click.option(
     "--sample-interval",
     metavar="SECONDS",
-    type=click.FloatRange(0, 3600),
+    type=seconds(0, 3600),
     default=10.0,
     show_default=True,
     help="How often the line is sampled for the dashboard's charts (0: never).",

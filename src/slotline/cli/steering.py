@@ -7,8 +7,9 @@ from collections.abc import Callable
 
 import click
 
-from slotline.bounds import MAX_INT
+from slotline.bounds import ORDINAL
 from slotline.cli.context import CliState, json_option, pass_state
+from slotline.cli.numbers import Number
 from slotline.cli.plain import describe_place, print_json, short_id
 from slotline.cli.submit import parse_priority
 from slotline.errors import InvalidInput
@@ -122,9 +123,7 @@ def bump(state: CliState, task_id: str) -> None:
 
 @click.command()
 @task_argument
-@click.option(
-    "--to", "to", metavar="N", type=click.IntRange(min=1, max=MAX_INT), help="To position N."
-)
+@click.option("--to", "to", metavar="N", type=Number(ORDINAL), help="To position N.")
 @click.option("--before", metavar="ID", help="Just before this queued task.")
 @click.option("--after", metavar="ID", help="Just after this queued task.")
 @json_option

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import functools
-import math
 import time
 from pathlib import Path
 from typing import Any
 
 import click
 
-from slotline.bounds import MAX_SECONDS
+from slotline.bounds import ATTEMPTS, MEMORY_MB, SECONDS
 from slotline.cli.backend import Backend, agent_type_fields
 from slotline.cli.context import CliState, json_option, pass_state, report_warning
+from slotline.cli.numbers import Number
 from slotline.cli.plain import describe_place, print_json, short_id
 from slotline.cli.when import at_option
 from slotline.clock import utcnow
@@ -39,11 +39,10 @@ def parse_duration(_ctx: click.Context, param: click.Parameter, value: str | Non
         raise click.BadParameter(
             f"{value!r} is not a duration (seconds, or e.g. 90s, 10m, 2h)", param=param
         ) from None
-    if not math.isfinite(seconds) or not 0 < seconds <= MAX_SECONDS:
-        raise click.BadParameter(
-            f"{value!r} must be between zero and {MAX_SECONDS:g} seconds", param=param
-        )
-    return seconds
+    try:
+        return SECONDS.parse(seconds)
+    except InvalidInput as exc:
+        raise click.BadParameter(str(exc), param=param) from None
 
 
 def parse_pairs(
@@ -140,7 +139,7 @@ def parse_priority(
 @click.option(
     "--max-attempts",
     metavar="N",
-    type=click.IntRange(1, 100),
+    type=Number(ATTEMPTS),
     help="Runs allowed in all; failures are retried with backoff (default 1, or the agent type's).",
 )
 @click.option(
@@ -152,7 +151,7 @@ def parse_priority(
 @click.option(
     "--memory-mb",
     metavar="MB",
-    type=click.IntRange(min=1, max=16 * 1024 * 1024),
+    type=Number(MEMORY_MB),
     help="Cap the run's memory (address space) at this many MiB.",
 )
 @click.option(

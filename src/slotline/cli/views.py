@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING
 
 import click
 
-from slotline.bounds import MAX_INT
+from slotline.bounds import OFFSET, ORDINAL
 from slotline.cli.backend import Backend
 from slotline.cli.context import CliState, json_option, pass_state
 from slotline.cli.filters import filter_options, task_filter
+from slotline.cli.numbers import Number
 from slotline.cli.plain import event_line, print_json, strict_json
 from slotline.clock import utcnow
 from slotline.models import Event
@@ -47,7 +48,7 @@ def show_task(state: CliState, task_id: str) -> None:
     "--limit",
     "-n",
     metavar="N",
-    type=click.IntRange(min=1, max=MAX_INT),
+    type=Number(ORDINAL),
     default=100,
     show_default=True,
     help="At most N tasks.",
@@ -153,14 +154,14 @@ def _status(state: CliState, mine: bool, limit: int | None) -> QueueStatus:
 @click.option(
     "--since",
     metavar="SEQ",
-    type=click.IntRange(min=0, max=MAX_INT),
+    type=Number(OFFSET),
     help="Events after this sequence number (default: the latest N).",
 )
 @click.option(
     "--limit",
     "-n",
     metavar="N",
-    type=click.IntRange(min=1, max=MAX_INT),
+    type=Number(ORDINAL),
     default=100,
     show_default=True,
     help="At most N events.",

@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import cache
-from typing import Any
+from typing import Any, Literal
 
 import re2  # type: ignore[import-untyped]
 
-from slotline.bounds import MAX_COUNT, MAX_SECONDS
+from slotline.bounds import MAX_COUNT, MAX_SECONDS, Range
 from slotline.errors import InvalidInput
 from slotline.limits import Limit
 from slotline.scheduler import policy
@@ -145,11 +145,10 @@ def _line_around(text: str, start: int, end: int) -> str:
 
 def _number(data: Mapping[str, Any], name: str, default: float, lo: float, hi: float) -> float:
     value = data.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidInput(f"backoff: {name} must be a number, not {value!r}")
-    if not lo <= float(value) <= hi:
-        raise InvalidInput(f"backoff: {name} must be between {lo:g} and {hi:g}, not {value}")
-    return float(value)
+    if isinstance(value, str):  # yaml and JSON give numbers; a string is a mistake
+        raise InvalidInput(f"backoff: {name} must be a number, got {value!r}")
+    unit: Literal["", "seconds"] = "seconds" if "delay" in name else ""
+    return float(Range(lo, hi, unit=unit).check(f"backoff: {name}", value))
 
 
 def check_pattern(pattern: str) -> str:

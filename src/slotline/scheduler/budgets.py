@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from slotline.bounds import MAX_COUNT
+from slotline.bounds import MAX_COUNT, Range
 from slotline.errors import InvalidInput
 from slotline.limits import GLOBAL
 from slotline.scheduler.rates import Keyed, format_period, parse_period
@@ -141,7 +141,8 @@ def check_amount(amount: object, unit: str) -> float:
         raise InvalidInput(f"a budget's amount must be a number, not {amount!r}")
     value = float(amount)
     if not math.isfinite(value) or value <= 0 or value > _MAX[unit]:
-        raise InvalidInput(f"a budget must be more than 0 and at most {_MAX[unit]:g} {unit}")
+        words = Range(0, _MAX[unit], above=True).words()
+        raise InvalidInput(f"a budget must be {words} {unit}, got {amount!r}")
     if unit == TOKENS and value != int(value):
         raise InvalidInput(f"a token budget is a whole number of tokens, not {amount!r}")
     return value

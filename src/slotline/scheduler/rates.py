@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from slotline.bounds import MAX_COUNT, MAX_SECONDS
+from slotline.bounds import MAX_COUNT, MAX_SECONDS, Range
 from slotline.errors import InvalidInput
 from slotline.limits import GLOBAL, check_limit_key
 
@@ -107,15 +107,9 @@ def check_max_starts(value: object) -> int:
     Raises:
         InvalidInput: anything else.
     """
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise InvalidInput(f"a rate's count must be a whole number, not {value!r}")
-    try:
-        number = int(value)
-    except ValueError:
-        raise InvalidInput(f"a rate's count must be a whole number, not {value!r}") from None
-    if not 1 <= number <= MAX_COUNT:
-        raise InvalidInput(f"a rate's count must be 1 to {MAX_COUNT}, not {number}")
-    return number
+    if isinstance(value, float):
+        raise InvalidInput(f"a rate's count must be a whole number, got {value!r}")
+    return int(Range(1, MAX_COUNT, whole=True).check("a rate's count", value))
 
 
 def parse_rate(text: str) -> tuple[int, float]:

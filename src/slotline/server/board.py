@@ -10,6 +10,7 @@ import psutil
 from fastapi import APIRouter, Depends, Query
 
 from slotline import stats
+from slotline.bounds import OFFSET, Range
 from slotline.clock import iso
 from slotline.models import Task
 from slotline.server.auth import Principal
@@ -17,7 +18,7 @@ from slotline.server.context import Reader, State
 from slotline.server.errors import ERROR_RESPONSES
 from slotline.server.filters import filter_query
 from slotline.server.queue import status_json
-from slotline.server.schemas import MAX_SEQ, task_json
+from slotline.server.schemas import task_json
 from slotline.store import Settings, Store
 from slotline.taskfilter import TaskFilter
 
@@ -89,8 +90,8 @@ async def line(
     state: State,
     who: Reader,
     wanted: Annotated[TaskFilter, Depends(filter_query)],
-    offset: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
-    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    offset: Annotated[int, Query(), OFFSET] = 0,
+    limit: Annotated[int, Query(), Range(1, 500, whole=True)] = 100,
 ) -> dict[str, Any]:
     """The capacity header, the running tasks and one page of the line in queue order
     (positions are in the whole line, also when filtered; `status` is ignored here),

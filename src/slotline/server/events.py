@@ -18,6 +18,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header, HTTPException, Query, Request, WebSocket
 from starlette.responses import StreamingResponse
 
+from slotline.bounds import OFFSET
 from slotline.errors import NotFound, SlotlineError
 from slotline.models import Event
 from slotline.server.auth import Principal
@@ -250,9 +251,7 @@ async def events_sse(
     request: Request,
     state: State,
     who: Reader,
-    since: Annotated[
-        int | None, Query(ge=0, le=MAX_SEQ, description="Last seq seen; omit: new only")
-    ] = None,
+    since: Annotated[int | None, Query(description="Last seq seen; omit: new only"), OFFSET] = None,
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> StreamingResponse:
     """The event log as Server-Sent Events (`id:` is the seq, so EventSource resumes by

@@ -8,11 +8,12 @@ attempt whose lease lapses is finished as interrupted by a node, which frees its
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel, ConfigDict, Field
 
+from slotline.bounds import Range
 from slotline.clock import iso
 from slotline.models import Kind, Task
 from slotline.readback import read_back
@@ -24,6 +25,8 @@ from slotline.server.schemas import TaskOut, task_json
 router = APIRouter(prefix="/api/external", tags=["external runners"], responses=ERROR_RESPONSES)
 
 DEFAULT_LEASE = 60.0
+# How long a claim of an external task holds without a heartbeat.
+LEASE = Range(5, 86400, unit="seconds")
 
 
 class ClaimBody(BaseModel):
@@ -34,7 +37,7 @@ class ClaimBody(BaseModel):
         pattern=r"^[A-Za-z0-9_.:@/+-]{1,100}$",
         description="Who runs the tasks (default: the token's name); shown as the node",
     )
-    lease: float = Field(default=DEFAULT_LEASE, ge=5, le=86400)
+    lease: Annotated[float, LEASE] = DEFAULT_LEASE
 
 
 class ClaimOut(BaseModel):
@@ -52,7 +55,7 @@ class HeartbeatBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     token: str = Field(min_length=1, max_length=200)
-    lease: float = Field(default=DEFAULT_LEASE, ge=5, le=86400)
+    lease: Annotated[float, LEASE] = DEFAULT_LEASE
 
 
 class HeartbeatOut(BaseModel):
@@ -74,7 +77,7 @@ class FailedBody(BaseModel):
 
     token: str = Field(min_length=1, max_length=200)
     reason: str = Field(default="failed", min_length=1, max_length=2000)
-    exit_code: int | None = Field(default=None, ge=-(2**31), le=2**31 - 1)
+    exit_code: Annotated[int, Range(-(2**31), 2**31 - 1, whole=True)] | None = None
 
 
 @router.post("/claim", response_model=ClaimsOut)

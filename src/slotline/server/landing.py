@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel, ConfigDict, Field
 
+from slotline.bounds import Range
 from slotline.clock import utcnow
 from slotline.landing import verbs
 from slotline.landing.diff import DIFF_MAX_BYTES
@@ -42,7 +43,9 @@ async def task_diff(
     who: Reader,
     ref: str,
     stat: Annotated[bool, Query(description="Only the stat, no patch")] = False,
-    max_bytes: Annotated[int, Query(ge=1, le=DIFF_MAX_BYTES)] = DIFF_MAX_BYTES,
+    max_bytes: Annotated[
+        int, Query(), Range(1, DIFF_MAX_BYTES, whole=True, unit="bytes")
+    ] = DIFF_MAX_BYTES,
 ) -> dict[str, Any]:
     """The changes of the task's latest worktree run against its base commit (committed
     and uncommitted work in its worktree, else on its branch): `stat`, and the patch as

@@ -4,11 +4,11 @@ document."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from slotline.bounds import MAX_COUNT
+from slotline.bounds import COUNT, MAX_COUNT, Range
 
 
 class LimitSet(BaseModel):
@@ -18,7 +18,7 @@ class LimitSet(BaseModel):
 
     key: str
     value: str | None = None
-    max: int | None = Field(ge=0, le=MAX_COUNT)
+    max: Annotated[int, COUNT] | None
 
 
 class RateSet(BaseModel):
@@ -30,7 +30,7 @@ class RateSet(BaseModel):
 
     key: str
     value: str | None = None
-    max: int | None = Field(ge=1, le=MAX_COUNT)
+    max: Annotated[int, Range(1, MAX_COUNT, whole=True)] | None
     period: float | str | None = None
 
 

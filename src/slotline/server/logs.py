@@ -12,11 +12,11 @@ from typing import Annotated, BinaryIO
 from fastapi import APIRouter, Query, Request
 from starlette.responses import StreamingResponse
 
+from slotline.bounds import OFFSET, ORDINAL
 from slotline.errors import NotFound
-from slotline.models import Attempt, Task
+from slotline.models import Attempt, Task, why_no_log
 from slotline.server.context import Reader, ServerState, State, access_lost, presented_token
 from slotline.server.errors import ERROR_RESPONSES
-from slotline.server.schemas import MAX_SEQ
 
 CHUNK = 64 * 1024
 
@@ -114,10 +114,10 @@ async def task_log(
     who: Reader,
     ref: str,
     attempt: Annotated[
-        int | None, Query(ge=1, le=MAX_SEQ, description="Attempt number; default last")
+        int | None, Query(description="Attempt number; default last"), ORDINAL
     ] = None,
     follow: Annotated[bool, Query(description="Keep streaming while it runs")] = False,
-    offset: Annotated[int, Query(ge=0, le=MAX_SEQ, description="Start at this byte")] = 0,
+    offset: Annotated[int, Query(description="Start at this byte"), OFFSET] = 0,
 ) -> StreamingResponse:
     """The output (stdout and stderr) of a task's attempt. With `follow=true` the response
     stays open and streams new output until the attempt ends; a task that has not started
@@ -125,6 +125,11 @@ async def task_log(
     task = await state.visible_task(who, ref)
     _check_attempt(task, attempt, follow)
     chosen = _pick(task, attempt)
+    # An attempt that ended without a log never will have one (it failed to start): even
+    # a follow is answered with why.
+    ended = chosen is not None and chosen.finished_at is not None
+    if chosen is not None and not chosen.log_path and (ended or not follow):
+        raise NotFound(why_no_log(task, chosen), task_id=task.id)
     if not follow:
         if chosen is None or not chosen.log_path:
             raise NotFound(f"task {task.id[:8]} has no log yet (it is {task.status})")

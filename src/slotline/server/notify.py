@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
+from slotline.bounds import Range
 from slotline.server.context import Admin, State
 from slotline.server.errors import ERROR_RESPONSES
 
@@ -16,7 +17,7 @@ router = APIRouter(prefix="/api/notify", tags=["notify"], responses=ERROR_RESPON
 
 @router.get("/log")
 async def notify_log(
-    state: State, _who: Admin, limit: Annotated[int, Query(ge=1, le=5000)] = 100
+    state: State, _who: Admin, limit: Annotated[int, Query(), Range(1, 5000, whole=True)] = 100
 ) -> dict[str, Any]:
     """The last `limit` deliveries and failures, newest first: hook, event, seq, task,
     node, try, ok, HTTP status (or exit code), error and time taken. Never a secret."""

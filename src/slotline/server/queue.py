@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
+from slotline.bounds import OFFSET, Range
 from slotline.clock import iso, utcnow
 from slotline.config import Config, redacted
 from slotline.errors import InvalidInput
@@ -23,7 +24,6 @@ from slotline.server.errors import ERROR_RESPONSES
 from slotline.server.events import Visibility
 from slotline.server.limit_schemas import LimitsBody, LimitsOut
 from slotline.server.schemas import (
-    MAX_SEQ,
     ClearedOut,
     EventList,
     OkOut,
@@ -66,7 +66,9 @@ async def queue_status(
     mine: Annotated[bool, Query(description="Also list the caller's own live tasks")] = False,
     root: Annotated[str | None, Query(description="With mine: this task's subtree")] = None,
     limit: Annotated[
-        int | None, Query(ge=0, le=100_000, description="Only the first LIMIT queued tasks")
+        int | None,
+        Query(description="Only the first LIMIT queued tasks"),
+        Range(0, 100_000, whole=True),
     ] = None,
 ) -> dict[str, Any]:
     """Capacity (active of max, slots available, at capacity, paused) and the line: running
@@ -143,8 +145,8 @@ async def stats(state: State, who: Reader) -> dict[str, Any]:
 async def events(
     state: State,
     who: Reader,
-    since: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
-    limit: Annotated[int, Query(ge=0, le=1000)] = 1000,
+    since: Annotated[int, Query(), OFFSET] = 0,
+    limit: Annotated[int, Query(), Range(0, 1000, whole=True)] = 1000,
 ) -> dict[str, Any]:
     """Events after `since` (a seq), oldest first, and the last seq of the log. For a live
     feed use /api/events/ws or /api/events/stream. A user sees queue-wide events and

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Response
 
+from slotline.bounds import OFFSET, Range
 from slotline.config import Config
 from slotline.errors import NotFound, UnknownDependency
 from slotline.models import Priority, Task
@@ -16,7 +17,6 @@ from slotline.server.context import Reader, ServerState, State, Writer, hidden
 from slotline.server.errors import ERROR_RESPONSES
 from slotline.server.filters import filter_query
 from slotline.server.schemas import (
-    MAX_SEQ,
     BatchBody,
     CancelBody,
     EventList,
@@ -225,7 +225,7 @@ async def list_tasks(
     wanted: Annotated[TaskFilter, Depends(filter_query)],
     parent: Annotated[str | None, Query(description="Only subtasks of this task id")] = None,
     newest: Annotated[bool, Query(description="Newest first")] = False,
-    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+    limit: Annotated[int, Query(), Range(1, MAX_PAGE, whole=True)] = 100,
     after: Annotated[
         str | None,
         Query(
@@ -233,7 +233,7 @@ async def list_tasks(
             description="Continue after this task id: `next_after` of the page before",
         ),
     ] = None,
-    offset: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
+    offset: Annotated[int, Query(), OFFSET] = 0,
     count: Annotated[bool, Query(description="Count every match (`total`)")] = True,
 ) -> dict[str, Any]:
     """Tasks in submission order (or newest first), filtered, a page at a time: the next
@@ -265,7 +265,7 @@ async def task_events(
     state: State,
     who: Reader,
     ref: str,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 200,
+    limit: Annotated[int, Query(), Range(1, 1000, whole=True)] = 200,
 ) -> dict[str, Any]:
     """The last `limit` events of one task, oldest first, and the last seq of the log."""
     task = await state.visible_task(who, ref)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from slotline.bounds import MAX_INT
+from slotline.bounds import MAX_INT, ORDINAL
 from slotline.models import Kind, Status, Task
 from slotline.server.limit_schemas import BackoffOut, BudgetStateOut, RateStateOut
 
@@ -275,7 +275,7 @@ class MoveBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    to: int | None = Field(default=None, ge=1, le=MAX_SEQ)
+    to: Annotated[int, ORDINAL] | None = None
     before: str | None = None
     after: str | None = None
 
