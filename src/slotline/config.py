@@ -114,6 +114,8 @@ class Config(BaseModel):
     lease: float = Field(default=30.0, ge=1, le=86_400)
     slots: int | None = Field(default=None, ge=0, le=100_000)
     log_max_bytes: int = Field(default=50 * 1024 * 1024, ge=1024, le=2**50)
+    # This node's own: keep the machine from sleeping while it has runs (runner/awake.py).
+    keep_awake: bool = True
     env_allow: EnvAllow = Field(default_factory=list)
     # Who may submit raw commands (argv lists, env) over HTTP; others submit agent types.
     raw_commands: Literal["all", "admins"] = "admins"
@@ -177,6 +179,7 @@ ENV_KEYS = (
     "max_queued_per_user",
     "kill_grace",
     "log_max_bytes",
+    "keep_awake",
     "lease",
     "slots",
     "env_allow",
