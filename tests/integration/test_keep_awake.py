@@ -22,7 +22,7 @@ from waiting import until, until_async
 
 # Each start: its pid, then its argv, one line each, then a blank line.
 STANDIN = """#!/bin/sh
-{{ echo "$$"; basename "$0"; printf '%s\\n' "$@"; echo; }} >> "{record}"
+printf '%s\\n' "$$" "$(basename "$0")" "$@" "" >> "{record}"
 {then}
 """
 
@@ -57,8 +57,8 @@ def started(record: Path) -> list[tuple[int, list[str]]]:
     """(pid, argv) of each stand-in started so far."""
     if not record.exists():
         return []
-    entries = [entry.splitlines() for entry in record.read_text().split("\n\n") if entry]
-    return [(int(pid), argv) for pid, *argv in entries]
+    *complete, _being_written = record.read_text().split("\n\n")
+    return [(int(pid), argv) for pid, *argv in map(str.splitlines, complete)]
 
 
 def running(pid: int) -> bool:
@@ -110,7 +110,11 @@ def test_the_inhibitor_is_held_while_runs_go_on_and_released_when_they_end(
             Path(f"{go}2").touch()
             await until_async(lambda: not running(pid), what="the inhibitor stopped")
 
-    asyncio.run(scenario())
+    try:
+        asyncio.run(scenario())
+    finally:  # never leave a run behind
+        go.touch()
+        Path(f"{go}2").touch()
 
 
 def test_a_node_that_stops_releases_the_inhibitor_its_runs_go_on(

@@ -179,6 +179,15 @@ def open_fds(caps: Capabilities = CAPS) -> list[int]:
     return fds
 
 
+def unenforced_cap(memory_mb: int, at_submit: bool = False) -> str:
+    """What a run (or its submit, on a platform whose nodes cannot cap it) is told."""
+    said = (
+        f"memory cap of {memory_mb} MB not enforced: this platform ({sys.platform}) "
+        "has no enforced RLIMIT_AS"
+    )
+    return f"{said}; a node on Linux enforces it" if at_submit else said
+
+
 def memory_cap(memory_mb: int | None, log_path: Path, caps: Capabilities = CAPS) -> int:
     """The memory cap to enforce on a run, in MB (0: none). Where the platform cannot
     enforce one, a run that asked for it runs without, and says so: a line in its log
@@ -187,10 +196,7 @@ def memory_cap(memory_mb: int | None, log_path: Path, caps: Capabilities = CAPS)
         return 0
     if caps.rlimit_as:
         return memory_mb
-    note = (
-        f"[slotline: memory cap of {memory_mb} MB not enforced: this platform "
-        f"({sys.platform}) has no enforced RLIMIT_AS]\n"
-    )
+    note = f"[slotline: {unenforced_cap(memory_mb)}]\n"
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)  # as the keeper
     try:
         os.write(fd, note.encode())
