@@ -114,6 +114,8 @@ class Config(BaseModel):
     lease: Annotated[float, Range(1, 86_400, unit="seconds")] = 30.0
     slots: Annotated[int, Range(0, 100_000, whole=True)] | None = None
     log_max_bytes: Annotated[int, Range(1024, 2**50, whole=True, unit="bytes")] = 50 * 1024 * 1024
+    # This node's own: keep the machine from sleeping while it has runs (runner/awake.py).
+    keep_awake: bool = True
     env_allow: EnvAllow = Field(default_factory=list)
     # Who may submit raw commands (argv lists, env) over HTTP; others submit agent types.
     raw_commands: Literal["all", "admins"] = "admins"
@@ -177,6 +179,7 @@ ENV_KEYS = (
     "max_queued_per_user",
     "kill_grace",
     "log_max_bytes",
+    "keep_awake",
     "lease",
     "slots",
     "env_allow",

@@ -28,6 +28,7 @@ from slotline.landing.prune import WorktreePolicy
 from slotline.models import Kind
 from slotline.registration import register
 from slotline.runner import adopt
+from slotline.runner.awake import KeepAwake
 from slotline.runner.callable import Entry, Registry, TaskFunction
 from slotline.runner.env import BASE_ALLOW
 from slotline.runner.isolate import SWEEP_INTERVAL
@@ -69,6 +70,7 @@ class Node:
         worktree_policy: WorktreePolicy | None = None,
         agents: Mapping[str, AgentType] | None = None,
         config: Config | None = None,
+        keep_awake: bool = False,
     ) -> None:
         self.store = store
         # The configuration it serves, published to the store when it starts (`published`).
@@ -114,6 +116,8 @@ class Node:
         )
         self.supervisor = Supervisor(store, self.node_id, settings, self._changed, self._store_now)
         self.supervisor.isolator.policy = worktree_policy
+        # Held from the first run's start to the last one's end (`keep_awake` setting).
+        self.awake = KeepAwake(keep_awake)
 
     @property
     def log_dir(self) -> Path:
@@ -177,6 +181,7 @@ class Node:
                         self.supervisor.outbox.dispatching = True
                     next_wake = await self._dispatch(watcher.id)
                     failures = 0
+                    self.awake.update(len(self.supervisor.runs))
                 except SlotlineError:
                     # The store is unreachable or busy: keep supervising, try again soon.
                     failures += 1
@@ -200,6 +205,7 @@ class Node:
                 with contextlib.suppress(SlotlineError):
                     await asyncio.to_thread(self.store.set_pressure, self.node_id, None, False)
             await self.supervisor.shutdown()
+            self.awake.release()
             watcher.close()
             with contextlib.suppress(SlotlineError):
                 await asyncio.to_thread(self.store.unregister_node, self.node_id)

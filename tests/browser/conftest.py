@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from clean_env import without_slotline_variables
 from slotline.models import Status
 from slotline.server import create_token
 from slotline.store import Store, open_store
@@ -92,7 +93,7 @@ class Serve:
 def make_serve(root: Path) -> Serve:
     root.mkdir(parents=True, exist_ok=True)
     tokens = root / "tokens.json"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLOTLINE_")}
+    env = without_slotline_variables()
     env.update(
         SLOTLINE_STORE=str(root / "store.db"),
         SLOTLINE_TOKENS=str(tokens),

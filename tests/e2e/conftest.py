@@ -7,7 +7,6 @@ directly, as a node would. Those that need real runs start `slotline serve` (`se
 from __future__ import annotations
 
 import json
-import os
 import queue
 import re
 import signal
@@ -21,6 +20,7 @@ from typing import IO, Any
 
 import pytest
 
+from clean_env import without_slotline_variables
 from slotline.store import Store, open_store
 
 # Each CLI call here is a new Python process (about 0.5 s of start-up on a quiet machine,
@@ -77,7 +77,7 @@ def store_path(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def base_env(tmp_path: Path, store_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLOTLINE_")}
+    env = without_slotline_variables()
     env.update(
         SLOTLINE_STORE=str(store_path),
         XDG_DATA_HOME=str(tmp_path / "xdg"),

@@ -61,6 +61,19 @@ def test_submit_prints_short_id_status_and_position(cli: Run) -> None:
     assert re.fullmatch(r"submitted [0-9a-f]{8}: queued, position 2, starts now\n", second.out)
 
 
+def test_submit_with_a_memory_cap_says_where_nodes_cannot_enforce_it(cli: Run) -> None:
+    # Where RLIMIT_AS is not enforced (macOS; Linux with the portable switch), at submit:
+    capped = cli("submit", "--memory-mb", "64", "--", "true", env={"SLOTLINE_PORTABLE": "1"})
+    assert capped.code == 0
+    assert capped.err == (
+        f"warning: memory cap of 64 MB not enforced: this platform ({sys.platform}) has "
+        "no enforced RLIMIT_AS; a node on Linux enforces it\n"
+    )
+    if sys.platform.startswith("linux"):  # where it is enforced, nothing to say
+        enforced = cli("submit", "--memory-mb", "64", "--", "true", env={"SLOTLINE_PORTABLE": "0"})
+        assert (enforced.code, enforced.err) == (0, "")
+
+
 def test_submit_json_is_the_task_with_every_contract_field(cli: Run, tmp_path: Path) -> None:
     task = submit(cli, "--", "sh", "-c", "echo $HOME; exit 3", "--json", "*")
     assert task.keys() >= TASK_FIELDS

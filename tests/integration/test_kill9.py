@@ -4,7 +4,6 @@ on SQLite and on PostgreSQL. Each kill waits until the node runs something."""
 from __future__ import annotations
 
 import itertools
-import os
 import random
 import signal
 import subprocess
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from clean_env import without_slotline_variables
 from overlap import peak
 from slotline.models import Status
 from slotline.store import Store, open_store
@@ -24,7 +24,7 @@ LIMIT = 3
 
 
 def start_node(store_url: str, tmp_path: Path) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLOTLINE_")}
+    env = without_slotline_variables()
     env["XDG_DATA_HOME"] = str(tmp_path / "xdg")
     return subprocess.Popen(
         [sys.executable, "-m", "slotline", "--store", store_url, "serve", "--no-http",

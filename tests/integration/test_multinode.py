@@ -20,6 +20,7 @@ import psutil
 import psycopg
 import pytest
 
+from clean_env import without_slotline_variables
 from overlap import peak
 from slotline.models import Attempt, Status
 from slotline.store import Store
@@ -47,7 +48,7 @@ class Nodes:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
     def start(self, node_id: str, *args: str, clock_offset: float = 0.0) -> subprocess.Popen[bytes]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SLOTLINE_")}
+        env = without_slotline_variables()
         env["XDG_DATA_HOME"] = str(self.tmp_path / "xdg")
         if clock_offset:
             env["SLOTLINE_CLOCK_OFFSET"] = str(clock_offset)

@@ -22,6 +22,7 @@ from slotline.config import Admission
 from slotline.errors import InvalidInput, StoreError
 from slotline.models import Status, Task
 from slotline.node import Node
+from slotline.runner.capabilities import CAPS
 from slotline.runner.process import process_start_time
 from slotline.store import Store, open_store
 from waiting import until, until_async
@@ -342,8 +343,12 @@ def test_background_children_do_not_keep_an_attempt_running(store: Store, tmp_pa
     assert task.attempts[0].finished_at is not None
 
 
+HOG = [sys.executable, "-c", "x = bytearray(400 * 1024 * 1024); print('allocated')"]
+
+
+@pytest.mark.skipif(not CAPS.rlimit_as, reason="no memory cap is enforced on this platform")
 def test_memory_cap_stops_a_run_that_allocates_past_it(store: Store, tmp_path: Path) -> None:
-    hog = [sys.executable, "-c", "x = bytearray(400 * 1024 * 1024); print('allocated')"]
+    hog = HOG
     capped = store.submit({"command": hog, "memory_mb": 200})
     free = store.submit({"command": hog})
     asyncio.run(Node(store, log_dir=tmp_path / "logs").run_until_idle(timeout=60))
@@ -354,6 +359,23 @@ def test_memory_cap_stops_a_run_that_allocates_past_it(store: Store, tmp_path: P
     log_path = task.attempts[0].log_path
     assert log_path is not None
     assert "MemoryError" in Path(log_path).read_text()
+
+
+@pytest.mark.skipif(CAPS.rlimit_as, reason="this platform enforces the memory cap")
+def test_where_no_memory_cap_is_enforced_a_run_goes_on_and_its_log_says_so(
+    store: Store, tmp_path: Path
+) -> None:
+    capped = store.submit({"command": HOG, "memory_mb": 200})
+    asyncio.run(Node(store, log_dir=tmp_path / "logs").run_until_idle(timeout=60))
+
+    task = store.get(capped.id)
+    assert task.status is Status.SUCCEEDED
+    log_path = task.attempts[0].log_path
+    assert log_path is not None
+    assert Path(log_path).read_text() == (
+        f"[slotline: memory cap of 200 MB not enforced: this platform ({sys.platform}) "
+        "has no enforced RLIMIT_AS]\nallocated\n"
+    )
 
 
 def test_cpu_and_memory_of_the_process_tree_are_recorded(store: Store, tmp_path: Path) -> None:

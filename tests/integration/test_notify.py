@@ -5,7 +5,6 @@ of one (a duplicate carries the same seq), one delivering node on PostgreSQL."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from clean_env import without_slotline_variables
 from receiver import Receiver
 from slotline.models import Status
 from slotline.store import Store, open_store
@@ -35,7 +35,7 @@ def write_config(tmp_path: Path, **config: object) -> Path:
 def start_node(
     store_url: str, tmp_path: Path, config: Path, node_id: str = "notifier"
 ) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLOTLINE_")}
+    env = without_slotline_variables()
     env["XDG_DATA_HOME"] = str(tmp_path / "xdg")
     with (tmp_path / f"{node_id}.err").open("ab") as err:
         return subprocess.Popen(
@@ -270,7 +270,7 @@ def test_a_token_in_a_webhook_path_reaches_no_log_and_no_error(
             {"url": dead, "events": ["task.succeeded"], "max_attempts": 1},
         ]
         config = write_config(tmp_path, notify=hooks)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SLOTLINE_")}
+        env = without_slotline_variables()
         env["XDG_DATA_HOME"] = str(tmp_path / "xdg")
         with (tmp_path / "node.err").open("ab") as err:
             node = subprocess.Popen(

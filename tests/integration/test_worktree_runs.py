@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import shutil
 import signal
 import subprocess
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from clean_env import without_slotline_variables
 from gitrepos import agent_command, agent_script, branches, make_repo, run, show, worktree_paths
 from slotline.isolation import DiffStat, WorktreeState
 from slotline.models import Status, Task
@@ -250,7 +250,7 @@ def test_the_sweep_keeps_an_orphan_holding_work_and_warns_once_with_its_path(
 
 
 def start_node(store_path: Path, tmp_path: Path) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLOTLINE_")}
+    env = without_slotline_variables()
     env["XDG_DATA_HOME"] = str(tmp_path / "xdg")
     return subprocess.Popen(
         [sys.executable, "-m", "slotline", "--store", str(store_path), "serve", "--no-http",

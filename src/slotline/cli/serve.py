@@ -202,6 +202,7 @@ def serve(
         log_dir=log_dir.resolve() if log_dir else None,
         kill_grace=config.kill_grace,
         log_max_bytes=config.log_max_bytes,
+        keep_awake=config.keep_awake,
         env_allow=allow_list(config.env_allow),
         admission=config.admission,
         lease=config.lease,

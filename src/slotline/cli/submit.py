@@ -303,6 +303,11 @@ def submit(
         warn = functools.partial(report_warning, as_json=state.json)
         spec = agent_type_fields(state.store, state.config, spec, prompt, warn)
     spec = {key: value for key, value in spec.items() if value is not None}
+    if spec.get("memory_mb"):
+        from slotline.runner.capabilities import CAPS, unenforced_cap
+
+        if not CAPS.rlimit_as:  # said now, not only in the run's log
+            report_warning(unenforced_cap(spec["memory_mb"], at_submit=True), state.json)
     store = state.store
     if wait_for_room:
         task = submit_when_room(store, spec, room_timeout, quiet=state.json)

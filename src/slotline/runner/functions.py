@@ -25,6 +25,7 @@ from typing import Any
 
 from slotline.bounds import MAX_RESULT_BYTES
 from slotline.errors import InvalidInput
+from slotline.runner.capabilities import memory_cap
 from slotline.runner.files import private_dir
 from slotline.runner.process import KeeperServer, Outcome, ProcessHandle, process_start_time
 
@@ -276,6 +277,7 @@ def _start(request: dict[str, Any], folder: Path, *stale: Path) -> int:
     private_dir(folder)
     for path in stale:
         path.unlink(missing_ok=True)
+    request["memory_mb"] = memory_cap(request["memory_mb"], Path(request["log"]))
     return WORKERS.request(request)
 
 

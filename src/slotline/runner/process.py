@@ -3,7 +3,8 @@
 Each command runs under a keeper (`wrap.py`), which writes the exit status to a file, so
 that the outcome survives a restart of the node. Keepers are forked by one keeper server
 per node process (see `wrap.py`), so the node is not their parent: it waits on every
-keeper as it does on one re-adopted after a restart, through a pidfd and the exit file.
+keeper as it does on one re-adopted after a restart, through its exit notice (a pidfd or a
+kqueue, else polling: `capabilities.py`) and the exit file.
 A handle can re-adopt a process started by an earlier incarnation of the node, as long as
 the pid and its start time still match.
 """
@@ -27,6 +28,7 @@ from typing import Any
 
 import psutil
 
+from slotline.runner.capabilities import CAPS, Capabilities, exit_notice, memory_cap, open_fds
 from slotline.runner.files import private_dir
 
 WRAP = str(Path(__file__).with_name("wrap.py"))
@@ -68,8 +70,7 @@ def process_start_time(pid: int) -> float | None:
     return None if found is None else found[0]
 
 
-_PROC = os.path.exists("/proc/self/stat")
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if _PROC else 100
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if CAPS.proc_fs else 100
 
 
 @functools.cache
@@ -77,13 +78,13 @@ def _boot_time() -> float:
     return psutil.boot_time()
 
 
-def _process_state(pid: int) -> tuple[float, bool] | None:
+def _process_state(pid: int, caps: Capabilities = CAPS) -> tuple[float, bool] | None:
     """(start time, whether it is a zombie) of `pid`, or None if there is no such process.
 
-    On Linux one read of /proc/PID/stat, computed as psutil's `create_time` (the boot time
-    read once per node process): a spawn, a stop and a wait each ask, and psutil reads
+    With /proc one read of /proc/PID/stat, computed as psutil's `create_time` (the boot
+    time read once per node process): a spawn, a stop and a wait each ask, and psutil reads
     two files per process object (the stat file and the boot time from /proc/stat)."""
-    if not _PROC:
+    if not caps.proc_fs:
         try:
             process = psutil.Process(pid)
             return process.create_time(), process.status() == psutil.STATUS_ZOMBIE
@@ -133,17 +134,17 @@ class ProcessHandle:
         """Take over a process started by an earlier node."""
         return cls(pid, pid_started, log_path, exit_path)
 
-    def alive(self) -> bool:
+    def alive(self, caps: Capabilities = CAPS) -> bool:
         """True while the keeper runs (same pid and start time, not a zombie)."""
-        found = _process_state(self.pid)
+        found = _process_state(self.pid, caps)
         if found is None or self.pid_started is None:
             return False
         started, zombie = found
         return abs(started - self.pid_started) < 1.0 and not zombie
 
-    async def wait(self) -> Outcome:
+    async def wait(self, caps: Capabilities = CAPS) -> Outcome:
         """Wait until the keeper exits, then report the command's exit status."""
-        await self._exited()
+        await self._exited(caps)
         # Kill what the command left in its group. While any of it runs, the group id
         # (the keeper's pid) stays taken, so the signal cannot reach a stranger's group.
         self._reap_group()
@@ -151,13 +152,10 @@ class ProcessHandle:
         reason = self.stop_reason or describe_exit(code)
         return Outcome(code, reason)
 
-    async def _exited(self) -> None:
-        try:
-            fd = os.pidfd_open(self.pid)
-        except OSError:
-            fd = None
-        if fd is None:  # no pidfd (old kernel, or already gone): poll
-            while self.alive():
+    async def _exited(self, caps: Capabilities) -> None:
+        notice = exit_notice(self.pid, caps)
+        if notice is None:  # neither a pidfd nor a kqueue (or already gone): poll
+            while self.alive(caps):
                 await asyncio.sleep(0.2)
             return
         loop = asyncio.get_running_loop()
@@ -167,13 +165,13 @@ class ProcessHandle:
             if not done.done():
                 done.set_result(None)
 
-        loop.add_reader(fd, exited)
+        loop.add_reader(notice.fileno(), exited)
         try:
-            if self.alive():
+            if self.alive(caps):
                 await done
         finally:
-            loop.remove_reader(fd)
-            os.close(fd)
+            loop.remove_reader(notice.fileno())
+            notice.close()
 
     def signal_group(self, sig: signal.Signals) -> bool:
         """Send `sig` to the whole process group; False if it is already gone."""
@@ -212,9 +210,11 @@ class KeeperServer:
         self,
         argv: Sequence[str] = (sys.executable, "-I", "-S", WRAP, "--serve"),
         env: Callable[[], dict[str, str]] = dict,
+        caps: Capabilities = CAPS,
     ) -> None:
         self._argv = list(argv)
         self._env = env
+        self._caps = caps
         self._lock = threading.Lock()
         self._owner = os.getpid()
         self._pid: int | None = None
@@ -268,15 +268,14 @@ class KeeperServer:
             (os.POSIX_SPAWN_DUP2, to_server, 0),
             (os.POSIX_SPAWN_DUP2, from_server, 1),
             # Nothing else of the node: its keepers must not inherit a socket or a pipe.
-            *((os.POSIX_SPAWN_CLOSE, fd) for fd in _open_fds() if fd > 2),
+            *((os.POSIX_SPAWN_CLOSE, fd) for fd in open_fds(self._caps) if fd > 2),
         ]
+        # Out of the node's session (or at least its process group, where posix_spawn
+        # cannot start a session): a Ctrl-C in the node's terminal must not reach it.
+        detach: dict[str, Any] = {"setsid": True} if self._caps.spawn_setsid else {"setpgroup": 0}
         try:
             self._pid = os.posix_spawn(
-                self._argv[0],
-                self._argv,
-                self._env(),
-                file_actions=actions,
-                setsid=True,
+                self._argv[0], self._argv, self._env(), file_actions=actions, **detach
             )
         finally:
             os.close(to_server)
@@ -310,14 +309,6 @@ KEEPERS = KeeperServer()
 atexit.register(KEEPERS.close)
 
 
-def _open_fds() -> list[int]:
-    """This process's open file descriptors (a closed one is skipped by posix_spawn)."""
-    try:
-        return [int(name) for name in os.listdir("/proc/self/fd")]
-    except OSError:  # no /proc: the keeper closes what it inherited itself
-        return []
-
-
 async def spawn(
     argv: list[str],
     cwd: str | None,
@@ -332,15 +323,20 @@ async def spawn(
         SpawnError: the workspace does not exist or the program cannot be found.
     """
     exit_path = log_path.with_suffix(".exit")
-    keeper = [str(exit_path), str(memory_mb or 0), cwd or "", str(log_max_bytes), "--", *argv]
+    keeper = [str(exit_path), cwd or "", str(log_max_bytes), "--", *argv]
     # The checks, the log folder and the keeper server's answer (after its fork, about a
     # millisecond) are file system calls and waits: all off the loop thread, in one hop.
-    pid, started = await asyncio.to_thread(_start, argv, cwd, env, log_path, keeper)
+    pid, started = await asyncio.to_thread(_start, argv, cwd, env, log_path, keeper, memory_mb)
     return ProcessHandle(pid, started, log_path, exit_path)
 
 
 def _start(
-    argv: list[str], cwd: str | None, env: dict[str, str], log_path: Path, keeper: list[str]
+    argv: list[str],
+    cwd: str | None,
+    env: dict[str, str],
+    log_path: Path,
+    keeper: list[str],
+    memory_mb: int | None,
 ) -> tuple[int, float | None]:
     """`spawn`'s blocking part: the keeper's pid and start time."""
     if cwd is not None and not os.path.isdir(cwd):
@@ -356,6 +352,7 @@ def _start(
     private_dir(log_path.parent)
     log_path.with_suffix(".exit").unlink(missing_ok=True)  # an earlier run's exit file
     log_path.with_suffix(".tail").unlink(missing_ok=True)  # and its output past the cap
+    keeper.insert(1, str(memory_cap(memory_mb, log_path)))
     try:
         pid = KEEPERS.start_keeper(keeper, env, log_path)
     except OSError as exc:

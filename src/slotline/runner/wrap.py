@@ -159,7 +159,8 @@ def serve() -> int:
     import json
 
     # Keepers are reaped by the kernel as they exit: a node waits on them through a
-    # pidfd and reads their exit files, as it does for keepers it re-adopted.
+    # pidfd or a kqueue (or polls) and reads their exit files, as it does for keepers it
+    # re-adopted.
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     for line in sys.stdin:
         request = json.loads(line)

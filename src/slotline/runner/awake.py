@@ -1,0 +1,118 @@
+"""Keeping the machine awake while a node has runs: a laptop that sleeps mid-run loses it.
+
+The node holds an inhibitor from the moment its first run starts until its last one has
+ended (and drops it when it stops): `caffeinate -i -w NODE_PID` on macOS, which also ends
+with the node however it ends, and `systemd-inhibit --what=sleep … cat` on Linux, whose
+`cat` reads a pipe from the node and so ends when the node does, even killed. Where the
+tool is missing or refuses (no systemd login manager, as in a container), the node says
+so once in its log and runs on without it. The `keep_awake` setting (on by default)
+turns it off.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import subprocess
+import sys
+
+log = logging.getLogger("slotline.node")
+
+WHY = "slotline: runs in progress"
+
+
+def inhibitor_argv(platform: str = sys.platform, node_pid: int | None = None) -> list[str]:
+    """The command that keeps this machine awake while it runs (an argv list, no shell)."""
+    if platform == "darwin":
+        # -i: no idle sleep; -w: only as long as the node lives.
+        return ["caffeinate", "-i", "-w", str(node_pid or os.getpid())]
+    return [
+        "systemd-inhibit",
+        "--what=sleep",
+        "--who=slotline",
+        f"--why={WHY}",
+        "--mode=block",
+        "cat",  # reads the node's pipe until the node closes it or dies
+    ]
+
+
+class KeepAwake:
+    """Holds the inhibitor while `update` is told of runs; `release` drops it."""
+
+    def __init__(self, enabled: bool, platform: str = sys.platform) -> None:
+        self.enabled = enabled
+        self.platform = platform
+        self._process: subprocess.Popen[bytes] | None = None
+        # Set once the tool turned out missing or refusing: the node does not ask again.
+        self._given_up = False
+
+    @property
+    def held(self) -> bool:
+        return self._process is not None
+
+    def update(self, running: int) -> None:
+        """Hold the inhibitor while `running` > 0, drop it at 0."""
+        if running == 0:
+            self.release()
+            return
+        if not self.enabled or self._given_up:
+            return
+        if self._process is None:
+            self._acquire()
+        elif self._process.poll() is not None:  # it refused, or was ended
+            self.release()
+
+    def _acquire(self) -> None:
+        argv = inhibitor_argv(self.platform)
+        if shutil.which(argv[0]) is None:
+            self._give_up(f"{argv[0]} not found")
+            return
+        try:
+            self._process = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                start_new_session=True,  # a Ctrl-C meant for the node is not for it
+            )
+        except OSError as exc:
+            self._give_up(f"{argv[0]}: {exc.strerror or exc}")
+            return
+        log.info("keeping the machine awake while runs go on (%s)", argv[0])
+
+    @staticmethod
+    def _ended(process: subprocess.Popen[bytes]) -> str:
+        said = b""
+        if process.stderr is not None:
+            with contextlib.suppress(OSError, ValueError):
+                said = process.stderr.read(500)
+        reason = said.decode(errors="replace").strip() or f"exit code {process.returncode}"
+        name = process.args[0] if isinstance(process.args, list) else process.args
+        return f"{name!s} ended: {reason}"
+
+    def _give_up(self, why: str) -> None:
+        self._given_up = True
+        log.warning("cannot keep the machine awake while runs go on (%s); it may sleep", why)
+
+    def release(self) -> None:
+        """Drop the inhibitor, if held (when the last run ends, and when the node stops)."""
+        process, self._process = self._process, None
+        if process is None:
+            return
+        if process.poll() is not None:  # it refused (or was ended) while runs went on
+            self._give_up(self._ended(process))
+        with contextlib.suppress(OSError):
+            if process.stdin is not None:
+                process.stdin.close()
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if process.stderr is not None:
+            process.stderr.close()
+        if not self._given_up:
+            log.info("the machine may sleep again: no run goes on")
