@@ -191,6 +191,21 @@ class Attempt:
 
 
 @dataclass(frozen=True, slots=True)
+class WaitingReason:
+    """Why a task in line does not start now, as dispatch would decide it (the policy's
+    walk records it, `scheduler/policy.plan`): a kind (`slots`, `limit`, `rate`,
+    `budget`, `backoff`, `held`, `dependency`, `start_time`, `paused`, `guard`,
+    `no_node`), a sentence, and when it frees (epoch seconds; None: not known)."""
+
+    kind: str
+    text: str
+    until: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "text": self.text, "until": iso(self.until)}
+
+
+@dataclass(frozen=True, slots=True)
 class Task:
     """A unit of work as stored. `position` is filled in by queue reads only."""
 
@@ -256,6 +271,10 @@ class Task:
     # Why a task in line has no estimate when one could not be made (the answer degrades,
     # it does not fail); None otherwise.
     eta_unavailable: str | None = field(default=None, compare=False)
+    # A running task that has run longer than its expected run time (queue reads).
+    eta_overdue: bool = field(default=False, compare=False)
+    # Filled in by queue reads: why a task in line does not start now (None: it would).
+    waiting_reason: WaitingReason | None = field(default=None, compare=False)
     # Filled in by queue reads: a queued task that a reached budget holds, the moment
     # every budget holding it has room again (its `status_reason` says which); None: no
     # budget holds it.
@@ -301,6 +320,8 @@ class Task:
             "eta_finish": iso(self.eta_finish),
             "eta_basis": self.eta_basis,
             "eta_unavailable": self.eta_unavailable,
+            "eta_overdue": self.eta_overdue,
+            "waiting_reason": self.waiting_reason and self.waiting_reason.to_dict(),
             "depends_on": list(self.depends_on),
             "parent_id": self.parent_id,
             "max_attempts": self.max_attempts,

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from slotline.limits import limit_key_value
-from slotline.models import Status
+from slotline.models import Status, WaitingReason
 from slotline.scheduler import policy
 from slotline.scheduler.budgets import BudgetBook
 from slotline.scheduler.durations import RunTimes
@@ -69,6 +69,7 @@ class Entry(NamedTuple):
     # Read by fairness by parent task only.
     parent_id: str | None = None
     repo: str | None = None
+    kind: str = "command"
 
     def key_value(self, key: str) -> str | None:
         """The value of a limit key, as `Task.key_value`."""
@@ -82,6 +83,8 @@ class Estimate:
     start: float | None
     finish: float | None
     basis: str | None
+    # Why the task does not start now, as dispatch would decide it (None: it would).
+    waiting: WaitingReason | None = None
 
 
 UNKNOWN = Estimate(None, None, None)
@@ -153,6 +156,8 @@ class Line:
     # With fairness on: each queued task's virtual time in its band (fairness.py), as of
     # `now`; a task that joins later sorts after its band's.
     fair: Mapping[str, float] | None = None
+    # Whether some live node serves the store (heartbeats): with none, nothing starts.
+    served: bool = True
 
 
 # Where a task sorts in the line: queue_key, or with fairness (band, virtual time, rank).
@@ -174,9 +179,10 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
     limits, opens, guarded = line.limits, now, ""
     if line.admission is not None:
         limits, opens, guarded = line.admission.apply(line, ends[0][0] if ends else math.inf)
+    why = reasons(line, limits)
     if line.paused:
         estimates.update(dict.fromkeys((t.id for t in unknown), UNKNOWN))
-        return estimates
+        return _with_reasons(estimates, why)
     estimates.update(dict.fromkeys((t.id for t in line.held), UNKNOWN))
     book = line.rates.copy() if line.rates else None
     rated = [*(book.keys if book is not None else ()), *(["agent"] if line.holds else [])]
@@ -284,6 +290,53 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
         if not running and pending.empty() and not timers and arrivals.next_at() is None:
             break
     estimates.update({t.id: UNKNOWN for t in unknown if t.id not in estimates})
+    return _with_reasons(estimates, why)
+
+
+def reasons(line: Line, limits: policy.Limits) -> dict[str, WaitingReason]:
+    """Why each task in `line` does not start now, by id (a task that would start has
+    none): held, waiting on a dependency, no live node, the resource guard holding
+    starts, or what `policy.plan`'s walk says under `limits` (the limits in force now)."""
+    why: dict[str, WaitingReason] = {}
+    held = WaitingReason("held", "held: `slotline release` lets it start")
+    why.update((t.id, held) for t in line.held)
+    states = {t.id: t.status for t in (*line.running, *line.queued, *line.waiting, *line.held)}
+    for task in line.waiting:
+        deps = [d for d in task.depends_on if d in states]
+        if deps:
+            more = f" and {len(deps) - 1} more" if len(deps) > 1 else ""
+            text = f"waits for task {deps[0][:8]} ({states[deps[0]]}){more}"
+            why[task.id] = WaitingReason("dependency", text)
+    queued = [t for t in line.queued if not t.start_now]
+    if not line.served:
+        text = "no live node serves this store: start one with `slotline serve`"
+        nobody = WaitingReason("no_node", text)
+        why.update((t.id, nobody) for t in queued if t.kind != "external")
+        return why
+    if line.admission is not None and line.admission.held and not line.paused:
+        guard = WaitingReason("guard", "the resource guard holds new starts (CPU or memory)")
+        why.update((t.id, guard) for t in queued)
+        return why
+    if line.fair is not None:
+        fair = line.fair
+        queued.sort(
+            key=lambda t: (*policy.band_key(t, line.now, line.aging_interval), fair.get(t.id, 0))
+        )
+    snapshot = policy.Snapshot(
+        running=line.running, queued=queued, limits=limits, now=line.now,
+        start_now=[t for t in line.queued if t.start_now], paused=line.paused,
+        aging_interval=line.aging_interval, rates=line.rates, holds=line.holds,
+        budgets=line.budgets,
+    )  # fmt: skip
+    policy.plan(snapshot, why=why)
+    return why
+
+
+def _with_reasons(
+    estimates: dict[str, Estimate], why: Mapping[str, WaitingReason]
+) -> dict[str, Estimate]:
+    for task_id, reason in why.items():
+        estimates[task_id] = replace(estimates.get(task_id, UNKNOWN), waiting=reason)
     return estimates
 
 
