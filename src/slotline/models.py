@@ -4,6 +4,7 @@ states are in `slotline.transitions`)."""
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -345,6 +346,34 @@ class Task:
             "stalled_at": iso(self.stalled_at),
             "attempts": [a.to_dict() for a in self.attempts],
         }
+
+
+def next_up(queued: Iterable[Task]) -> Task | None:
+    """NEXT UP: the task of `queued` expected to start first, the earliest estimated
+    start (ties by position). A task without an estimate is a candidate only when what
+    keeps it is the whole line's (`waits_with_the_line`), after those with one, by
+    position; None when no task is expected to start."""
+    found = [t for t in queued if t.eta_start is not None or waits_with_the_line(t)]
+    inf = float("inf")
+    return min(
+        found,
+        key=lambda t: (inf if t.eta_start is None else t.eta_start, t.position or inf),
+        default=None,
+    )
+
+
+def waits_with_the_line(task: Task) -> bool:
+    """Whether a task in line would start now, or waits only for what holds every task
+    (a slot, a pause, the resource guard, a node): nothing of its own (start time, hold,
+    dependency, limit, rate, budget, back-off) keeps it."""
+    reason = task.waiting_reason
+    return reason is None or reason.kind in LINE_WIDE
+
+
+# Waiting reasons that hold the whole line, not one task.
+LINE_WIDE = frozenset({"slots", "paused", "guard", "no_node"})
+# How a waiting reason of kind `slots` begins when max_concurrent is 0 (nothing starts).
+NO_SLOTS = "max_concurrent is 0"
 
 
 @dataclass(frozen=True, slots=True)

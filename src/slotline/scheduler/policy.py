@@ -13,7 +13,7 @@ from typing import Generic, Protocol, TypeVar
 
 from slotline.clock import iso
 from slotline.limits import Limit
-from slotline.models import Status, WaitingReason
+from slotline.models import NO_SLOTS, Status, WaitingReason
 from slotline.scheduler.budgets import BudgetBook
 from slotline.scheduler.fairness import Fairness, fair_line
 from slotline.scheduler.rates import RateBook
@@ -200,9 +200,7 @@ class _Usage:
         cap = self.limits.max_concurrent
         if self.limits.in_pool(task) and self.global_count >= cap:
             if cap == 0:
-                return WaitingReason(
-                    "slots", "max_concurrent is 0: no task starts until it is raised"
-                )
+                return WaitingReason("slots", f"{NO_SLOTS}: no task starts until it is raised")
             if self.global_count > cap:
                 text = f"{self.global_count}/{cap} running: over the limit (a task was started now)"
             else:

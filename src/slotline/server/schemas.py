@@ -130,8 +130,8 @@ class TaskOut(BaseModel):
     eta_finish: str | None = Field(None, description="Estimated finish (ISO 8601 UTC)")
     eta_basis: str | None = Field(None, description="Where the run times came from")
     eta_unavailable: str | None = Field(
-        None, description="Why a task in line has no estimate (or no finish), when one "
-        "could not be made"
+        None,
+        description="Why a task in line has no estimate (or no finish), when one could not be made",
     )
     eta_overdue: bool = Field(
         False, description="Running longer than its expected run time: its end is not known"
