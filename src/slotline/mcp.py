@@ -81,8 +81,9 @@ def build_server(calls_for: Callable[[Context[Any, Any, Any]], Calls], **setting
         or when no run of its agent type has finished yet: eta_unavailable says why),
         eta_basis (where the run times came from), eta_overdue (running past its
         estimate) and waiting_reason (why it does not start now: kind, text, until;
-        null when it would); `rates`, the rate limits used up now (with next_start_at, epoch seconds), and
-        `backoff`, agent types backing off from their provider (cap, not_before)."""
+        null when it would); `rates`, the rate limits used up now (with next_start_at,
+        epoch seconds), and `backoff`, agent types backing off from their provider (cap,
+        not_before)."""
         return await call(ctx, lambda c: c.status())
 
     @server.tool()
