@@ -85,6 +85,10 @@ class Estimate:
     basis: str | None
     # Why the task does not start now, as dispatch would decide it (None: it would).
     waiting: WaitingReason | None = None
+    # Why the start or finish is unknown (no run of its agent type has finished…).
+    unavailable: str | None = None
+    # A running task that has run longer than its expected run time.
+    overdue: bool = False
 
 
 UNKNOWN = Estimate(None, None, None)
@@ -169,11 +173,18 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
     estimates: dict[str, Estimate] = {}
     tiebreak = itertools.count()
     ends: list[tuple[float, int, Entry]] = []  # a heap of (finish, tiebreak, task)
+    unknown_end = _UnknownEnd()
     for task in line.running:
-        took, basis = run_times.of(task)
+        found = run_times.known(task)
+        took = run_times.default if isinstance(found, str) else found.duration
         started = task.started_at if task.started_at is not None else now
         left = max(took.remaining(now - started), took.mean * REMAINING_FLOOR, MIN_REMAINING)
-        estimates[task.id] = Estimate(started, now + left, basis)
+        if isinstance(found, str):
+            estimates[task.id] = Estimate(started, None, None, unavailable=found)
+            unknown_end.add(now + left + run_times.gap, found)
+        else:
+            overdue = now - started > took.mean
+            estimates[task.id] = Estimate(started, now + left, found.basis, overdue=overdue)
         heapq.heappush(ends, (now + left + run_times.gap, next(tiebreak), task))
     unknown = [*line.held, *line.waiting, *line.queued]
     limits, opens, guarded = line.limits, now, ""
@@ -249,18 +260,28 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
                 book.record(task, clock)
             if not task.start_now:  # a start-now task is not among the pending
                 pending.started(task)
-            took, basis = run_times.of(task)
+            found = run_times.known(task)
+            took = run_times.default if isinstance(found, str) else found.duration
+            end = clock + took.mean + run_times.gap
             if arrivals.forecast(task):
                 ahead[task.agent] = ahead.get(task.agent, 0) + 1
             else:
-                if ahead.get(task.agent):
-                    basis += f"; after {ahead[task.agent]} expected arrivals ahead"
-                if not task.start_now:
-                    basis += guarded
-                estimates[task.id] = Estimate(clock, clock + took.mean, basis)
+                if clock >= unknown_end.at:
+                    estimates[task.id] = Estimate(None, None, None, unavailable=unknown_end.why)
+                elif isinstance(found, str):
+                    estimates[task.id] = Estimate(clock, None, None, unavailable=found)
+                else:
+                    basis = found.basis
+                    if ahead.get(task.agent):
+                        basis += f"; after {ahead[task.agent]} expected arrivals ahead"
+                    if not task.start_now:
+                        basis += guarded
+                    estimates[task.id] = Estimate(clock, clock + took.mean, basis)
                 arrivals.left -= 1
+            if isinstance(found, str) and not arrivals.forecast(task):
+                unknown_end.add(end, found)  # (forecast work is a guess all the same)
             running[task.id] = task
-            heapq.heappush(ends, (clock + took.mean + run_times.gap, next(tiebreak), task))
+            heapq.heappush(ends, (end, next(tiebreak), task))
         due = arrivals.next_at()
         # When a rate or a back-off hold lets a task that waits on it start.
         room = decided.next_wake if not pending.empty() else None
@@ -291,6 +312,20 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
             break
     estimates.update({t.id: UNKNOWN for t in unknown if t.id not in estimates})
     return _with_reasons(estimates, why)
+
+
+class _UnknownEnd:
+    """The earliest end in the simulation of a run whose length nothing says, and why.
+    Every start from then on rests on it, and is unknown too: a task may take that
+    slot, or start because of it, at any time."""
+
+    def __init__(self) -> None:
+        self.at = math.inf
+        self.why = ""
+
+    def add(self, at: float, why: str) -> None:
+        if at < self.at:
+            self.at, self.why = at, f"starts after a run whose length is unknown ({why})"
 
 
 def reasons(line: Line, limits: policy.Limits) -> dict[str, WaitingReason]:

@@ -257,12 +257,14 @@ def plan(
             usage.add(task)
             if book is not None:
                 book.record(task, now)
+    started = {s.task_id for s in starts}
     if snapshot.paused:
         if why is not None:
             paused = WaitingReason("paused", "the queue is paused; `slotline resume` starts it")
-            why.update((t.id, paused) for t in snapshot.queued if t.status is Status.QUEUED)
+            why.update(
+                (t.id, paused) for t in snapshot.queued if t.id not in started and can_run(t)
+            )
         return Plan(start=starts)
-    started = {s.task_id for s in starts}
     line: Iterable[T] = snapshot.queued
     if snapshot.aging_interval:
         line = order(line, now, snapshot.aging_interval)

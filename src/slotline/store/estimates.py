@@ -299,6 +299,7 @@ def with_estimate(task: Task, estimates: Mapping[str, eta.Estimate], **changes: 
     found = estimates.get(task.id)
     if found is not None:
         changes.update(eta_start=found.start, eta_finish=found.finish, eta_basis=found.basis)
+        changes.update(eta_unavailable=found.unavailable, eta_overdue=found.overdue)
         if found.waiting is not None and task.waiting_reason is None:
             changes["waiting_reason"] = found.waiting
     elif isinstance(estimates, NoEstimates) and task.status in IN_LINE:
