@@ -87,8 +87,9 @@ class Estimate:
     waiting: WaitingReason | None = None
     # Why the start or finish is unknown (no run of its agent type has finished…).
     unavailable: str | None = None
-    # A running task that has run longer than its expected run time.
-    overdue: bool = False
+    # A running task's expected end (its start plus its expected run time): past it,
+    # the run is overdue (`eta_overdue`), whatever its `finish` now says.
+    due: float | None = None
 
 
 UNKNOWN = Estimate(None, None, None)
@@ -183,8 +184,8 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
             estimates[task.id] = Estimate(started, None, None, unavailable=found)
             unknown_end.add(now + left + run_times.gap, found)
         else:
-            overdue = now - started > took.mean
-            estimates[task.id] = Estimate(started, now + left, found.basis, overdue=overdue)
+            expected = started + took.mean
+            estimates[task.id] = Estimate(started, now + left, found.basis, due=expected)
         heapq.heappush(ends, (now + left + run_times.gap, next(tiebreak), task))
     unknown = [*line.held, *line.waiting, *line.queued]
     limits, opens, guarded = line.limits, now, ""

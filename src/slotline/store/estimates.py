@@ -293,13 +293,17 @@ def _lowest(tx: Tx) -> int | None:
     return None
 
 
-def with_estimate(task: Task, estimates: Mapping[str, eta.Estimate], **changes: Any) -> Task:
-    """`task` with its estimate (and `changes`), in one copy; in line when the line could
-    not be simulated, with why it has none."""
+def with_estimate(
+    task: Task, estimates: Mapping[str, eta.Estimate], now: float, **changes: Any
+) -> Task:
+    """`task` with its estimate (and `changes`), in one copy, as of `now` (a run past
+    its expected end is overdue); in line when the line could not be simulated, with why
+    it has none."""
     found = estimates.get(task.id)
     if found is not None:
         changes.update(eta_start=found.start, eta_finish=found.finish, eta_basis=found.basis)
-        changes.update(eta_unavailable=found.unavailable, eta_overdue=found.overdue)
+        overdue = found.due is not None and found.due < now
+        changes.update(eta_unavailable=found.unavailable, eta_overdue=overdue)
         if found.waiting is not None and task.waiting_reason is None:
             changes["waiting_reason"] = found.waiting
     elif isinstance(estimates, NoEstimates) and task.status in IN_LINE:

@@ -143,8 +143,9 @@ class ReadVerbs(StoreCore):
                 spend = budgets.load_book(tx, read_settings(tx).budgets, now)
                 task = budgets.annotate(spend, [task], now)[0]
             if estimate and task.status in estimates.IN_LINE:
+                now = tx.now()
                 task = estimates.with_estimate(
-                    task, estimates.line_estimates(tx, tx.now(), self.url)
+                    task, estimates.line_estimates(tx, now, self.url), now
                 )
             return task
 
@@ -215,10 +216,11 @@ class ReadVerbs(StoreCore):
             if not rows:
                 return []
             positions = self._positions(tx)
-            etas = estimates.line_estimates(tx, tx.now(), self.url)
+            now = tx.now()
+            etas = estimates.line_estimates(tx, now, self.url)
             return [
                 estimates.with_estimate(
-                    with_attempts(tx, task_from_row(r), positions.get(r["id"])), etas
+                    with_attempts(tx, task_from_row(r), positions.get(r["id"])), etas, now
                 )
                 for r in rows
             ]
@@ -247,8 +249,10 @@ class ReadVerbs(StoreCore):
                 etas = estimates.head_estimates(tx, now, len(queue), self.url)
             else:
                 etas = estimates.line_estimates(tx, now, self.url)
-            running = [estimates.with_estimate(t, etas) for t in running]
-            placed = [estimates.with_estimate(t, etas, position=i) for i, t in enumerate(queue, 1)]
+            running = [estimates.with_estimate(t, etas, now) for t in running]
+            placed = [
+                estimates.with_estimate(t, etas, now, position=i) for i, t in enumerate(queue, 1)
+            ]
             placed = serving.annotate(tx, placed)
             status = _queue_status(tx, settings, running, placed, now)
             return replace(status, queued_total=total)
@@ -284,11 +288,11 @@ class ReadVerbs(StoreCore):
                 head = [replace(task_from_row(r), position=i) for i, r in enumerate(rows, 1)]
             parked, parked_total = listing.parked(tx, where, PARKED_SHOWN)
             etas = estimates.line_estimates(tx, now, self.url)
-            first = next_up(estimates.with_estimate(t, etas) for t in head)
+            first = next_up(estimates.with_estimate(t, etas, now) for t in head)
             next_up_id = None if first is None else first.id
-            running = [estimates.with_estimate(t, etas) for t in running]
-            page = serving.annotate(tx, [estimates.with_estimate(t, etas) for t in page])
-            parked = [estimates.with_estimate(t, etas) for t in parked]
+            running = [estimates.with_estimate(t, etas, now) for t in running]
+            page = serving.annotate(tx, [estimates.with_estimate(t, etas, now) for t in page])
+            parked = [estimates.with_estimate(t, etas, now) for t in parked]
             status = _queue_status(tx, settings, running, page, now)
             seq = last_seq(tx)
             return Line(status, total, next_up_id, parked, parked_total, settings, seq, now)
