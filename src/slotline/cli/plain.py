@@ -139,10 +139,11 @@ def _value(value: Any) -> str:
 
 
 def describe_place(task: Task, now: float | None = None) -> str:
-    """`queued, position 2, starts in ~3m`, `waiting for 3f2a1b2c`, `held`, `blocked: …`;
-    `…; no estimate: WHY` when the estimate could not be made."""
+    """`queued, position 2, starts in ~3m`, `waiting for 3f2a1b2c`, `held`, `blocked: …`,
+    with why a task in line waits (`— all 3 slots are taken`); `…; no estimate: WHY`
+    when its start could not be estimated."""
     place = _place(task, now)
-    if task.eta_unavailable is not None:
+    if task.eta_unavailable is not None and task.eta_start is None:
         return f"{place}; no estimate: {task.eta_unavailable}"
     return place
 

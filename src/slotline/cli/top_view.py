@@ -144,7 +144,7 @@ def _queued(view: View) -> RenderableType:
     table.add_column("AGENT", no_wrap=True, overflow="ellipsis", max_width=16)
     table.add_column("WAITED", no_wrap=True, justify="right")
     table.add_column("ETA START", no_wrap=True, justify="right")
-    table.add_column("WHY NOT NOW", no_wrap=True, overflow="ellipsis", max_width=40)
+    table.add_column("WHY NOT NOW", no_wrap=True, overflow="ellipsis", ratio=1, min_width=11)
     first = view.status.next_up
     for task in shown:
         priority = Text(task.priority.label)

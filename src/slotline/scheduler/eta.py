@@ -344,15 +344,6 @@ def reasons(line: Line, limits: policy.Limits) -> dict[str, WaitingReason]:
             text = f"waits for task {deps[0][:8]} ({states[deps[0]]}){more}"
             why[task.id] = WaitingReason("dependency", text)
     queued = [t for t in line.queued if not t.start_now]
-    if not line.served:
-        text = "no live node serves this store: start one with `slotline serve`"
-        nobody = WaitingReason("no_node", text)
-        why.update((t.id, nobody) for t in queued if t.kind != "external")
-        return why
-    if line.admission is not None and line.admission.held and not line.paused:
-        guard = WaitingReason("guard", "the resource guard holds new starts (CPU or memory)")
-        why.update((t.id, guard) for t in queued)
-        return why
     if line.fair is not None:
         fair = line.fair
         queued.sort(
@@ -365,6 +356,20 @@ def reasons(line: Line, limits: policy.Limits) -> dict[str, WaitingReason]:
         budgets=line.budgets,
     )  # fmt: skip
     policy.plan(snapshot, why=why)
+    # What holds every start comes before a free or full slot, not before a task's own
+    # reason (its start time, a limit…), which still holds once the line moves.
+    if not line.served:
+        text = "no live node serves this store: start one with `slotline serve`"
+        held_by: WaitingReason | None = WaitingReason("no_node", text)
+    elif line.admission is not None and line.admission.held and not line.paused:
+        held_by = WaitingReason("guard", "the resource guard holds new starts (CPU or memory)")
+    else:
+        held_by = None
+    if held_by is not None:
+        for task in queued:
+            found = why.get(task.id)
+            if (found is None or found.kind == "slots") and task.kind != "external":
+                why[task.id] = held_by
     return why
 
 
