@@ -489,3 +489,13 @@ def test_etas_follow_the_fair_order() -> None:
     line = eta.Line(running=[], queued=queued, limits=Limits(max_concurrent=1), now=NOW, fair=fair)
 
     assert starts(line) == {"t0": 0, "t2": 10, "t1": 20}
+
+
+def test_a_start_that_does_not_wait_for_a_run_of_unknown_length_stays_known() -> None:
+    # Given a run of unknown length and two free slots, a task delayed by an hour starts
+    # then whatever that run does: its start is known.
+    running = [task(0, Status.RUNNING, agent="new", started_at=NOW)]
+    queued = [task(1, expected_duration=3.0, not_before=NOW + 3600)]
+    line = eta.Line(running=running, queued=queued, limits=Limits(max_concurrent=3), now=NOW)
+    found = eta.simulate(line, durations.RunTimes())
+    assert (found["t1"].start, found["t1"].finish) == (NOW + 3600, NOW + 3603)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
@@ -182,7 +182,7 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
         left = max(took.remaining(now - started), took.mean * REMAINING_FLOOR, MIN_REMAINING)
         if isinstance(found, str):
             estimates[task.id] = Estimate(started, None, None, unavailable=found)
-            unknown_end.add(now + left + run_times.gap, found)
+            unknown_end.ends[task.id] = found
         else:
             expected = started + took.mean
             estimates[task.id] = Estimate(started, now + left, found.basis, due=expected)
@@ -267,8 +267,10 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
             if arrivals.forecast(task):
                 ahead[task.agent] = ahead.get(task.agent, 0) + 1
             else:
-                if clock >= unknown_end.at:
-                    estimates[task.id] = Estimate(None, None, None, unavailable=unknown_end.why)
+                after = unknown_end.before(task, clock)
+                if after is not None:
+                    estimates[task.id] = Estimate(None, None, None, unavailable=after)
+                    unknown_end.ends[task.id] = after  # its end is not known either
                 elif isinstance(found, str):
                     estimates[task.id] = Estimate(clock, None, None, unavailable=found)
                 else:
@@ -280,7 +282,7 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
                     estimates[task.id] = Estimate(clock, clock + took.mean, basis)
                 arrivals.left -= 1
             if isinstance(found, str) and not arrivals.forecast(task):
-                unknown_end.add(end, found)  # (forecast work is a guess all the same)
+                unknown_end.ends.setdefault(task.id, found)  # (forecast work is a guess)
             running[task.id] = task
             heapq.heappush(ends, (end, next(tiebreak), task))
         due = arrivals.next_at()
@@ -303,10 +305,12 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
             pending.add(task)
         while ends and ends[0][0] <= clock:
             done = heapq.heappop(ends)[2]
+            unknown_end.ended(done, clock, running.values(), limits)
             running.pop(done.id, None)
             for waiter in dependents.pop(done.id, ()):
                 needs = unmet[waiter.id]
                 needs.discard(done.id)
+                unknown_end.waited(done, waiter)
                 if not needs:
                     ready(waiter)
         if not running and pending.empty() and not timers and arrivals.next_at() is None:
@@ -316,17 +320,56 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
 
 
 class _UnknownEnd:
-    """The earliest end in the simulation of a run whose length nothing says, and why.
-    Every start from then on rests on it, and is unknown too: a task may take that
-    slot, or start because of it, at any time."""
+    """The runs of the simulation whose end is unknown (nothing says how long they take,
+    or their start was unknown), and the starts that rest on one: a start once such a run
+    has ended, if its end freed a place the line may wait for (the pool, or a per-key
+    limit of its values, was full), and the start of a task that waited for it (a
+    dependency). Those could happen at any time, and are unknown too."""
 
     def __init__(self) -> None:
-        self.at = math.inf
+        self.ends: dict[str, str] = {}  # run id -> why its end is unknown
+        self.at = math.inf  # from when every start is unknown
         self.why = ""
+        self.waiters: dict[str, str] = {}
 
-    def add(self, at: float, why: str) -> None:
-        if at < self.at:
-            self.at, self.why = at, f"starts after a run whose length is unknown ({why})"
+    def ended(
+        self, done: Entry, clock: float, running: Iterable[Entry], limits: policy.Limits
+    ) -> None:
+        why = self.ends.get(done.id)
+        if why is not None and clock < self.at and _was_full(done, running, limits):
+            self.at, self.why = clock, _after(why)
+
+    def waited(self, done: Entry, waiter: Entry) -> None:
+        why = self.ends.get(done.id)
+        if why is not None:
+            self.waiters.setdefault(waiter.id, _after(why))
+
+    def before(self, task: Entry, clock: float) -> str | None:
+        """Why the start of `task` at `clock` is unknown, or None if it is known."""
+        if clock >= self.at:
+            return self.why
+        return self.waiters.get(task.id)
+
+
+def _after(why: str) -> str:
+    if why.startswith("starts after"):
+        return why
+    return f"starts after a run whose length is unknown ({why})"
+
+
+def _was_full(done: Entry, running: Iterable[Entry], limits: policy.Limits) -> bool:
+    """Whether, while `done` ran, a cap it counted against was full: its end frees a
+    place some task may be waiting for."""
+    running = list(running)
+    in_pool = sum(1 for t in running if limits.in_pool(t))
+    if limits.in_pool(done) and in_pool >= limits.max_concurrent:
+        return True
+    for key in {limit.key for limit in limits.per_key}:
+        value = done.key_value(key)
+        cap = None if value is None else limits.for_value(key, value)
+        if cap is not None and sum(1 for t in running if t.key_value(key) == value) >= cap:
+            return True
+    return False
 
 
 def reasons(line: Line, limits: policy.Limits) -> dict[str, WaitingReason]:
