@@ -322,7 +322,20 @@ def load_config(
     except pydantic.ValidationError as exc:
         raise InvalidInput(_describe(exc, found, lines)) from exc
     config._source = str(found) if found is not None else None
+    if "max_concurrent" in data and config.max_concurrent == 0:
+        warn_no_slots(f"{found or 'the environment'} sets it")
     return config
+
+
+def warn_no_slots(where: str) -> None:
+    """Say on stderr that max_concurrent is 0 (`where`: who set it): it is valid (a way
+    to let nothing start), but nothing then starts, which is seldom what was meant."""
+    print(
+        f"warning: max_concurrent is 0 ({where}): no task starts until it is raised "
+        "(slotline limits --set max_concurrent=N); to stop starts for a while, "
+        "slotline pause says so",
+        file=sys.stderr,
+    )
 
 
 def _record_lines(

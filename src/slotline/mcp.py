@@ -37,7 +37,9 @@ at most `max_concurrent` run at once, the rest wait in line by priority. Before 
 work, call queue_status to see free slots and where your own tasks stand (position, ETA).
 Submit with submit_task; when the queue is full you get an error saying when to retry:
 wait that long instead of retrying at once. wait_for_task blocks until a task ends.
-Times are ISO 8601 UTC; eta_start/eta_finish are estimates (null when unknown)."""
+Times are ISO 8601 UTC; eta_start/eta_finish are estimates (null when unknown, and
+eta_unavailable says why). A task in line that does not start now says why in
+waiting_reason {kind, text, until}."""
 
 
 STATUS_NAMES = tuple(s.value for s in Status)
@@ -79,12 +81,16 @@ def build_server(calls_for: Callable[[Context[Any, Any, Any]], Calls], **setting
         """Capacity and your place in line. Call this before submitting work.
 
         Returns active/max_concurrent running tasks, slots_available, at_capacity, paused,
-        queue_length (tasks waiting to start), next_up, the running tasks, and `mine`:
-        your own tasks that have not ended (as a running task: your subtree), each with
-        status, position in line, eta_start and eta_finish (ISO 8601 UTC estimates, null
-        when unknown, e.g. while paused or held) and eta_basis (where the run times came
-        from); `rates`, the rate limits used up now (with next_start_at, epoch seconds), and
-        `backoff`, agent types backing off from their provider (cap, not_before)."""
+        queue_length (tasks waiting to start), next_up (the task expected to start
+        first), the running tasks, and `mine`: your own tasks that have not ended (as a
+        running task: your subtree), each with status, position in line, eta_start and
+        eta_finish (ISO 8601 UTC estimates, null when unknown, e.g. while paused or held,
+        or when no run of its agent type has finished yet: eta_unavailable says why),
+        eta_basis (where the run times came from), eta_overdue (running past its
+        estimate) and waiting_reason (why it does not start now: kind, text, until;
+        null when it would); `rates`, the rate limits used up now (with next_start_at,
+        epoch seconds), and `backoff`, agent types backing off from their provider (cap,
+        not_before)."""
         return await call(ctx, lambda c: c.status())
 
     @server.tool()
@@ -330,8 +336,12 @@ def build_server(calls_for: Callable[[Context[Any, Any, Any]], Calls], **setting
                     where += f", position {task['position']}"
                 if task.get("eta_start") and task["status"] != Status.RUNNING:
                     where += f", starts ~{task['eta_start']}"
+                elif task.get("eta_overdue"):
+                    where += ", running past its estimate"
                 elif task.get("eta_finish"):
                     where += f", ends ~{task['eta_finish']}"
+                if task.get("waiting_reason"):
+                    where += f" ({task['waiting_reason']['text']})"
                 await ctx.report_progress(elapsed, timeout, f"task {task['id'][:8]}: {where}")
                 await changed.wait(min(WAIT_TICK, timeout - elapsed))
         finally:

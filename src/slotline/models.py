@@ -4,6 +4,7 @@ states are in `slotline.transitions`)."""
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -191,6 +192,21 @@ class Attempt:
 
 
 @dataclass(frozen=True, slots=True)
+class WaitingReason:
+    """Why a task in line does not start now, as dispatch would decide it (the policy's
+    walk records it, `scheduler/policy.plan`): a kind (`slots`, `limit`, `rate`,
+    `budget`, `backoff`, `held`, `dependency`, `start_time`, `paused`, `guard`,
+    `no_node`), a sentence, and when it frees (epoch seconds; None: not known)."""
+
+    kind: str
+    text: str
+    until: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "text": self.text, "until": iso(self.until)}
+
+
+@dataclass(frozen=True, slots=True)
 class Task:
     """A unit of work as stored. `position` is filled in by queue reads only."""
 
@@ -256,6 +272,10 @@ class Task:
     # Why a task in line has no estimate when one could not be made (the answer degrades,
     # it does not fail); None otherwise.
     eta_unavailable: str | None = field(default=None, compare=False)
+    # A running task that has run longer than its expected run time (queue reads).
+    eta_overdue: bool = field(default=False, compare=False)
+    # Filled in by queue reads: why a task in line does not start now (None: it would).
+    waiting_reason: WaitingReason | None = field(default=None, compare=False)
     # Filled in by queue reads: a queued task that a reached budget holds, the moment
     # every budget holding it has room again (its `status_reason` says which); None: no
     # budget holds it.
@@ -301,6 +321,8 @@ class Task:
             "eta_finish": iso(self.eta_finish),
             "eta_basis": self.eta_basis,
             "eta_unavailable": self.eta_unavailable,
+            "eta_overdue": self.eta_overdue,
+            "waiting_reason": self.waiting_reason and self.waiting_reason.to_dict(),
             "depends_on": list(self.depends_on),
             "parent_id": self.parent_id,
             "max_attempts": self.max_attempts,
@@ -324,6 +346,34 @@ class Task:
             "stalled_at": iso(self.stalled_at),
             "attempts": [a.to_dict() for a in self.attempts],
         }
+
+
+def next_up(queued: Iterable[Task]) -> Task | None:
+    """NEXT UP: the task of `queued` expected to start first, the earliest estimated
+    start (ties by position). A task without an estimate is a candidate only when what
+    keeps it is the whole line's (`waits_with_the_line`), after those with one, by
+    position; None when no task is expected to start."""
+    found = [t for t in queued if t.eta_start is not None or waits_with_the_line(t)]
+    inf = float("inf")
+    return min(
+        found,
+        key=lambda t: (inf if t.eta_start is None else t.eta_start, t.position or inf),
+        default=None,
+    )
+
+
+def waits_with_the_line(task: Task) -> bool:
+    """Whether a task in line would start now, or waits only for what holds every task
+    (a slot, a pause, the resource guard, a node): nothing of its own (start time, hold,
+    dependency, limit, rate, budget, back-off) keeps it."""
+    reason = task.waiting_reason
+    return reason is None or reason.kind in LINE_WIDE
+
+
+# Waiting reasons that hold the whole line, not one task.
+LINE_WIDE = frozenset({"slots", "paused", "guard", "no_node"})
+# How a waiting reason of kind `slots` begins when max_concurrent is 0 (nothing starts).
+NO_SLOTS = "max_concurrent is 0"
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,17 @@ from typing import Any
 
 from slotline.isolation import DiffStat, Isolation, KeepPolicy, Merged, Worktree, WorktreeState
 from slotline.limits import Limit
-from slotline.models import Attempt, Event, Kind, Priority, ResumedFrom, Status, Task, Usage
+from slotline.models import (
+    Attempt,
+    Event,
+    Kind,
+    Priority,
+    ResumedFrom,
+    Status,
+    Task,
+    Usage,
+    WaitingReason,
+)
 from slotline.scheduler.budgets import Budget
 from slotline.scheduler.rates import RateLimit
 from slotline.spec import TaskSpec, instant
@@ -177,7 +187,15 @@ def task_from_json(data: dict[str, Any]) -> Task:
         eta_finish=_epoch(data.get("eta_finish")),
         eta_basis=data.get("eta_basis"),
         eta_unavailable=data.get("eta_unavailable"),
+        eta_overdue=bool(data.get("eta_overdue")),
+        waiting_reason=_waiting(data.get("waiting_reason")),
     )
+
+
+def _waiting(data: dict[str, Any] | None) -> WaitingReason | None:
+    if not data:
+        return None
+    return WaitingReason(data["kind"], data["text"], _epoch(data.get("until")))
 
 
 def event_from_json(data: dict[str, Any]) -> Event:

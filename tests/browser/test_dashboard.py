@@ -31,10 +31,11 @@ def line_ids(store: Store) -> list[str]:
 
 
 def fill_to_capacity(store: Store, queued: int) -> list[str]:
-    """Two long runs (max_concurrent 2), then `queued` tasks in line; their ids."""
-    first = [submit(store, f"run {i}") for i in range(2)]
+    """Two long runs (max_concurrent 2), then `queued` tasks in line; their ids. Each is
+    expected to take ten minutes (with no run finished, nothing else says how long)."""
+    first = [submit(store, f"run {i}", expected_duration=600) for i in range(2)]
     until(lambda: running_ids(store) == set(first), what="both runs started")
-    return [submit(store, f"waiting {i}") for i in range(queued)]
+    return [submit(store, f"waiting {i}", expected_duration=600) for i in range(queued)]
 
 
 def confirm(page: Any, reason: str | None = None) -> None:

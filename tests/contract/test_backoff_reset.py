@@ -33,7 +33,7 @@ def test_a_reset_time_holds_starts_until_then_then_one_probes_and_the_rest_follo
     store.set_setting("max_concurrent", 3)
     store.set_backoff("claude", RULE)
     for n in range(5):
-        submit(f"c{n}", agent="claude")
+        submit(f"c{n}", agent="claude", expected_duration=60)
     first, *others = claim()
     for claimed in others:  # they were fine
         end(store, clock, claimed, 0)

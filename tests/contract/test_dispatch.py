@@ -628,7 +628,7 @@ def test_only_commands_that_ran_teach_run_times(
     store.record_start(attempt.id, attempt.token, pid=4242)
     finish(unexecutable, exit_code=127)
     waiting = submit("next", agent="coder")
-    assert "no runs yet" in (store.get(waiting.id).eta_basis or "")
+    assert store.get(waiting.id).eta_unavailable == "no run of agent coder has finished yet"
     # One that ran does.
     (ran,) = claim()
     store.record_start(ran.attempt.id, ran.attempt.token, pid=4243)

@@ -17,11 +17,12 @@ def test_positions_and_claims_take_turns_between_users(
     # Given: alice queued three tasks before bob and carol queued theirs
     store.set_setting("max_concurrent", 1)
     store.set_fairness("user")
+    took = {"expected_duration": 60}  # (a run time is known: the ETAs are)
     for name in ("a1", "a2", "a3"):
-        submit(name, user="alice")
-    submit("b1", user="bob")
-    submit("c1", user="carol")
-    submit("urgent-a4", user="alice", priority="urgent")
+        submit(name, user="alice", **took)
+    submit("b1", user="bob", **took)
+    submit("c1", user="carol", **took)
+    submit("urgent-a4", user="alice", priority="urgent", **took)
 
     # Then: the line is in fair order within each priority level, urgent first
     assert line() == ["urgent-a4", "a1", "b1", "c1", "a2", "a3"]

@@ -42,6 +42,7 @@ def mixed(store: Store, submit: SubmitFn, claim: ClaimFn, clock: Clock) -> list[
                 labels={"team": "infra"} if i % 3 == 0 else {"Team": "web", "note": '"team":'},
                 priority=("high", "normal", "low")[i % 3],
                 parent_id=made[0].id if i == 11 else None,
+                expected_duration=60,
             )
         )
     claim()

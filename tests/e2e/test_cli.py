@@ -53,12 +53,15 @@ def test_submit_prints_short_id_status_and_position(cli: Run) -> None:
     first = cli("submit", "--", "echo", "one")
     second = cli("submit", "--", "echo", "two")
     assert first.code == 0
-    # No run has ended yet: the estimate is a default (`show` says so), and the first
-    # task can start as soon as a node looks.
+    # Both can start as soon as a node looks, and no node serves the store: each says so.
+    nobody = " — no live node serves this store: start one with `slotline serve`\n"
     assert re.fullmatch(
-        r"submitted [0-9a-f]{8}: queued, position 1 \(NEXT UP\), starts now\n", first.out
+        r"submitted [0-9a-f]{8}: queued, position 1 \(NEXT UP\), starts now" + re.escape(nobody),
+        first.out,
     )
-    assert re.fullmatch(r"submitted [0-9a-f]{8}: queued, position 2, starts now\n", second.out)
+    assert re.fullmatch(
+        r"submitted [0-9a-f]{8}: queued, position 2, starts now" + re.escape(nobody), second.out
+    )
 
 
 def test_submit_with_a_memory_cap_says_where_nodes_cannot_enforce_it(cli: Run) -> None:
@@ -282,7 +285,19 @@ def test_ls_table_and_status_filter(cli: Run, store: Store) -> None:
     table = cli("ls")
     assert table.code == 0
     header = table.out.splitlines()[0].split()
-    assert header == ["ID", "STATUS", "PRI", "POS", "TITLE", "AGENT", "AGE", "ETA"]
+    assert header == [
+        "ID",
+        "STATUS",
+        "PRI",
+        "POS",
+        "TITLE",
+        "AGENT",
+        "AGE",
+        "ETA",
+        "WHY",
+        "NOT",
+        "NOW",
+    ]
     (alpha,) = [line for line in table.out.splitlines() if running["id"][:8] in line]
     assert alpha.split()[:3] == [running["id"][:8], "running", "normal"]
     assert "claude" in alpha

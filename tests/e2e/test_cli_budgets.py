@@ -116,11 +116,11 @@ def test_a_global_budget_or_rate_lets_submit_and_every_read_work(
 ) -> None:
     # Given: a budget or rate over every task, and a task in line (one running)
     ok(cli("--json", "limits", "--set", assignment, "--set", "max_concurrent=1"))
-    submit(cli)
+    submit(cli, "--expected-duration", "60")
     claim_one(store)
 
     # When: another task is submitted
-    result = cli("submit", "--", "true")
+    result = cli("submit", "--expected-duration", "60", "--", "true")
 
     # Then: it is submitted once, with its place and estimate, and every read works
     assert result.code == 0, result.err

@@ -45,7 +45,10 @@ def sleeper_agent(tmp_path: Path) -> None:
     """slotline.yaml (read from the working directory) with an agent type `sleeper`
     whose prompt is how many seconds it sleeps (or "go:PATH", see SLEEP)."""
     command = json.dumps([sys.executable, "-c", SLEEP, "{prompt}"])
-    (tmp_path / "slotline.yaml").write_text(f"agents:\n  sleeper:\n    command: {command}\n")
+    # Its expected run time is configured: before any run has finished, estimates rest on it.
+    (tmp_path / "slotline.yaml").write_text(
+        f"agents:\n  sleeper:\n    command: {command}\n    expected_duration: 1\n"
+    )
 
 
 def payload(result: CallToolResult) -> Any:

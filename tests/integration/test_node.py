@@ -433,8 +433,8 @@ def test_the_adaptive_guards_limit_is_in_the_store_and_the_etas_play_it(
             node.guard_interval = 0.05
             await until_async(lambda: store.status().admission is not None)
             # …the guard lets one run at a time, and the estimates of the line say so.
-            first = submit(store, "sleep", "30")
-            second = submit(store, "true")
+            first = submit(store, "sleep", "30", expected_duration=30)
+            second = submit(store, "true", expected_duration=1)
             await until_async(lambda: store.get(first.id).status is Status.RUNNING)
             shown = store.get(second.id)
             assert shown.status is Status.QUEUED

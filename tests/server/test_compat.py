@@ -84,6 +84,8 @@ def test_queue_workflows(hephaestus: Running) -> None:
             "eta_start",
             "eta_finish",
             "eta_basis",
+            "eta_unavailable",
+            "waiting_reason",
         }
         assert (first["task_id"], first["priority"], first["priority_boosted"]) == (
             t3,

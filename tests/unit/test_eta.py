@@ -20,7 +20,10 @@ from slotline.store import Store
 from slotline.store.estimates import line_task
 
 NOW = 1_000.0
-TEN = durations.RunTimes(overall=durations.Duration(10.0, 5))
+TEN = durations.RunTimes(
+    per_agent={agent: durations.Duration(10.0, 5) for agent in "abc"},
+    overall=durations.Duration(10.0, 5),
+)
 
 
 def task(n: int, status: Status = Status.QUEUED, **fields: Any) -> eta.Entry:
@@ -88,15 +91,55 @@ def test_durations_come_from_expected_duration_then_agent_then_all() -> None:
     found = eta.simulate(
         eta.Line(running=[], queued=queued, limits=Limits(max_concurrent=3), now=NOW), run_times
     )
-    assert [found[f"t{i}"].finish for i in range(3)] == [NOW + 3, NOW + 50, NOW + 7]
+    assert [found[f"t{i}"].finish for i in range(3)] == [NOW + 3, NOW + 50, None]
     assert found["t0"].basis == "expected_duration"
     assert found["t1"].basis == "recent runs of agent slow (n=8)"
-    assert found["t2"].basis == "recent runs of all tasks (n=20)"
+    # An agent type none of whose runs has finished: its start is known (a free slot),
+    # its end is not (the runs of other agent types say nothing of its own)…
+    assert found["t2"].start == NOW
+    assert found["t2"].unavailable == "no run of agent new has finished yet"
+    # …and a task of no agent type goes by all tasks' runs.
+    mixed = eta.simulate(
+        eta.Line(running=[], queued=[task(0)], limits=Limits(), now=NOW), run_times
+    )
+    assert mixed["t0"].basis == "recent runs of all tasks (n=20)"
     nothing = eta.simulate(
         eta.Line(running=[], queued=[task(0)], limits=Limits(), now=NOW), durations.RunTimes()
     )
-    assert nothing["t0"].basis is not None
-    assert nothing["t0"].basis.startswith("default")
+    assert (nothing["t0"].start, nothing["t0"].finish) == (NOW, None)
+    assert nothing["t0"].unavailable == "no run has finished yet"
+
+
+def test_a_start_after_a_run_of_unknown_length_is_unknown() -> None:
+    # Given one slot, a run of an agent type that has never finished a run, and one of
+    # known length queued behind it…
+    running = [task(0, Status.RUNNING, agent="new", started_at=NOW - 5)]
+    queued = [task(1, expected_duration=3.0), task(2, Status.WAITING, depends_on='["t1"]')]
+    line = eta.Line(
+        running=running, queued=queued[:1], waiting=queued[1:], limits=Limits(max_concurrent=1),
+        now=NOW,
+    )  # fmt: skip
+    found = eta.simulate(line, durations.RunTimes())
+    # …neither its end nor the starts that wait for it are known, and each says why.
+    assert (found["t0"].start, found["t0"].finish) == (NOW - 5, None)
+    assert found["t0"].unavailable == "no run of agent new has finished yet"
+    for later in ("t1", "t2"):
+        assert (found[later].start, found[later].finish) == (None, None)
+        assert found[later].unavailable == (
+            "starts after a run whose length is unknown (no run of agent new has finished yet)"
+        )
+    # With a slot free, the known task starts at once all the same.
+    free = eta.simulate(dataclasses.replace(line, limits=Limits(max_concurrent=2)), TEN)
+    assert free["t1"].start == NOW
+
+
+def test_a_run_past_its_expected_time_is_overdue() -> None:
+    running = [
+        task(0, Status.RUNNING, started_at=NOW - 11),
+        task(1, Status.RUNNING, started_at=NOW - 9),
+    ]
+    found = eta.simulate(eta.Line(running=running, queued=[], limits=Limits(), now=NOW), TEN)
+    assert (found["t0"].due, found["t1"].due) == (NOW - 1, NOW + 1)
 
 
 def test_held_tasks_and_their_dependents_have_no_estimate() -> None:
@@ -165,7 +208,9 @@ def test_a_paused_queue_has_no_start_estimates() -> None:
     running = [task(0, Status.RUNNING, started_at=NOW)]
     line = eta.Line(running=running, queued=[task(1)], limits=Limits(), now=NOW, paused=True)
     found = eta.simulate(line, TEN)
-    assert found["t1"] == eta.UNKNOWN
+    assert (found["t1"].start, found["t1"].finish) == (None, None)
+    assert found["t1"].waiting is not None
+    assert found["t1"].waiting.kind == "paused"
     assert found["t0"].finish == NOW + 10  # running tasks still end
 
 
@@ -444,3 +489,13 @@ def test_etas_follow_the_fair_order() -> None:
     line = eta.Line(running=[], queued=queued, limits=Limits(max_concurrent=1), now=NOW, fair=fair)
 
     assert starts(line) == {"t0": 0, "t2": 10, "t1": 20}
+
+
+def test_a_start_that_does_not_wait_for_a_run_of_unknown_length_stays_known() -> None:
+    # Given a run of unknown length and two free slots, a task delayed by an hour starts
+    # then whatever that run does: its start is known.
+    running = [task(0, Status.RUNNING, agent="new", started_at=NOW)]
+    queued = [task(1, expected_duration=3.0, not_before=NOW + 3600)]
+    line = eta.Line(running=running, queued=queued, limits=Limits(max_concurrent=3), now=NOW)
+    found = eta.simulate(line, durations.RunTimes())
+    assert (found["t1"].start, found["t1"].finish) == (NOW + 3600, NOW + 3603)

@@ -329,3 +329,54 @@ def test_the_pool_is_full_only_when_nothing_in_line_may_go_past_it() -> None:
         policy.pool_full(Limits(max_concurrent=2, exempt_agents=frozenset({"pm"})), running)
         is False
     )
+
+
+@settings(max_examples=150, deadline=None)
+@given(snapshots())
+def test_asking_why_changes_no_plan_and_gives_every_task_left_in_line_a_reason(
+    drawn: tuple[Snapshot, frozenset[str]],
+) -> None:
+    snap, unrunnable = drawn
+
+    def runnable(t: Task) -> bool:
+        return t.id not in unrunnable
+
+    why: dict[str, policy.WaitingReason] = {}
+    explained = policy.plan(snap, runnable, why=why)
+    # The plan is the one a claim makes (which asks no reasons)…
+    assert explained == policy.plan(snap, runnable)
+    # …and every runnable task it leaves in line says why, while none it starts does.
+    started = {s.task_id for s in explained.start}
+    left = {t.id for t in snap.queued if runnable(t) and not t.start_now} - started
+    assert set(why) == left
+    if snap.paused:
+        assert {r.kind for r in why.values()} <= {"paused"}
+    for task_id, reason in why.items():
+        queued = next(t for t in snap.queued if t.id == task_id)
+        if (queued.not_before or 0) > NOW:
+            assert (reason.kind, reason.until) in (
+                ("start_time", queued.not_before),
+                ("paused", None),
+            )
+
+
+def test_a_full_limit_is_named_with_its_count_and_the_pool_with_its_size() -> None:
+    running = [dataclasses.replace(task(1, agent="claude"), status=Status.RUNNING)]
+    line = [task(2, agent="claude"), task(3, agent="aider"), task(4)]
+    limits = Limits(max_concurrent=2, per_key=(Limit("agent", "claude", 1),))
+    why: dict[str, policy.WaitingReason] = {}
+    policy.plan(Snapshot(running=running, queued=line, limits=limits, now=NOW), why=why)
+    assert {i: (r.kind, r.text) for i, r in why.items()} == {
+        line[0].id: ("limit", "agent=claude: 1/1 running"),
+        line[2].id: ("slots", "all 2 slots are taken"),
+    }
+
+
+def test_no_slots_at_all_says_max_concurrent_is_zero() -> None:
+    why: dict[str, policy.WaitingReason] = {}
+    line = [task(1)]
+    policy.plan(
+        Snapshot(running=[], queued=line, limits=Limits(max_concurrent=0), now=NOW), why=why
+    )
+    assert why[line[0].id].kind == "slots"
+    assert why[line[0].id].text.startswith("max_concurrent is 0")

@@ -117,6 +117,10 @@ def limits(state: CliState, assignments: tuple[str, ...]) -> None:
     for assignment in parsed:
         assignment.apply(store)
     settings = store.settings()
+    if parsed and settings["max_concurrent"] == 0:
+        from slotline.config import warn_no_slots
+
+        warn_no_slots("set now")
     if state.json:
         print_json(settings.to_dict())
     else:

@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from slotline.clock import iso
-from slotline.models import Event, Status, Task
+from slotline.models import Event, Status, Task, waits_with_the_line
 
 NEXT_UP = "NEXT UP"
 
@@ -89,10 +89,28 @@ def until(ts: float | None, now: float) -> str:
 
 
 def eta_text(task: Task, now: float) -> str:
-    """`ls`: the estimated start of a task in line, the estimated end of a running one."""
+    """`ls`: the estimated start of a task in line, the estimated end of a running one
+    (`past its estimate` once it has run longer than expected; `unknown` when nothing
+    says how long its runs take)."""
     if task.status is Status.RUNNING:
-        return "ends " + until(task.eta_finish, now) if task.eta_finish else "-"
+        return ends_text(task, now, prefix="ends ")
+    if task.eta_start is None and task.eta_unavailable is not None:
+        return "unknown"
     return until(task.eta_start, now)
+
+
+def ends_text(task: Task, now: float, prefix: str = "") -> str:
+    """When a running task is expected to end: `in ~3m`, `past its estimate`, `unknown`."""
+    if task.eta_overdue:
+        return "past its estimate"
+    if task.eta_finish is None:
+        return "unknown" if task.eta_unavailable is not None else "-"
+    return prefix + until(task.eta_finish, now)
+
+
+def why_text(task: Task) -> str:
+    """Why a task in line does not start now, or `-`."""
+    return "-" if task.waiting_reason is None else printable(task.waiting_reason.text)
 
 
 def duration(seconds: float | None) -> str:
@@ -121,10 +139,11 @@ def _value(value: Any) -> str:
 
 
 def describe_place(task: Task, now: float | None = None) -> str:
-    """`queued, position 2, starts in ~3m`, `waiting for 3f2a1b2c`, `held`, `blocked: …`;
-    `…; no estimate: WHY` when the estimate could not be made."""
+    """`queued, position 2, starts in ~3m`, `waiting for 3f2a1b2c`, `held`, `blocked: …`,
+    with why a task in line waits (`— all 3 slots are taken`); `…; no estimate: WHY`
+    when its start could not be estimated."""
     place = _place(task, now)
-    if task.eta_unavailable is not None:
+    if task.eta_unavailable is not None and task.eta_start is None:
         return f"{place}; no estimate: {task.eta_unavailable}"
     return place
 
@@ -132,11 +151,14 @@ def describe_place(task: Task, now: float | None = None) -> str:
 def _place(task: Task, now: float | None) -> str:
     if task.status is Status.QUEUED and task.position is not None:
         where = f"queued, position {task.position}"
-        where += " (NEXT UP)" if task.position == 1 else ""
+        where += f" ({NEXT_UP})" if task.position == 1 and waits_with_the_line(task) else ""
         if task.run_at is not None and now is not None and task.run_at > now:
             where += f", not before {timestamp(task.run_at, now)}"
         elif task.eta_start is not None and now is not None:
             where += f", starts {until(task.eta_start, now)}"
+        reason = task.waiting_reason
+        if reason is not None and reason.kind != "start_time":
+            where += f" — {printable(reason.text)}"
         return where
     if task.status is Status.WAITING:
         return "waiting for " + ", ".join(short_id(d) for d in task.depends_on)

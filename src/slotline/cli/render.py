@@ -7,6 +7,7 @@ import functools
 import json
 import shlex
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from rich import box
@@ -20,15 +21,17 @@ from slotline.cli.plain import (
     NEXT_UP,
     ago,
     duration,
+    ends_text,
     eta_text,
     printable,
     short_id,
     short_ids,
     timestamp,
     until,
+    why_text,
 )
 from slotline.limits import Limit
-from slotline.models import Kind, ResumedFrom, Status, Task
+from slotline.models import NO_SLOTS, Kind, ResumedFrom, Status, Task, waits_with_the_line
 from slotline.spend import describe
 
 if TYPE_CHECKING:
@@ -114,6 +117,7 @@ def task_table(tasks: Iterable[Task], now: float) -> Table:
     table.add_column("AGENT", no_wrap=True, overflow="ellipsis", max_width=16)
     table.add_column("AGE", no_wrap=True, justify="right")
     table.add_column("ETA", no_wrap=True, justify="right")
+    table.add_column("WHY NOT NOW", no_wrap=True, overflow="ellipsis", ratio=1, min_width=11)
     tasks = list(tasks)
     ids = short_ids(t.id for t in tasks)
     for task in tasks:
@@ -126,6 +130,7 @@ def task_table(tasks: Iterable[Task], now: float) -> Table:
             text(task.agent),
             ago(task.created_at, now),
             eta_text(task, now),
+            why_text(task),
         )
     return keep_widths(table)
 
@@ -152,7 +157,7 @@ def queue_status(
     ids = short_ids(t.id for t in (*status.running, *status.queued))
     running = _table("ID", title=f"RUNNING ({len(status.running)})")
     _title_column(running)
-    for name in ("AGENT", "PID", "STARTED", "ENDS"):
+    for name in ("AGENT", "PID", "STARTED", "ETA END"):
         running.add_column(name, no_wrap=True)
     for task in status.running:
         attempt = task.attempts[-1] if task.attempts else None
@@ -165,26 +170,29 @@ def queue_status(
             text(task.agent),
             "-" if pid is None else str(pid),
             ago(task.started_at, now),
-            until(task.eta_finish, now),
+            ends_text(task, now),
         )
     parts.append(keep_widths(running) if status.running else Text("nothing running", style="dim"))
     total = len(status.queued) if status.queued_total is None else status.queued_total
     queued = _table("POS", "", "ID", "PRI", title=f"QUEUED ({total})")
     _title_column(queued)
     queued.add_column("AGENT", no_wrap=True, overflow="ellipsis", max_width=16)
-    queued.add_column("WAITING", no_wrap=True, justify="right")
-    queued.add_column("STARTS", no_wrap=True, justify="right")
+    queued.add_column("WAITED", no_wrap=True, justify="right")
+    queued.add_column("ETA START", no_wrap=True, justify="right")
+    queued.add_column("WHY NOT NOW", no_wrap=True, overflow="ellipsis", ratio=1, min_width=11)
     shown = status.queued if show_queued is None else status.queued[:show_queued]
+    first = status.next_up
     for task in shown:
         queued.add_row(
             str(task.position),
-            Text(NEXT_UP, style="bold green") if task.position == 1 else "",
+            Text(NEXT_UP, style="bold green") if task.id == first else "",
             ids[task.id],
             _priority(task),
             text(task.title),
             text(task.agent),
             duration(now - (task.queued_at or task.created_at)),
-            until(task.eta_start, now),
+            eta_text(task, now),
+            why_text(task),
         )
     parts.append(keep_widths(queued) if status.queued else Text("nothing queued", style="dim"))
     for task in shown:  # a function no live node serves, or a budget: why it does not start
@@ -198,15 +206,38 @@ def queue_status(
     return Group(*parts)
 
 
+def _eta(at: float | None, task: Task, now: float, end: bool) -> str | None:
+    """An estimate in `show` (`end`: of the run's end, else of its start): rough, in
+    local time and relative (`~14:05 (in ~5m)`), `past its estimate` for an overdue
+    run's end, `unknown` when it could not be made."""
+    if end and task.eta_overdue:
+        return "past its estimate"
+    if at is None:
+        started = end or task.status is not Status.RUNNING
+        live = task.status in (Status.QUEUED, Status.WAITING, Status.HELD, Status.RUNNING)
+        return "unknown" if live and started and task.eta_unavailable is not None else None
+    clock = datetime.fromtimestamp(at).strftime("%H:%M")
+    return f"~{clock} ({until(at, now)})"
+
+
 def _capacity_line(status: QueueStatus) -> Text:
+    """Capacity in one coherent phrase: `NO SLOTS` (max_concurrent 0), `OVER LIMIT`
+    (a started-now task runs past it), or `AT CAPACITY`; then PAUSED if it is."""
     line = Text()
-    line.append(f"{status.active}/{status.max_concurrent} running", style="bold")
-    slots = status.slots_available
-    line.append(f" · {slots} slot{'' if slots == 1 else 's'} available")
-    if status.at_capacity:
-        line.append(" · AT CAPACITY", style="bold red")
-    if status.over_limit:
-        line.append(" · OVER LIMIT (a bumped task runs past the limit)", style="bold red")
+    running = f"{status.active}/{status.max_concurrent} running"
+    if status.max_concurrent == 0:
+        line.append(running, style="bold")
+        line.append(f" · NO SLOTS: {NO_SLOTS} (slotline limits --set max_concurrent=N)")
+        line.stylize("bold red", len(running) + 3)
+    elif status.over_limit or status.active > status.max_concurrent:
+        line.append(f"OVER LIMIT: {running}", style="bold red")
+        line.append(" (a started-now task runs past the limit)")
+    else:
+        line.append(running, style="bold")
+        slots = status.slots_available
+        line.append(f" · {slots} slot{'' if slots == 1 else 's'} available")
+        if status.at_capacity:
+            line.append(" · AT CAPACITY", style="bold red")
     if status.paused:
         line.append(" · PAUSED (nothing new starts; slotline resume)", style="bold magenta")
     return line
@@ -221,7 +252,8 @@ def task_detail(task: Task, now: float) -> RenderableType:
     if task.stalled_at is not None and task.status is Status.RUNNING:
         state.append(f" since {ago(task.stalled_at, now)}")
     if task.position is not None:
-        state.append(f" (position {task.position}{', NEXT UP' if task.position == 1 else ''})")
+        first = task.position == 1 and waits_with_the_line(task)
+        state.append(f" (position {task.position}{', NEXT UP' if first else ''})")
     if task.status_reason:
         state.append(f" — {printable(task.status_reason)}")
     rows: list[tuple[str, str | Text | None]] = [
@@ -249,9 +281,11 @@ def task_detail(task: Task, now: float) -> RenderableType:
         ("schedule", task.schedule),
         ("started", timestamp(task.started_at, now) if task.started_at else None),
         ("finished", timestamp(task.finished_at, now) if task.finished_at else None),
-        ("eta start", timestamp(task.eta_start, now) if task.eta_start else None),
-        ("eta finish", timestamp(task.eta_finish, now) if task.eta_finish else None),
-        ("eta basis", task.eta_basis),
+        ("waiting", why_text(task) if task.waiting_reason else None),
+        ("eta start", _eta(task.eta_start, task, now, end=False)),
+        ("eta end", _eta(task.eta_finish, task, now, end=True)),
+        ("eta basis", text(task.eta_basis) if task.eta_basis else None),
+        ("no estimate", text(task.eta_unavailable) if task.eta_unavailable else None),
         ("exit code", None if task.exit_code is None else str(task.exit_code)),
         ("failure", text(task.failure_reason) if task.failure_reason else None),
         ("refused", _refused(task)),

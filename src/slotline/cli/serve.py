@@ -165,7 +165,7 @@ def serve(
     name re-adopts them. With --app, it also runs the app's Python functions (they
     cannot outlive the node: a stop interrupts them).
     """
-    from slotline.config import load_config
+    from slotline.config import load_config, warn_no_slots
     from slotline.logfmt import configure as configure_logging
     from slotline.node import Node
     from slotline.server.context import ServerOptions
@@ -215,6 +215,8 @@ def serve(
         config=config,
     )
     limit = store.settings()["max_concurrent"]
+    if limit == 0 and config.max_concurrent != 0:  # (a file that sets it was said already)
+        warn_no_slots("the store's setting")
     if state.json:
         info = {
             "node_id": node.node_id,

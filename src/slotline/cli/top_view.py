@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from slotline.cli.pacing import status_lines
-from slotline.cli.plain import NEXT_UP, duration, eta_text, short_ids
+from slotline.cli.plain import NEXT_UP, duration, eta_text, short_ids, why_text
 from slotline.cli.render import keep_widths, text
 from slotline.models import Task
 from slotline.runner.proctree import Usage, size
@@ -142,21 +142,24 @@ def _queued(view: View) -> RenderableType:
         table.add_column(name, no_wrap=True)
     _title(table)
     table.add_column("AGENT", no_wrap=True, overflow="ellipsis", max_width=16)
-    table.add_column("WAITING", no_wrap=True, justify="right")
-    table.add_column("STARTS", no_wrap=True, justify="right")
+    table.add_column("WAITED", no_wrap=True, justify="right")
+    table.add_column("ETA START", no_wrap=True, justify="right")
+    table.add_column("WHY NOT NOW", no_wrap=True, overflow="ellipsis", ratio=1, min_width=11)
+    first = view.status.next_up
     for task in shown:
         priority = Text(task.priority.label)
         if task.boosted:
             priority.append("+", style="bold")
         table.add_row(
             str(task.position),
-            Text(NEXT_UP, style="bold green") if task.position == 1 else "",
+            Text(NEXT_UP, style="bold green") if task.id == first else "",
             ids[task.id],
             priority,
             text(task.title),
             text(task.agent),
             duration(view.now - (task.queued_at or task.created_at)),
             eta_text(task, view.now),
+            why_text(task),
             style=SELECTED if task.id == view.selected else None,
         )
     hidden_after = len(queued) - start - len(shown)

@@ -8,6 +8,7 @@ import contextlib
 import functools
 import logging
 import os
+import time
 from pathlib import Path
 
 from slotline.errors import SlotlineError, StaleAttempt
@@ -63,7 +64,10 @@ async def reconcile(supervisor: Supervisor) -> None:
             and not log_path.with_suffix(".pid").exists()
         )  # fmt: skip
         if code is not None:
-            action, outcome = "collected", Outcome(code, describe_exit(code))
+            # It ended when its keeper wrote the exit file, not now: the time the node
+            # was down is not the run's.
+            ended_ago = _age(exit_path)
+            action, outcome = "collected", Outcome(code, describe_exit(code), ended_ago=ended_ago)
             # Killed by a signal while no node watched it (not a stop slotline asked
             # for): interrupted, as a run whose keeper died with it.
             run.resumable = code < 0 and task.kill_request is None
@@ -88,6 +92,14 @@ async def reconcile(supervisor: Supervisor) -> None:
         )
         supervisor.runs[attempt.id] = run
         await supervisor.finish(run, outcome, requeue=never_spawned)
+
+
+def _age(path: Path) -> float | None:
+    """Seconds since `path` was last written (None if it cannot be read)."""
+    try:
+        return max(0.0, time.time() - path.stat().st_mtime)
+    except OSError:
+        return None
 
 
 async def _adopted(supervisor: Supervisor, run: Run, handle: ProcessHandle) -> None:

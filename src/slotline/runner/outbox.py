@@ -130,6 +130,7 @@ class Outbox:
             session_id=report.session_id,
             resumable=report.resumable,
             denied=report.denied,
+            ended_ago=report.ended_ago,
         )
 
     async def commit_pending(self) -> None:

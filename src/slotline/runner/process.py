@@ -47,6 +47,9 @@ class Outcome:
     reason: str | None = None
     # What a function returned, as JSON (function tasks only).
     result: str | None = None
+    # Seconds before now the process ended, when it was found ended later (from its
+    # exit file, by a node restarted after it); None: it ended just now.
+    ended_ago: float | None = None
 
 
 def describe_exit(code: int | None) -> str | None:

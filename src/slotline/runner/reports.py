@@ -62,4 +62,5 @@ def end_report(
     return Report(
         attempt.id, attempt.token, outcome.exit_code, outcome.reason, requeue, output,
         reading.usage, reading.session_id, run.resumable and not requeue, reading.denied,
+        outcome.ended_ago,
     )  # fmt: skip

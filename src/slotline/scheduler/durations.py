@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-# When nothing has run yet: a guess, named as such in `eta_basis`.
+# When nothing says how long a run takes: what the simulation plays for it (no estimate
+# is given on its strength).
 DEFAULT_DURATION = 300.0
 # Fewer runs than this say too little about the spread: their plain mean is used.
 MIN_FIT = 5
@@ -80,21 +81,35 @@ class RunTimes:
 
     per_agent: Mapping[str, Duration] = field(default_factory=dict)
     overall: Duration | None = None
-    default: float = DEFAULT_DURATION
+    # What the simulation plays for a run whose length nothing says, so that the line
+    # behind it can still be placed; no estimate rests on it (see `eta.simulate`).
+    default: Duration = Duration(DEFAULT_DURATION, 0)
     # Seconds from a run's end to the next start in its slot (the node's dispatch).
     gap: float = 0.0
 
-    def of(self, task: Timed) -> tuple[Duration, str]:
-        """A task's expected run time and where it came from: its own expected_duration,
-        else its agent type's recent runs, else all tasks' recent runs, else a default."""
+    def known(self, task: Timed) -> Known | str:
+        """A task's expected run time: its own expected_duration (or its agent type's
+        configured one, given at submit), else its agent type's recent runs; a task of no
+        agent type, all tasks' recent runs. Else why it is unknown (a sentence): the runs
+        of other agent types say nothing of this one's."""
         if task.expected_duration is not None:
-            return Duration(task.expected_duration, 0), "expected_duration"
-        if task.agent is not None and task.agent in self.per_agent:
-            found = self.per_agent[task.agent]
-            return found, f"recent runs of agent {task.agent} (n={found.runs})"
+            return Known(Duration(task.expected_duration, 0), "expected_duration")
+        if task.agent is not None:
+            found = self.per_agent.get(task.agent)
+            if found is None:
+                return f"no run of agent {task.agent} has finished yet"
+            return Known(found, f"recent runs of agent {task.agent} (n={found.runs})")
         if self.overall is not None:
-            return self.overall, f"recent runs of all tasks (n={self.overall.runs})"
-        return Duration(self.default, 0), f"default {self.default:g}s (no runs yet)"
+            return Known(self.overall, f"recent runs of all tasks (n={self.overall.runs})")
+        return "no run has finished yet"
+
+
+@dataclass(frozen=True, slots=True)
+class Known:
+    """A run time that rests on something: the expected duration, and what."""
+
+    duration: Duration
+    basis: str
 
 
 def robust_mean(samples: Sequence[float]) -> float:

@@ -25,12 +25,12 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from slotline.limits import limit_key_value
-from slotline.models import Status
+from slotline.models import Status, WaitingReason
 from slotline.scheduler import policy
 from slotline.scheduler.budgets import BudgetBook
 from slotline.scheduler.durations import RunTimes
@@ -69,6 +69,7 @@ class Entry(NamedTuple):
     # Read by fairness by parent task only.
     parent_id: str | None = None
     repo: str | None = None
+    kind: str = "command"
 
     def key_value(self, key: str) -> str | None:
         """The value of a limit key, as `Task.key_value`."""
@@ -82,6 +83,13 @@ class Estimate:
     start: float | None
     finish: float | None
     basis: str | None
+    # Why the task does not start now, as dispatch would decide it (None: it would).
+    waiting: WaitingReason | None = None
+    # Why the start or finish is unknown (no run of its agent type has finished…).
+    unavailable: str | None = None
+    # A running task's expected end (its start plus its expected run time): past it,
+    # the run is overdue (`eta_overdue`), whatever its `finish` now says.
+    due: float | None = None
 
 
 UNKNOWN = Estimate(None, None, None)
@@ -153,6 +161,8 @@ class Line:
     # With fairness on: each queued task's virtual time in its band (fairness.py), as of
     # `now`; a task that joins later sorts after its band's.
     fair: Mapping[str, float] | None = None
+    # Whether some live node serves the store (heartbeats): with none, nothing starts.
+    served: bool = True
 
 
 # Where a task sorts in the line: queue_key, or with fairness (band, virtual time, rank).
@@ -164,19 +174,27 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
     estimates: dict[str, Estimate] = {}
     tiebreak = itertools.count()
     ends: list[tuple[float, int, Entry]] = []  # a heap of (finish, tiebreak, task)
+    unknown_end = _UnknownEnd()
     for task in line.running:
-        took, basis = run_times.of(task)
+        found = run_times.known(task)
+        took = run_times.default if isinstance(found, str) else found.duration
         started = task.started_at if task.started_at is not None else now
         left = max(took.remaining(now - started), took.mean * REMAINING_FLOOR, MIN_REMAINING)
-        estimates[task.id] = Estimate(started, now + left, basis)
+        if isinstance(found, str):
+            estimates[task.id] = Estimate(started, None, None, unavailable=found)
+            unknown_end.ends[task.id] = found
+        else:
+            expected = started + took.mean
+            estimates[task.id] = Estimate(started, now + left, found.basis, due=expected)
         heapq.heappush(ends, (now + left + run_times.gap, next(tiebreak), task))
     unknown = [*line.held, *line.waiting, *line.queued]
     limits, opens, guarded = line.limits, now, ""
     if line.admission is not None:
         limits, opens, guarded = line.admission.apply(line, ends[0][0] if ends else math.inf)
+    why = reasons(line, limits)
     if line.paused:
         estimates.update(dict.fromkeys((t.id for t in unknown), UNKNOWN))
-        return estimates
+        return _with_reasons(estimates, why)
     estimates.update(dict.fromkeys((t.id for t in line.held), UNKNOWN))
     book = line.rates.copy() if line.rates else None
     rated = [*(book.keys if book is not None else ()), *(["agent"] if line.holds else [])]
@@ -243,18 +261,30 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
                 book.record(task, clock)
             if not task.start_now:  # a start-now task is not among the pending
                 pending.started(task)
-            took, basis = run_times.of(task)
+            found = run_times.known(task)
+            took = run_times.default if isinstance(found, str) else found.duration
+            end = clock + took.mean + run_times.gap
             if arrivals.forecast(task):
                 ahead[task.agent] = ahead.get(task.agent, 0) + 1
             else:
-                if ahead.get(task.agent):
-                    basis += f"; after {ahead[task.agent]} expected arrivals ahead"
-                if not task.start_now:
-                    basis += guarded
-                estimates[task.id] = Estimate(clock, clock + took.mean, basis)
+                after = unknown_end.before(task, clock)
+                if after is not None:
+                    estimates[task.id] = Estimate(None, None, None, unavailable=after)
+                    unknown_end.ends[task.id] = after  # its end is not known either
+                elif isinstance(found, str):
+                    estimates[task.id] = Estimate(clock, None, None, unavailable=found)
+                else:
+                    basis = found.basis
+                    if ahead.get(task.agent):
+                        basis += f"; after {ahead[task.agent]} expected arrivals ahead"
+                    if not task.start_now:
+                        basis += guarded
+                    estimates[task.id] = Estimate(clock, clock + took.mean, basis)
                 arrivals.left -= 1
+            if isinstance(found, str) and not arrivals.forecast(task):
+                unknown_end.ends.setdefault(task.id, found)  # (forecast work is a guess)
             running[task.id] = task
-            heapq.heappush(ends, (clock + took.mean + run_times.gap, next(tiebreak), task))
+            heapq.heappush(ends, (end, next(tiebreak), task))
         due = arrivals.next_at()
         # When a rate or a back-off hold lets a task that waits on it start.
         room = decided.next_wake if not pending.empty() else None
@@ -275,15 +305,122 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
             pending.add(task)
         while ends and ends[0][0] <= clock:
             done = heapq.heappop(ends)[2]
+            unknown_end.ended(done, clock, running.values(), limits)
             running.pop(done.id, None)
             for waiter in dependents.pop(done.id, ()):
                 needs = unmet[waiter.id]
                 needs.discard(done.id)
+                unknown_end.waited(done, waiter)
                 if not needs:
                     ready(waiter)
         if not running and pending.empty() and not timers and arrivals.next_at() is None:
             break
     estimates.update({t.id: UNKNOWN for t in unknown if t.id not in estimates})
+    return _with_reasons(estimates, why)
+
+
+class _UnknownEnd:
+    """The runs of the simulation whose end is unknown (nothing says how long they take,
+    or their start was unknown), and the starts that rest on one: a start once such a run
+    has ended, if its end freed a place the line may wait for (the pool, or a per-key
+    limit of its values, was full), and the start of a task that waited for it (a
+    dependency). Those could happen at any time, and are unknown too."""
+
+    def __init__(self) -> None:
+        self.ends: dict[str, str] = {}  # run id -> why its end is unknown
+        self.at = math.inf  # from when every start is unknown
+        self.why = ""
+        self.waiters: dict[str, str] = {}
+
+    def ended(
+        self, done: Entry, clock: float, running: Iterable[Entry], limits: policy.Limits
+    ) -> None:
+        why = self.ends.get(done.id)
+        if why is not None and clock < self.at and _was_full(done, running, limits):
+            self.at, self.why = clock, _after(why)
+
+    def waited(self, done: Entry, waiter: Entry) -> None:
+        why = self.ends.get(done.id)
+        if why is not None:
+            self.waiters.setdefault(waiter.id, _after(why))
+
+    def before(self, task: Entry, clock: float) -> str | None:
+        """Why the start of `task` at `clock` is unknown, or None if it is known."""
+        if clock >= self.at:
+            return self.why
+        return self.waiters.get(task.id)
+
+
+def _after(why: str) -> str:
+    if why.startswith("starts after"):
+        return why
+    return f"starts after a run whose length is unknown ({why})"
+
+
+def _was_full(done: Entry, running: Iterable[Entry], limits: policy.Limits) -> bool:
+    """Whether, while `done` ran, a cap it counted against was full: its end frees a
+    place some task may be waiting for."""
+    running = list(running)
+    in_pool = sum(1 for t in running if limits.in_pool(t))
+    if limits.in_pool(done) and in_pool >= limits.max_concurrent:
+        return True
+    for key in {limit.key for limit in limits.per_key}:
+        value = done.key_value(key)
+        cap = None if value is None else limits.for_value(key, value)
+        if cap is not None and sum(1 for t in running if t.key_value(key) == value) >= cap:
+            return True
+    return False
+
+
+def reasons(line: Line, limits: policy.Limits) -> dict[str, WaitingReason]:
+    """Why each task in `line` does not start now, by id (a task that would start has
+    none): held, waiting on a dependency, no live node, the resource guard holding
+    starts, or what `policy.plan`'s walk says under `limits` (the limits in force now)."""
+    why: dict[str, WaitingReason] = {}
+    held = WaitingReason("held", "held: `slotline release` lets it start")
+    why.update((t.id, held) for t in line.held)
+    states = {t.id: t.status for t in (*line.running, *line.queued, *line.waiting, *line.held)}
+    for task in line.waiting:
+        deps = [d for d in task.depends_on if d in states]
+        if deps:
+            more = f" and {len(deps) - 1} more" if len(deps) > 1 else ""
+            text = f"waits for task {deps[0][:8]} ({states[deps[0]]}){more}"
+            why[task.id] = WaitingReason("dependency", text)
+    queued = [t for t in line.queued if not t.start_now]
+    if line.fair is not None:
+        fair = line.fair
+        queued.sort(
+            key=lambda t: (*policy.band_key(t, line.now, line.aging_interval), fair.get(t.id, 0))
+        )
+    snapshot = policy.Snapshot(
+        running=line.running, queued=queued, limits=limits, now=line.now,
+        start_now=[t for t in line.queued if t.start_now], paused=line.paused,
+        aging_interval=line.aging_interval, rates=line.rates, holds=line.holds,
+        budgets=line.budgets,
+    )  # fmt: skip
+    policy.plan(snapshot, why=why)
+    # What holds every start comes before a free or full slot, not before a task's own
+    # reason (its start time, a limit…), which still holds once the line moves.
+    if not line.served:
+        text = "no live node serves this store: start one with `slotline serve`"
+        held_by: WaitingReason | None = WaitingReason("no_node", text)
+    elif line.admission is not None and line.admission.held and not line.paused:
+        held_by = WaitingReason("guard", "the resource guard holds new starts (CPU or memory)")
+    else:
+        held_by = None
+    if held_by is not None:
+        for task in queued:
+            found = why.get(task.id)
+            if (found is None or found.kind == "slots") and task.kind != "external":
+                why[task.id] = held_by
+    return why
+
+
+def _with_reasons(
+    estimates: dict[str, Estimate], why: Mapping[str, WaitingReason]
+) -> dict[str, Estimate]:
+    for task_id, reason in why.items():
+        estimates[task_id] = replace(estimates.get(task_id, UNKNOWN), waiting=reason)
     return estimates
 
 

@@ -11,8 +11,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
+from slotline.clock import iso
 from slotline.limits import Limit
-from slotline.models import Status
+from slotline.models import NO_SLOTS, Status, WaitingReason
 from slotline.scheduler.budgets import BudgetBook
 from slotline.scheduler.fairness import Fairness, fair_line
 from slotline.scheduler.rates import RateBook
@@ -194,6 +195,25 @@ class _Usage:
                 return False
         return True
 
+    def full_for(self, task: Placeable) -> WaitingReason:
+        """Which cap keeps `task` out (`fits` said one does), in words."""
+        cap = self.limits.max_concurrent
+        if self.limits.in_pool(task) and self.global_count >= cap:
+            if cap == 0:
+                return WaitingReason("slots", f"{NO_SLOTS}: no task starts until it is raised")
+            if self.global_count > cap:
+                text = f"{self.global_count}/{cap} running: over the limit (a task was started now)"
+            else:
+                text = f"all {cap} slots are taken"
+            return WaitingReason("slots", text)
+        for key in self.keys:
+            value = task.key_value(key)
+            limit = None if value is None else self.limits.for_value(key, value)
+            if value is not None and limit is not None and self.by_key[key, value] >= limit:
+                count = self.by_key[key, value]
+                return WaitingReason("limit", f"{key}={value}: {count}/{limit} running")
+        return WaitingReason("slots", f"all {cap} slots are taken")
+
     def closed(self) -> bool:
         """Every slot of `max_concurrent` is taken and no queued task may go past it (no
         agent type is exempt): only a "start now" task could start."""
@@ -205,7 +225,11 @@ def pool_full(limits: Limits, running: Iterable[Placeable]) -> bool:
     return _Usage(limits, running).closed()
 
 
-def plan(snapshot: Snapshot[T], runnable: Callable[[T], bool] | None = None) -> Plan[T]:
+def plan(
+    snapshot: Snapshot[T],
+    runnable: Callable[[T], bool] | None = None,
+    why: dict[str, WaitingReason] | None = None,
+) -> Plan[T]:
     """Decide which queued tasks start now.
 
     Every free slot is filled in one pass, in queue order; a task whose per-key limit is
@@ -216,12 +240,15 @@ def plan(snapshot: Snapshot[T], runnable: Callable[[T], bool] | None = None) -> 
     its place (skipped, like a full per-key limit), and `next_wake` says when it may
     start; so does a task whose budget is reached. Start-now ignores all three, but its
     start counts against the rates.
+
+    Given `why`, the walk goes on to the end of the line and records there, for every
+    queued task it does not start, the reason (the plan is the same; a claim passes
+    none, and stops reading where the slots are full).
     """
     now = snapshot.now
     can_run = runnable or (lambda _task: True)
     usage = _Usage(snapshot.limits, snapshot.running)
     book = snapshot.rates.copy() if snapshot.rates else None
-    holds = snapshot.holds
     starts: list[Start[T]] = []
     wake: list[float] = []
     for task in snapshot.start_now:
@@ -230,9 +257,14 @@ def plan(snapshot: Snapshot[T], runnable: Callable[[T], bool] | None = None) -> 
             usage.add(task)
             if book is not None:
                 book.record(task, now)
-    if snapshot.paused:
-        return Plan(start=starts)
     started = {s.task_id for s in starts}
+    if snapshot.paused:
+        if why is not None:
+            paused = WaitingReason("paused", "the queue is paused; `slotline resume` starts it")
+            why.update(
+                (t.id, paused) for t in snapshot.queued if t.id not in started and can_run(t)
+            )
+        return Plan(start=starts)
     line: Iterable[T] = snapshot.queued
     if snapshot.aging_interval:
         line = order(line, now, snapshot.aging_interval)
@@ -243,31 +275,66 @@ def plan(snapshot: Snapshot[T], runnable: Callable[[T], bool] | None = None) -> 
         line = fair_line(
             line, snapshot.fairness, snapshot.passes, lambda t: band_key(t, now, aging), turns
         )
+    full = False
     for task in line:
         if usage.closed():
-            break
+            if why is None:
+                break  # not even reading the next task (a claim reads the line in pages)
+            full = True  # the rest is read only for the reasons
         if task.id in started or not can_run(task):
             continue
-        if task.not_before is not None and task.not_before > now:
-            wake.append(task.not_before)
+        found = _obstacle(snapshot, usage, book, task)
+        if found is not None:
+            kind, until = found
+            if until is not None and not full:
+                wake.append(until)
+            if why is not None:
+                why[task.id] = _reason(snapshot, usage, task, kind, until)
             continue
-        held = holds.get(task.agent) if task.agent is not None and holds else None
-        if held is not None and held > now:
-            wake.append(held)
-            continue
-        spent = snapshot.budgets.held_until(task, now) if snapshot.budgets else None
-        if spent is not None:
-            wake.append(spent)
-            continue
-        if usage.fits(task):
-            allowed = book.next_allowed(task, now) if book is not None else None
-            if allowed is not None:
-                wake.append(allowed)
-                continue
-            starts.append(Start(task, over_limit=False, turn=turns.get(task.id)))
-            usage.add(task)
-            if book is not None:
-                book.record(task, now)
-            if usage.closed():
-                break  # not even reading the next task (a claim reads the line in pages)
+        starts.append(Start(task, over_limit=False, turn=turns.get(task.id)))
+        usage.add(task)
+        if book is not None:
+            book.record(task, now)
+        if why is None and usage.closed():
+            break  # not even reading the next task (a claim reads the line in pages)
     return Plan(start=starts, next_wake=min(wake) if wake else None)
+
+
+def _obstacle(
+    snapshot: Snapshot[T], usage: _Usage, book: RateBook | None, task: T
+) -> tuple[str, float | None] | None:
+    """What keeps `task` from starting now, checked in this order: its start time, its
+    agent type's back-off, a reached budget, a full limit (`full`), a rate; and until
+    when, if that is known. None: it may start."""
+    now = snapshot.now
+    if task.not_before is not None and task.not_before > now:
+        return "start_time", task.not_before
+    holds = snapshot.holds
+    held = holds.get(task.agent) if task.agent is not None and holds else None
+    if held is not None and held > now:
+        return "backoff", held
+    spent = snapshot.budgets.held_until(task, now) if snapshot.budgets else None
+    if spent is not None:
+        return "budget", spent
+    if not usage.fits(task):
+        return "full", None
+    allowed = book.next_allowed(task, now) if book is not None else None
+    if allowed is not None:
+        return "rate", allowed
+    return None
+
+
+def _reason(
+    snapshot: Snapshot[T], usage: _Usage, task: T, kind: str, until: float | None
+) -> WaitingReason:
+    """The reason `_obstacle` found, in words."""
+    at = "" if until is None else f" (until {iso(until)})"
+    if kind == "full":
+        return usage.full_for(task)
+    if kind == "start_time":
+        return WaitingReason(kind, f"not before {iso(until)}", until)
+    if kind == "backoff":
+        return WaitingReason(kind, f"agent {task.agent} is backing off its provider{at}", until)
+    if kind == "budget":
+        return WaitingReason(kind, f"a budget it counts against is reached{at}", until)
+    return WaitingReason(kind, f"a rate limit has no room{at}", until)

@@ -20,11 +20,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from slotline.clock import iso
 from slotline.errors import InvalidTransition
-from slotline.models import PENDING, Priority, Status, Task
+from slotline.models import PENDING, Priority, Status, Task, next_up
 from slotline.readback import read_back
 from slotline.server.auth import Principal
 from slotline.server.context import Reader, ServerState, State, Writer
 from slotline.server.errors import ERROR_RESPONSES
+from slotline.server.schemas import WaitingReasonOut
 
 router = APIRouter(prefix="/api", tags=["hephaestus compatibility"], responses=ERROR_RESPONSES)
 
@@ -52,6 +53,8 @@ class QueuedTaskOut(BaseModel):
     eta_start: str | None = None
     eta_finish: str | None = None
     eta_basis: str | None = None
+    eta_unavailable: str | None = None
+    waiting_reason: WaitingReasonOut | None = None
 
 
 class QueueStatusOut(BaseModel):
@@ -61,6 +64,8 @@ class QueueStatusOut(BaseModel):
     queued_tasks: list[QueuedTaskOut]
     slots_available: int
     at_capacity: bool
+    # slotline's own: the task expected to start first (null: none is, or not yours).
+    next_up: str | None = None
 
 
 class TaskIdBody(BaseModel):
@@ -102,6 +107,8 @@ def _queued(task: Task) -> dict[str, Any]:
         "eta_start": iso(task.eta_start),
         "eta_finish": iso(task.eta_finish),
         "eta_basis": task.eta_basis,
+        "eta_unavailable": task.eta_unavailable,
+        "waiting_reason": task.waiting_reason and task.waiting_reason.to_dict(),
     }
 
 
@@ -110,6 +117,7 @@ async def queue_status(state: State, who: Reader) -> dict[str, Any]:
     """Active agents of the maximum, and the queued tasks in order with positions."""
     status = await state.call(state.store.status)
     queued = [t for t in status.queued if who.sees(t)]
+    first = next_up(status.queued)
     return {
         "active_agents": status.active,
         "max_concurrent_agents": status.max_concurrent,
@@ -117,6 +125,7 @@ async def queue_status(state: State, who: Reader) -> dict[str, Any]:
         "queued_tasks": [_queued(t) for t in queued],
         "slots_available": status.slots_available,
         "at_capacity": status.at_capacity,
+        "next_up": first.id if first is not None and who.sees(first) else None,
     }
 
 

@@ -14,7 +14,7 @@ from slotline.clock import iso, utcnow
 from slotline.config import Config, redacted
 from slotline.errors import InvalidInput
 from slotline.limits import check_limit_key
-from slotline.models import Task
+from slotline.models import Task, next_up
 from slotline.scheduler.backoff import BackoffRule
 from slotline.scheduler.fairness import check_fairness
 from slotline.scheduler.rates import check_rate_key
@@ -43,7 +43,7 @@ def status_json(status: QueueStatus, who: Principal) -> dict[str, Any]:
     """QueueStatus as JSON; a user (a task token) sees the capacity and the line's length
     but only their own tasks (its subtree), and `next_up` only when it is one of them."""
     if not who.sees_all:
-        first = status.queued[0] if status.queued else None
+        first = next_up(status.queued)
         status = replace(
             status,
             queued=[t for t in status.queued if who.sees(t)],
@@ -73,8 +73,9 @@ async def queue_status(
 ) -> dict[str, Any]:
     """Capacity (active of max, slots available, at capacity, paused) and the line: running
     tasks, then queued tasks in order with their positions (the first `limit`, if given;
-    `queued_total` counts them all, the caller's or not); `next_up` is position 1 (null
-    for a user or task token when that task is not theirs).
+    `queued_total` counts them all, the caller's or not); `next_up` is the task expected
+    to start first (null when none is, or for a user or task token when that task is not
+    theirs); each task in line that does not start now says why in `waiting_reason`.
     Every task in line carries `eta_start`, `eta_finish` and `eta_basis`."""
     status = await state.call(state.store.status, limit=limit)
     data = status_json(status, who)

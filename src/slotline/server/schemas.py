@@ -93,6 +93,17 @@ class AttemptOut(BaseModel):
     )
 
 
+class WaitingReasonOut(BaseModel):
+    """Why a task in line does not start now (see docs/http.md)."""
+
+    kind: str = Field(
+        description="slots, limit, rate, budget, backoff, held, dependency, start_time, "
+        "paused, guard or no_node"
+    )
+    text: str = Field(description="The reason in a sentence")
+    until: str | None = Field(None, description="When it frees, if known (ISO 8601 UTC)")
+
+
 class TaskOut(BaseModel):
     """`Task.to_dict()` plus a few fields a remote client needs to act on the task."""
 
@@ -119,7 +130,14 @@ class TaskOut(BaseModel):
     eta_finish: str | None = Field(None, description="Estimated finish (ISO 8601 UTC)")
     eta_basis: str | None = Field(None, description="Where the run times came from")
     eta_unavailable: str | None = Field(
-        None, description="Why a task in line has no estimate, when one could not be made"
+        None,
+        description="Why a task in line has no estimate (or no finish), when one could not be made",
+    )
+    eta_overdue: bool = Field(
+        False, description="Running longer than its expected run time: its end is not known"
+    )
+    waiting_reason: WaitingReasonOut | None = Field(
+        None, description="Why a task in line does not start now; null: it would"
     )
     depends_on: list[str]
     parent_id: str | None

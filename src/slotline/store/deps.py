@@ -141,15 +141,17 @@ def end_task(
     exit_code: int | None = None,
     failure_reason: str | None = None,
     event: Mapping[str, Any] | None = None,
+    ended: float | None = None,
 ) -> None:
     """End `task` as `to` (the caller has checked the transition), log it as `kind` with
-    the data `event`, and carry the end to its dependents."""
+    the data `event`, and carry the end to its dependents. Its `finished_at` is `ended`
+    (when its process ended, if earlier than the change), else `now`."""
     tx.run(
         "task_end",
         id=task.id,
         status=to.value,
         status_reason=status_reason,
-        now=now,
+        now=now if ended is None else ended,
         exit_code=exit_code,
         failure_reason=failure_reason,
     )

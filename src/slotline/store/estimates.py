@@ -75,6 +75,7 @@ def line_task(row: Mapping[str, Any]) -> eta.Entry:
         row["expected_duration"],
         row.get("parent_id"),
         row.get("repo"),
+        row.get("kind") or "command",
     )
 
 
@@ -201,6 +202,7 @@ def _line(tx: Tx, now: float, rows: Iterable[Mapping[str, Any]]) -> eta.Line:
     settings = read_settings(tx)
     arrivals, span = _arrivals(tx, now)
     throttles = provider.throttles(tx)
+    guards = tx.rows("nodes_guards", since=now - LEASE_SECONDS)
     return eta.Line(
         running=by_status[Status.RUNNING],
         queued=by_status[Status.QUEUED],
@@ -209,7 +211,7 @@ def _line(tx: Tx, now: float, rows: Iterable[Mapping[str, Any]]) -> eta.Line:
         limits=backoff.limits_under(settings.limits, throttles),
         now=now,
         paused=bool(settings["paused"]),
-        admission=_admission(tx, now),
+        admission=_admission(guards),
         aging_interval=settings["aging_interval"],
         arrivals=arrivals,
         forecast=span,
@@ -217,6 +219,7 @@ def _line(tx: Tx, now: float, rows: Iterable[Mapping[str, Any]]) -> eta.Line:
         holds=backoff.holds(throttles),
         budgets=budgets.load_book(tx, settings.budgets, now),
         fair=_fair(tx, settings, by_status[Status.QUEUED], now),
+        served=bool(guards),
     )
 
 
@@ -233,12 +236,11 @@ def _fair(
     return virtual_times(ordered, fairness, passes, lambda t: policy.band_key(t, now, aging))
 
 
-def _admission(tx: Tx, now: float) -> eta.Admission | None:
-    """What the resource guards of the live nodes allow: nothing held back while one of
-    them has no verdict (it starts what the others hold); a hold if all hold; else the
-    highest of their adaptive limits (a held node starts nothing, the others fill up to
-    their own limit)."""
-    guards = tx.rows("nodes_guards", since=now - LEASE_SECONDS)
+def _admission(guards: Sequence[Mapping[str, Any]]) -> eta.Admission | None:
+    """What the resource guards of the live nodes (`guards`, rows of `nodes_guards`)
+    allow: nothing held back while one of them has no verdict (it starts what the others
+    hold); a hold if all hold; else the highest of their adaptive limits (a held node
+    starts nothing, the others fill up to their own limit)."""
     if not guards or any(not g["pressure_hold"] and g["pressure_limit"] is None for g in guards):
         return None
     limits = [int(g["pressure_limit"]) for g in guards if not g["pressure_hold"]]
@@ -291,12 +293,19 @@ def _lowest(tx: Tx) -> int | None:
     return None
 
 
-def with_estimate(task: Task, estimates: Mapping[str, eta.Estimate], **changes: Any) -> Task:
-    """`task` with its estimate (and `changes`), in one copy; in line when the line could
-    not be simulated, with why it has none."""
+def with_estimate(
+    task: Task, estimates: Mapping[str, eta.Estimate], now: float, **changes: Any
+) -> Task:
+    """`task` with its estimate (and `changes`), in one copy, as of `now` (a run past
+    its expected end is overdue); in line when the line could not be simulated, with why
+    it has none."""
     found = estimates.get(task.id)
     if found is not None:
         changes.update(eta_start=found.start, eta_finish=found.finish, eta_basis=found.basis)
+        overdue = found.due is not None and found.due < now
+        changes.update(eta_unavailable=found.unavailable, eta_overdue=overdue)
+        if found.waiting is not None and task.waiting_reason is None:
+            changes["waiting_reason"] = found.waiting
     elif isinstance(estimates, NoEstimates) and task.status in IN_LINE:
         changes["eta_unavailable"] = estimates.why
     return replace(task, **changes) if changes else task

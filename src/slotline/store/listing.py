@@ -140,13 +140,15 @@ def dress(tx: Tx, store: str, tasks: list[Task]) -> list[Task]:
     attempts = _attempts(tx, [t.id for t in tasks])
     found = positions(tx, [t for t in tasks if t.status is Status.QUEUED])
     etas = _estimates(tx, store, tasks, found)
+    now = tx.now()
     dressed = [
-        estimates.with_estimate(t, etas, attempts=attempts.get(t.id, ()), position=found.get(t.id))
+        estimates.with_estimate(
+            t, etas, now, attempts=attempts.get(t.id, ()), position=found.get(t.id)
+        )
         for t in tasks
     ]
     if not found:
         return dressed
-    now = tx.now()
     return budgets.annotate(budgets.load_book(tx, read_settings(tx).budgets, now), dressed, now)
 
 

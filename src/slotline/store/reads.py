@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from slotline.models import Attempt, Status, Task, TaskPage
+from slotline.models import Attempt, Status, Task, TaskPage, next_up
 from slotline.store import backoff, budgets, estimates, listing, rates, serving
 from slotline.store.core import StoreCore
 from slotline.store.events import last_seq
@@ -61,6 +61,13 @@ class QueueStatus:
     def at_capacity(self) -> bool:
         return self.active >= self.max_concurrent
 
+    @property
+    def next_up(self) -> str | None:
+        """The id of the task expected to start first (`models.next_up`), unless it is
+        not the caller's to see."""
+        first = None if self.next_up_hidden else next_up(self.queued)
+        return None if first is None else first.id
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "active": self.active,
@@ -70,7 +77,7 @@ class QueueStatus:
             "paused": self.paused,
             "admission_hold": self.admission,
             "over_limit": self.over_limit,
-            "next_up": self.queued[0].id if self.queued and not self.next_up_hidden else None,
+            "next_up": self.next_up,
             "queued_total": len(self.queued) if self.queued_total is None else self.queued_total,
             "running": [t.to_dict() for t in self.running],
             "queued": [t.to_dict() for t in self.queued],
@@ -98,6 +105,8 @@ class Line:
     now: float
 
 
+# NEXT UP of a page of the line is looked for among this many at its head.
+NEXT_UP_HEAD = 100
 # Held and waiting tasks shown below the line, at most.
 PARKED_SHOWN = 200
 
@@ -134,8 +143,9 @@ class ReadVerbs(StoreCore):
                 spend = budgets.load_book(tx, read_settings(tx).budgets, now)
                 task = budgets.annotate(spend, [task], now)[0]
             if estimate and task.status in estimates.IN_LINE:
+                now = tx.now()
                 task = estimates.with_estimate(
-                    task, estimates.line_estimates(tx, tx.now(), self.url)
+                    task, estimates.line_estimates(tx, now, self.url), now
                 )
             return task
 
@@ -206,10 +216,11 @@ class ReadVerbs(StoreCore):
             if not rows:
                 return []
             positions = self._positions(tx)
-            etas = estimates.line_estimates(tx, tx.now(), self.url)
+            now = tx.now()
+            etas = estimates.line_estimates(tx, now, self.url)
             return [
                 estimates.with_estimate(
-                    with_attempts(tx, task_from_row(r), positions.get(r["id"])), etas
+                    with_attempts(tx, task_from_row(r), positions.get(r["id"])), etas, now
                 )
                 for r in rows
             ]
@@ -238,8 +249,10 @@ class ReadVerbs(StoreCore):
                 etas = estimates.head_estimates(tx, now, len(queue), self.url)
             else:
                 etas = estimates.line_estimates(tx, now, self.url)
-            running = [estimates.with_estimate(t, etas) for t in running]
-            placed = [estimates.with_estimate(t, etas, position=i) for i, t in enumerate(queue, 1)]
+            running = [estimates.with_estimate(t, etas, now) for t in running]
+            placed = [
+                estimates.with_estimate(t, etas, now, position=i) for i, t in enumerate(queue, 1)
+            ]
             placed = serving.annotate(tx, placed)
             status = _queue_status(tx, settings, running, placed, now)
             return replace(status, queued_total=total)
@@ -266,21 +279,23 @@ class ReadVerbs(StoreCore):
                 queue = ordered_queue(tx, now, aging)
                 kept = set(_ids(tx, where)) if where.groups else None
                 placed = [replace(t, position=i) for i, t in enumerate(queue, 1)]
+                head = placed[:NEXT_UP_HEAD]
                 placed = [t for t in placed if kept is None or t.id in kept]
                 total, page = len(placed), placed[offset : offset + limit]
-                next_up = queue[0].id if queue else None
             else:
                 page, total = listing.queued_page(tx, where, offset, limit)
-                first = tx.one("tasks_queued_in_order", limit=1, offset=0)
-                next_up = None if first is None else str(first["id"])
+                rows = tx.rows("tasks_queued_in_order", limit=NEXT_UP_HEAD, offset=0)
+                head = [replace(task_from_row(r), position=i) for i, r in enumerate(rows, 1)]
             parked, parked_total = listing.parked(tx, where, PARKED_SHOWN)
             etas = estimates.line_estimates(tx, now, self.url)
-            running = [estimates.with_estimate(t, etas) for t in running]
-            page = serving.annotate(tx, [estimates.with_estimate(t, etas) for t in page])
-            parked = [estimates.with_estimate(t, etas) for t in parked]
+            first = next_up(estimates.with_estimate(t, etas, now) for t in head)
+            next_up_id = None if first is None else first.id
+            running = [estimates.with_estimate(t, etas, now) for t in running]
+            page = serving.annotate(tx, [estimates.with_estimate(t, etas, now) for t in page])
+            parked = [estimates.with_estimate(t, etas, now) for t in parked]
             status = _queue_status(tx, settings, running, page, now)
             seq = last_seq(tx)
-            return Line(status, total, next_up, parked, parked_total, settings, seq, now)
+            return Line(status, total, next_up_id, parked, parked_total, settings, seq, now)
 
     def dependents(self, task_id: str) -> list[Task]:
         """The tasks that depend on the task `task_id` (full id), oldest first."""

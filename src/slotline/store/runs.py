@@ -46,6 +46,9 @@ class Report:
     resumable: bool = False
     # The tool uses its agent was refused, one name per refusal (`usage.py`).
     denied: tuple[str, ...] = ()
+    # How many seconds before the report the process ended, when that was found later
+    # (a node restarted after it: the exit file's age); None: just now.
+    ended_ago: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +98,7 @@ class RunVerbs(StoreCore):
         session_id: str | None = None,
         resumable: bool = False,
         denied: tuple[str, ...] = (),
+        ended_ago: float | None = None,
     ) -> Task:
         """Commit the outcome of an attempt whose process has exited.
 
@@ -116,6 +120,9 @@ class RunVerbs(StoreCore):
                 attempt continues its session (`resume`), if it has one.
             denied: the tool uses its agent was refused (one name each): the run is
                 flagged (a `denied` event; a success says so in its `status_reason`).
+            ended_ago: the process ended this many seconds before the report (found by a
+                node restarted after it): the run's end and its run time are that
+                earlier instant (never before its start), not the time of the report.
 
         Raises:
             StaleAttempt: the attempt is not the task's current one, or the token is wrong,
@@ -125,7 +132,7 @@ class RunVerbs(StoreCore):
             now = tx.now() if now is None else now  # under the lock, as in `claim`
             report = Report(
                 attempt_id, token, exit_code, reason, requeue, output, usage, session_id,
-                resumable, tuple(denied),
+                resumable, tuple(denied), ended_ago,
             )  # fmt: skip
             return load(tx, end(tx, report, now, reap_after))
 
@@ -249,10 +256,12 @@ def end(
         reason, requeued = refused
         outcome = "throttled" if requeued else outcome
     usage = results.own_usage(tx, attempt, report.usage)
+    # When the process ended: now, or earlier when a restarted node found it ended.
+    ended = now if report.ended_ago is None else max(attempt.started_at, now - report.ended_ago)
     tx.run(
         "attempt_end",
         id=attempt.id,
-        now=now,
+        now=ended,
         exit_code=exit_code,
         outcome=outcome,
         reason=reason,
@@ -283,12 +292,12 @@ def end(
     else:
         flagged = refused_tools(report.denied) if outcome == "succeeded" else None
         deps.end_task(
-            tx, task, status, outcome, now, status_reason=flagged,
+            tx, task, status, outcome, now, status_reason=flagged, ended=ended,
             exit_code=exit_code, failure_reason=reason,
             event={"attempt": attempt.id, "exit_code": exit_code, "reason": reason},
         )  # fmt: skip
     if ran:
-        took = (task.agent, now - attempt.started_at)
+        took = (task.agent, ended - attempt.started_at)
         if runs is None:
             estimates.record_runs(tx, [took], now)
         else:

@@ -13,7 +13,7 @@ from typing import Any
 from slotline.bounds import MAX_RESULT_BYTES
 from slotline.clock import iso
 from slotline.errors import InvalidInput, NotFound, StaleAttempt
-from slotline.models import Kind, Status, Task
+from slotline.models import Kind, Status, Task, WaitingReason
 from slotline.store.core import StoreCore
 from slotline.store.events import emit
 from slotline.store.queries import Tx
@@ -142,7 +142,8 @@ def _served(tx: Tx) -> frozenset[str]:
 
 def annotate(tx: Tx, tasks: list[Task]) -> list[Task]:
     """Tasks as reads show them: a succeeded function task with its `result`, and a queued
-    one whose name no live node serves with that as its `status_reason`."""
+    one whose name no live node serves with that as its `status_reason` (and its
+    `waiting_reason`, of kind `no_node`)."""
     waiting = [t for t in tasks if t.kind is Kind.CALLABLE and t.status is Status.QUEUED]
     served = _served(tx) if waiting else frozenset()
     return [_shown(tx, task, served) for task in tasks]
@@ -152,7 +153,8 @@ def _shown(tx: Tx, task: Task, served: frozenset[str]) -> Task:
     if task.kind is not Kind.CALLABLE:
         return task
     if task.status is Status.QUEUED and task.callable not in served:
-        return replace(task, status_reason=unserved_reason(task.callable or ""))
+        reason = unserved_reason(task.callable or "")
+        return replace(task, status_reason=reason, waiting_reason=WaitingReason("no_node", reason))
     if task.status is Status.SUCCEEDED:
         return replace(task, result=_result(tx, task))
     return task
