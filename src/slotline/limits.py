@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from slotline.errors import InvalidInput
 
@@ -70,3 +71,21 @@ def check_limit_key(key: str) -> str:
     if key in LIMIT_KEYS or (key.startswith("label:") and len(key) > len("label:")):
         return key
     raise InvalidInput(f"unknown limit key {key!r}; use agent, workspace, user, repo or label:NAME")
+
+
+def usage(per_key: Iterable[Limit], running: Iterable[Keyed]) -> list[dict[str, Any]]:
+    """Each per-key limit with how many of `running` count against it, per value
+    (`{"key", "value", "max", "used": {value: count}}`): what the dashboard's header and
+    MCP's queue_status show."""
+    running = list(running)
+    found = []
+    for limit in per_key:
+        counts = Counter(
+            value for t in running if (value := limit_key_value(t, limit.key)) is not None
+        )
+        if limit.value is not None:
+            counts = Counter({limit.value: counts.get(limit.value, 0)})
+        found.append(
+            {"key": limit.key, "value": limit.value, "max": limit.max, "used": dict(counts)}
+        )
+    return found

@@ -81,7 +81,8 @@ def build_server(calls_for: Callable[[Context[Any, Any, Any]], Calls], **setting
         """Capacity and your place in line. Call this before submitting work.
 
         Returns active/max_concurrent running tasks, slots_available, at_capacity, paused,
-        queue_length (tasks waiting to start), next_up (the task expected to start
+        limits (each per-key limit, e.g. agent=claude max 2, with its running count per
+        value in `used`), queue_length (tasks waiting to start), next_up (the task expected to start
         first), the running tasks, and `mine`: your own tasks that have not ended (as a
         running task: your subtree), each with status, position in line, eta_start and
         eta_finish (ISO 8601 UTC estimates, null when unknown, e.g. while paused or held,

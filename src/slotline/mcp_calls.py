@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from slotline import limits
 from slotline.cli.backend import Backend, agent_type_fields
 from slotline.config import Config
 from slotline.models import Status, Task
@@ -48,12 +49,16 @@ class Calls(Protocol):
     def watcher(self) -> Watcher: ...
 
 
-def status_summary(status: dict[str, Any], mine: list[dict[str, Any]]) -> dict[str, Any]:
-    """queue_status's answer: capacity, the running tasks, the length of the line (not
-    every queued task: it may be thousands) and the caller's own live tasks."""
+def status_summary(
+    status: dict[str, Any], mine: list[dict[str, Any]], limits: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """queue_status's answer: capacity, the per-key limits and their use (`limits.usage`),
+    the running tasks, the length of the line (not every queued task: it may be
+    thousands) and the caller's own live tasks."""
     keep = ("active", "max_concurrent", "slots_available", "at_capacity", "paused")
     return {
         **{k: status[k] for k in keep},
+        "limits": limits,
         "admission_hold": status.get("admission_hold"),
         "queue_length": status["queued_total"],
         "next_up": status.get("next_up"),
@@ -103,8 +108,11 @@ class BackendCalls:
             current = await self._run(self.backend.status)
             mine = [] if self.task_id is None else await self._run(self._mine, self.task_id)
             current = replace(current, mine=mine)
+        settings = await self._run(self.backend.settings)
         data = current.to_dict()
-        return status_summary(data, data.get("mine") or [])
+        return status_summary(
+            data, data.get("mine") or [], limits.usage(settings.per_key, current.running)
+        )
 
     def _mine(self, root: str) -> list[Task]:
         from slotline.store import Store

@@ -260,7 +260,8 @@ def page_yaml(page: str) -> dict[str, Any]:
 
 
 def limits_of(listed: dict[str, Any]) -> dict[str, Any]:
-    """max_concurrent and the per-key limits of a `limits` answer (CLI or HTTP)."""
+    """max_concurrent and the per-key limits of a `limits` answer (CLI, HTTP) or of MCP's
+    queue_status."""
     per_key = {f"{x['key']}[{x['value']}]": x["max"] for x in listed["limits"]}
     return {"max_concurrent": listed["max_concurrent"], **per_key}
 
@@ -350,7 +351,8 @@ def test_the_quickstart_from_a_users_folder(user: User, standin: AnthropicStandi
     assert limits_of(user.json("limits")) == written
     with urllib.request.urlopen(f"{url}/api/limits", timeout=30) as answer:
         assert limits_of(json.loads(answer.read())) == written
-    assert mcp_status(user)["max_concurrent"] == 3
+    over_mcp = mcp_status(user)
+    assert limits_of(over_mcp) == written
     # and from a folder without a slotline.yaml of its own (the node published them).
     user.cwd = Path(user.env["HOME"])
     assert limits_of(user.json("limits")) == written

@@ -48,6 +48,7 @@ def sleeper_agent(tmp_path: Path) -> None:
     # Its expected run time is configured: before any run has finished, estimates rest on it.
     (tmp_path / "slotline.yaml").write_text(
         f"agents:\n  sleeper:\n    command: {command}\n    expected_duration: 1\n"
+        "    max_concurrent: 5\n"
     )
 
 
@@ -213,6 +214,10 @@ def test_a_supervisor_over_stdio_on_the_store(
             # Its subtasks were submitted under its task: they are "mine".
             status = await call(session, "queue_status")
             assert me["id"] in {t["id"] for t in status["mine"]}
+            # The agent type's limit from slotline.yaml is in force, and said.
+            (sleeper,) = status["limits"]
+            assert (sleeper["key"], sleeper["value"], sleeper["max"]) == ("agent", "sleeper", 5)
+            assert set(sleeper["used"]) == {"sleeper"}
 
     anyio.run(main)
 
@@ -242,6 +247,9 @@ def test_a_supervisor_over_http_and_a_viewer_refused(
     async def viewer(session: ClientSession) -> None:
         status = await call(session, "queue_status")
         assert status["max_concurrent"] == 0  # as the operator left it
+        assert {"key": "agent", "value": "sleeper", "max": 5, "used": {"sleeper": 0}} in (
+            status["limits"]
+        )
         for tool, arguments in (
             ("submit_task", {"agent": "sleeper", "prompt": "1"}),
             ("cancel_task", {"task_id": "0" * 32}),

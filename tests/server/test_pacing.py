@@ -108,7 +108,7 @@ def test_the_mcp_queue_status_says_which_rates_hold_starts_back(
     http.post("/api/tasks", json={"title": "a", "command": ["true"], "agent": "claude"})
     server.store.claim("a-node")
 
-    summary = status_summary(http.get("/api/status").json(), [])
+    summary = status_summary(http.get("/api/status").json(), [], [])
 
     assert [(r["key"], r["value"]) for r in summary["rates"]] == [("agent", "claude")]
     assert summary["backoff"] == []

@@ -182,7 +182,7 @@ function Row({ task, now, ids, next }) {
       checked=${checked} onClick=${(e) => select(task, e, ids)} />`}
     <span class="pos">${task.position ? `#${task.position}` : "–"}</span>
     ${next && !state.compact && html`<${Badge} kind="next">NEXT UP<//>`}
-    <span class="title" title=${task.title}>${task.title}${why && html`<span class="why" title=${why.title}>${why.text}</span>`}</span>
+    <span class="title-cell"><span class="title" title=${task.title}>${task.title}</span>${why && html`<span class="why" title=${why.title}>${why.text}</span>`}</span>
     <span class="meta">
       ${next && state.compact && html`<${Badge} kind="next">NEXT UP<//>`}
       <${Badge} kind=${`pri-${task.priority}`}>${task.priority}<//>

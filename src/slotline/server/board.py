@@ -3,13 +3,12 @@ capacity header, who the caller is, and the charts' history."""
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Annotated, Any, Literal
 
 import psutil
 from fastapi import APIRouter, Depends, Query
 
-from slotline import stats
+from slotline import limits, stats
 from slotline.bounds import OFFSET, Range
 from slotline.clock import iso
 from slotline.models import Task
@@ -27,26 +26,13 @@ router = APIRouter(prefix="/api", tags=["dashboard"], responses=ERROR_RESPONSES)
 WINDOWS = {"hour": 3600.0, "day": 86_400.0}
 
 
-def limit_usage(settings: Settings, running: list[Task]) -> list[dict[str, Any]]:
-    """Each per-key limit with how many running tasks count against it, per value."""
-    usage = []
-    for limit in settings.per_key:
-        counts = Counter(value for t in running if (value := t.key_value(limit.key)) is not None)
-        if limit.value is not None:
-            counts = Counter({limit.value: counts.get(limit.value, 0)})
-        usage.append(
-            {"key": limit.key, "value": limit.value, "max": limit.max, "used": dict(counts)}
-        )
-    return usage
-
-
-def _usage_for(who: Principal, settings: Settings, running: list[Task]) -> list[dict[str, Any]]:
+def usage_for(who: Principal, settings: Settings, running: list[Task]) -> list[dict[str, Any]]:
     """Limit usage as `who` may see it: a user (a task token) sees the values of its own
     runs, and the runs of others only as one `(others)` count per limit."""
-    usage = limit_usage(settings, running)
+    usage = limits.usage(settings.per_key, running)
     if who.sees_all:
         return usage
-    own = limit_usage(settings, [t for t in running if who.sees(t)])
+    own = limits.usage(settings.per_key, [t for t in running if who.sees(t)])
     for item, mine in zip(usage, own, strict=True):
         hidden = sum(item["used"].values()) - sum(mine["used"].values())
         item["used"] = {**mine["used"], **({"(others)": hidden} if hidden else {})}
@@ -77,7 +63,7 @@ def _line(
         limit=limit,
         parked=[task_json(t) for t in line.parked],
         parked_total=line.parked_total,
-        limits=_usage_for(who, line.settings, line.status.running),
+        limits=usage_for(who, line.settings, line.status.running),
         machine=machine(),
         last_seq=line.last_seq,
         now=iso(line.now),

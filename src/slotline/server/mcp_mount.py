@@ -23,7 +23,7 @@ from starlette.types import Receive, Scope, Send
 
 from slotline import mcp, mcp_calls
 from slotline.models import Priority, Status
-from slotline.server import landing, queue, routes
+from slotline.server import board, landing, queue, routes
 from slotline.server.auth import Principal
 from slotline.server.context import ServerState, presented_token, resolve
 from slotline.server.errors import error_body
@@ -58,7 +58,12 @@ class RouteCalls:
 
     async def status(self) -> dict[str, Any]:
         data = await queue.queue_status(self.state, self.who, mine=True, root=None)
-        return mcp_calls.status_summary(data, data.get("mine") or [])
+        store = self.state.store
+        settings, running = await self.state.call(
+            lambda: (store.settings(), store.list_tasks(Status.RUNNING))
+        )
+        used = board.usage_for(self.who, settings, running)
+        return mcp_calls.status_summary(data, data.get("mine") or [], used)
 
     async def submit(self, fields: dict[str, Any]) -> dict[str, Any]:
         who = self._writer()
