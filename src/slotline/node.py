@@ -181,7 +181,8 @@ class Node:
                         self.supervisor.outbox.dispatching = True
                     next_wake = await self._dispatch(watcher.id)
                     failures = 0
-                    self.awake.update(len(self.supervisor.runs))
+                    if self.awake.wants_update(running := len(self.supervisor.runs)):
+                        await asyncio.to_thread(self.awake.update, running)
                 except SlotlineError:
                     # The store is unreachable or busy: keep supervising, try again soon.
                     failures += 1
@@ -205,7 +206,7 @@ class Node:
                 with contextlib.suppress(SlotlineError):
                     await asyncio.to_thread(self.store.set_pressure, self.node_id, None, False)
             await self.supervisor.shutdown()
-            self.awake.release()
+            await asyncio.to_thread(self.awake.release)
             watcher.close()
             with contextlib.suppress(SlotlineError):
                 await asyncio.to_thread(self.store.unregister_node, self.node_id)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
+import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -195,3 +197,25 @@ def test_a_missing_tool_is_said_once(
         "cannot keep the machine awake while runs go on (systemd-inhibit not found); it may sleep"
     ]
     assert not awake.held
+
+
+def test_a_killed_inhibitor_whose_child_lives_on_never_blocks_the_node(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an inhibitor whose child holds its stderr open (as systemd-inhibit's `cat`),
+    record = standins(tmp_path, monkeypatch, then="sleep 600 & wait")
+    awake = KeepAwake(True, platform="linux")
+    awake.update(1)
+    [(pid, _)] = until(lambda: started(record), what="systemd-inhibit")
+    child = until(lambda: psutil.Process(pid).children(), what="its child")[0]
+    # when the inhibitor alone is killed (a user's kill, the OOM killer),
+    os.kill(pid, signal.SIGKILL)
+    until(lambda: not running(pid), what="it ended")
+    # then the next update notices, gives it up, and returns at once, its child gone too.
+    assert awake.wants_update(1)
+    done = threading.Thread(target=awake.update, args=(1,), daemon=True)
+    done.start()
+    done.join(timeout=30)
+    assert not done.is_alive(), "update blocked on the killed inhibitor's output"
+    assert not awake.held
+    until(lambda: not running(child.pid), what="its child ended")

@@ -15,8 +15,11 @@ import contextlib
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+from typing import IO
 
 log = logging.getLogger("slotline.node")
 
@@ -45,6 +48,9 @@ class KeepAwake:
         self.enabled = enabled
         self.platform = platform
         self._process: subprocess.Popen[bytes] | None = None
+        # What the tool says on stderr, in a file: a pipe could block its reader for ever
+        # (a child of a killed tool holding the pipe's other end open).
+        self._said: IO[bytes] | None = None
         # Set once the tool turned out missing or refusing: the node does not ask again.
         self._given_up = False
 
@@ -52,8 +58,18 @@ class KeepAwake:
     def held(self) -> bool:
         return self._process is not None
 
+    def wants_update(self, running: int) -> bool:
+        """Whether `update(running)` would start or stop something (cheap: the node asks
+        after each dispatch and hands only a change to a worker thread)."""
+        if running == 0:
+            return self._process is not None
+        if self._process is not None:
+            return self._process.poll() is not None
+        return self.enabled and not self._given_up
+
     def update(self, running: int) -> None:
-        """Hold the inhibitor while `running` > 0, drop it at 0."""
+        """Hold the inhibitor while `running` > 0, drop it at 0 (blocking: it starts or
+        stops a process; call it from a worker thread)."""
         if running == 0:
             self.release()
             return
@@ -69,25 +85,30 @@ class KeepAwake:
         if shutil.which(argv[0]) is None:
             self._give_up(f"{argv[0]} not found")
             return
+        said = tempfile.TemporaryFile()  # noqa: SIM115 (kept open while the tool runs)
         try:
             self._process = subprocess.Popen(
                 argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                start_new_session=True,  # a Ctrl-C meant for the node is not for it
+                stderr=said,
+                # Its own process group: a Ctrl-C meant for the node is not for it, and
+                # `release` ends it with what it started (`cat`).
+                start_new_session=True,
             )
         except OSError as exc:
+            said.close()
             self._give_up(f"{argv[0]}: {exc.strerror or exc}")
             return
+        self._said = said
         log.info("keeping the machine awake while runs go on (%s)", argv[0])
 
-    @staticmethod
-    def _ended(process: subprocess.Popen[bytes]) -> str:
+    def _ended(self, process: subprocess.Popen[bytes]) -> str:
         said = b""
-        if process.stderr is not None:
+        if self._said is not None:
             with contextlib.suppress(OSError, ValueError):
-                said = process.stderr.read(500)
+                self._said.seek(0)
+                said = self._said.read(500)
         reason = said.decode(errors="replace").strip() or f"exit code {process.returncode}"
         name = process.args[0] if isinstance(process.args, list) else process.args
         return f"{name!s} ended: {reason}"
@@ -106,13 +127,16 @@ class KeepAwake:
         with contextlib.suppress(OSError):
             if process.stdin is not None:
                 process.stdin.close()
-        process.terminate()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGTERM)  # the tool and its `cat`
         try:
             process.wait(timeout=5)
         except subprocess.TimeoutExpired:
-            process.kill()
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-        if process.stderr is not None:
-            process.stderr.close()
+        if self._said is not None:
+            self._said.close()
+            self._said = None
         if not self._given_up:
             log.info("the machine may sleep again: no run goes on")
