@@ -70,7 +70,8 @@ def test_submit_with_a_memory_cap_says_where_nodes_cannot_enforce_it(cli: Run) -
     assert capped.code == 0
     assert capped.err == (
         f"warning: memory cap of 64 MB not enforced: this platform ({sys.platform}) has "
-        "no enforced RLIMIT_AS; a node on Linux enforces it\n"
+        "no enforced RLIMIT_AS: a node on this machine runs it uncapped (a node on Linux "
+        "caps it)\n"
     )
     if sys.platform.startswith("linux"):  # where it is enforced, nothing to say
         enforced = cli("submit", "--memory-mb", "64", "--", "true", env={"SLOTLINE_PORTABLE": "0"})

@@ -303,10 +303,12 @@ def submit(
         warn = functools.partial(report_warning, as_json=state.json)
         spec = agent_type_fields(state.store, state.config, spec, prompt, warn)
     spec = {key: value for key, value in spec.items() if value is not None}
-    if spec.get("memory_mb"):
+    if spec.get("memory_mb") and state.remote is None:
         from slotline.runner.capabilities import CAPS, unenforced_cap
 
-        if not CAPS.rlimit_as:  # said now, not only in the run's log
+        # Said now, not only in the run's log: a node on this machine cannot cap it
+        # (through --url the node's platform is not known here; its run's log says so).
+        if not CAPS.rlimit_as:
             report_warning(unenforced_cap(spec["memory_mb"], at_submit=True), state.json)
     store = state.store
     if wait_for_room:

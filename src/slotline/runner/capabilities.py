@@ -185,7 +185,9 @@ def unenforced_cap(memory_mb: int, at_submit: bool = False) -> str:
         f"memory cap of {memory_mb} MB not enforced: this platform ({sys.platform}) "
         "has no enforced RLIMIT_AS"
     )
-    return f"{said}; a node on Linux enforces it" if at_submit else said
+    if not at_submit:
+        return said
+    return f"{said}: a node on this machine runs it uncapped (a node on Linux caps it)"
 
 
 def memory_cap(memory_mb: int | None, log_path: Path, caps: Capabilities = CAPS) -> int:
