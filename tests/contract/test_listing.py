@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from slotline.errors import NotFound
+from slotline.errors import InvalidInput, NotFound
 from slotline.models import Status, Task
 from slotline.store import Store
 from slotline.taskfilter import TaskFilter
 
-from .conftest import ClaimFn, Clock, SubmitFn
+from .conftest import ClaimFn, Clock, FinishFn, SubmitFn
 
 
 def every_page(store: Store, limit: int, **options: object) -> list[list[Task]]:
@@ -187,3 +187,26 @@ def test_the_filtered_line_is_in_queue_order_with_positions_in_the_whole_line(
     assert [t.id for t in held.parked] == [mixed[5].id]
     assert held.parked_total == 1
     assert store.line(0, 10, owner="bob").parked == []
+
+
+def test_ended_first_lists_only_ended_tasks_the_last_to_end_first(
+    store: Store, submit: SubmitFn, claim: ClaimFn, finish: FinishFn, clock: Clock
+) -> None:
+    # Given four runs that end in the reverse of their submission (the last one failed),
+    # and a task still queued,
+    store.set_setting("max_concurrent", 4)
+    runs = [submit(f"run {i}") for i in range(4)]
+    claims = {c.task.id: c for c in claim()}
+    for task in reversed(runs):
+        clock.advance(1)
+        finish(claims[task.id], exit_code=1 if task is runs[0] else 0)
+    submit("still queued")
+    # then `ended` lists the ended ones, the last to end first, whole or page by page.
+    expected = [t.id for t in runs]
+    page = store.list_page(ended=True, count=True)
+    assert ([t.id for t in page.tasks], page.total) == (expected, 4)
+    assert [t.id for p in every_page(store, 1, ended=True) for t in p] == expected
+    # A page cannot go on after a task that has not ended: it has no place in that order.
+    queued = store.list_page(TaskFilter(status=[Status.QUEUED])).tasks[0]
+    with pytest.raises(InvalidInput, match="has not ended"):
+        store.list_page(ended=True, after=queued.id)

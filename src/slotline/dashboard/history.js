@@ -1,4 +1,5 @@
-// History and dead letters: ended tasks, the last to end first, filtered, with redrive.
+// History and dead letters: ended tasks, the last to end first (as the server reads them),
+// filtered, with redrive.
 
 import { redrive } from "./actions.js";
 import { clock, duration, plural, refusals, shortId } from "./format.js";
@@ -16,12 +17,6 @@ function set(name) {
     clearTimeout(typing);
     typing = setTimeout(() => loadHistory(), 200);
   };
-}
-
-/** As the column says: the last to end first (the page read is the newest submitted). */
-function byEnd(tasks) {
-  const ended = (t) => (t.finished_at ? Date.parse(t.finished_at) : 0);
-  return [...tasks].sort((a, b) => ended(b) - ended(a) || (a.id < b.id ? 1 : -1));
 }
 
 export function History() {
@@ -44,7 +39,7 @@ export function History() {
     </div>
     <div class="wide"><table class="history"><thead><tr><th>Id</th><th>Title</th><th>Status</th><th>Agent</th>
       <th aria-sort="descending">Ended ↓</th><th>Ran</th><th>Reason</th></tr></thead>
-      <tbody>${byEnd(h.tasks).map((t) => html`<tr key=${t.id} data-task-id=${t.id}>
+      <tbody>${h.tasks.map((t) => html`<tr key=${t.id} data-task-id=${t.id}>
         <td><button type="button" class="link" onClick=${() => open(t.id)}>${shortId(t.id)}</button></td>
         <td>${t.title}</td><td><${Badge} kind=${`st-${t.status}`}>${t.status}<//>${refusals(t) > 0 && html` <${Badge} kind="refused" title=${t.status_reason || ""}>REFUSED TOOLS<//>`}</td><td>${t.agent || "–"}</td>
         <td class="time">${clock(t.finished_at)}</td>

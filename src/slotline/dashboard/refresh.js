@@ -138,7 +138,7 @@ export async function loadHistory() {
   const h = state.history;
   const statuses = h.status ? [h.status] : ["succeeded", "failed", "cancelled", "expired"];
   const found = await api(
-    `/api/tasks${query({ status: statuses, q: h.q, agent: h.agent, newest: true, limit: 200 })}`,
+    `/api/tasks${query({ status: statuses, q: h.q, agent: h.agent, ended: true, limit: 200 })}`,
   );
   update({ history: { ...state.history, tasks: found.tasks, total: found.total } });
 }

@@ -225,6 +225,9 @@ async def list_tasks(
     wanted: Annotated[TaskFilter, Depends(filter_query)],
     parent: Annotated[str | None, Query(description="Only subtasks of this task id")] = None,
     newest: Annotated[bool, Query(description="Newest first")] = False,
+    ended: Annotated[
+        bool, Query(description="Only ended tasks, the last to end first (beats `newest`)")
+    ] = False,
     limit: Annotated[int, Query(), Range(1, MAX_PAGE, whole=True)] = 100,
     after: Annotated[
         str | None,
@@ -236,14 +239,16 @@ async def list_tasks(
     offset: Annotated[int, Query(), OFFSET] = 0,
     count: Annotated[bool, Query(description="Count every match (`total`)")] = True,
 ) -> dict[str, Any]:
-    """Tasks in submission order (or newest first), filtered, a page at a time: the next
+    """Tasks in submission order (or newest first, or `ended`: ended ones, the last to end
+    first), filtered, a page at a time: the next
     page is `after=` the `next_after` of this one (null on the last page); `total`
     counts all matches (unless `count=false`). A user token sees only its own tasks."""
     parent_id = None if parent is None else (await state.visible_task(who, parent, False)).id
     after_id = None if after is None else (await state.visible_task(who, after, False)).id
     page = await state.call(
-        state.store.list_page, wanted, parent_id=parent_id, newest=newest, limit=limit,
-        after=after_id, offset=offset, count=count, owner=who.scope[0], root=who.scope[1],
+        state.store.list_page, wanted, parent_id=parent_id, newest=newest, ended=ended,
+        limit=limit, after=after_id, offset=offset, count=count, owner=who.scope[0],
+        root=who.scope[1],
     )  # fmt: skip
     return {
         "tasks": [task_json(t) for t in page.tasks],

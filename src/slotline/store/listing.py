@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from slotline.errors import InvalidInput
 from slotline.models import Attempt, Priority, Status, Task, TaskPage
 from slotline.scheduler import eta, policy
 from slotline.store import budgets, estimates
@@ -91,6 +92,7 @@ def page(
     root: str | None = None,
     parent_id: str | None = None,
     newest: bool = False,
+    ended: bool = False,
     limit: int = 100,
     after: str | None = None,
     offset: int = 0,
@@ -98,12 +100,19 @@ def page(
 ) -> TaskPage:
     """One page of the task list (see `Store.list_page`)."""
     where = where_of(wanted, owner, root, parent_id)
+    if ended:
+        where.all("tasks_where_ended")
     total = _count(tx, where) if count else None
     if after is not None:
         mark = resolve(tx, after, owner)
-        beyond = "tasks_where_before" if newest else "tasks_where_after"
-        where.all(beyond, at=mark.created_at, id=mark.id)
-    query = "tasks_page_newest" if newest else "tasks_page"
+        if ended:
+            if mark.finished_at is None:
+                raise InvalidInput(f"task {mark.id[:8]} has not ended: no place in this order")
+            where.all("tasks_where_ended_before", at=mark.finished_at, id=mark.id)
+        else:
+            beyond = "tasks_where_before" if newest else "tasks_where_after"
+            where.all(beyond, at=mark.created_at, id=mark.id)
+    query = "tasks_page_ended" if ended else "tasks_page_newest" if newest else "tasks_page"
     rows = tx.select(query, where, limit=limit + 1, offset=offset)
     tasks = dress(tx, store, [task_from_row(r) for r in rows[:limit]])
     return TaskPage(tasks, tasks[-1].id if len(rows) > limit else None, total)

@@ -168,13 +168,15 @@ class ReadVerbs(StoreCore):
         root: str | None = None,
         parent_id: str | None = None,
         newest: bool = False,
+        ended: bool = False,
         limit: int = 100,
         after: str | None = None,
         offset: int = 0,
         count: bool = False,
     ) -> TaskPage:
         """One page of the tasks that match `wanted`, in submission order (oldest first,
-        or `newest` first; ties by id), filtered, ordered and cut in SQL.
+        or `newest` first; ties by id), or with `ended` only ended tasks, the last to end
+        first; filtered, ordered and cut in SQL.
 
         Args:
             owner: only this user's tasks (a user's scope: others' tasks are not seen).
@@ -190,11 +192,13 @@ class ReadVerbs(StoreCore):
 
         Raises:
             NotFound: no task (of `owner`) matches `after`.
+            InvalidInput: with `ended`, the task `after` names has not ended.
         """
         with self._transaction(write=False) as tx:
             return listing.page(
                 tx, self.url, wanted, owner=owner, root=root, parent_id=parent_id,
-                newest=newest, limit=limit, after=after, offset=offset, count=count,
+                newest=newest, ended=ended, limit=limit, after=after, offset=offset,
+                count=count,
             )  # fmt: skip
 
     def subtree(self, task_id: str) -> list[str]:

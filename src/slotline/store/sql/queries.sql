@@ -439,6 +439,11 @@ ORDER BY created_at, id LIMIT :limit OFFSET :offset;
 SELECT * FROM tasks WHERE TRUE /*where*/
 ORDER BY created_at DESC, id DESC LIMIT :limit OFFSET :offset;
 
+-- name: tasks_page_ended
+-- The last to end first (History): with tasks_where_ended, along the tasks_finished index.
+SELECT * FROM tasks WHERE TRUE /*where*/
+ORDER BY finished_at DESC, id DESC LIMIT :limit OFFSET :offset;
+
 -- name: tasks_page_count
 SELECT COUNT(*) AS n FROM tasks WHERE TRUE /*where*/;
 
@@ -511,6 +516,12 @@ id IN (
 
 -- name: tasks_where_before
 (created_at, id) < (:at, :id)
+
+-- name: tasks_where_ended
+finished_at IS NOT NULL
+
+-- name: tasks_where_ended_before
+(finished_at, id) < (:at, :id)
 
 -- name: queue_rank_between
 -- Queued tasks between two ranks of one band (boosted, priority): one index range.
