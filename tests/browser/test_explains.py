@@ -126,7 +126,7 @@ def test_etas_are_rough_with_their_basis_and_waiting_reasons_show(
         now = datetime.fromisoformat(line["now"].replace("Z", "+00:00"))
         soon = (now + timedelta(minutes=5, seconds=10)).isoformat()
         queued = {t["id"]: t for t in line["queued"]}
-        queued[first].update(eta_start=soon, eta_basis="median of 3 runs")
+        queued[first].update(eta_start=soon, eta_basis="median of 3 runs", waiting_reason=None)
         queued[second].update(
             eta_start=None,
             eta_unavailable="no run of this agent type has ended yet",
