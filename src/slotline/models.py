@@ -196,7 +196,7 @@ class WaitingReason:
     """Why a task in line does not start now, as dispatch would decide it (the policy's
     walk records it, `scheduler/policy.plan`): a kind (`slots`, `limit`, `rate`,
     `budget`, `backoff`, `held`, `dependency`, `start_time`, `paused`, `guard`,
-    `no_node`), a sentence, and when it frees (epoch seconds; None: not known)."""
+    `no_node`, `unserved`), a sentence, and when it frees (epoch seconds; None: not known)."""
 
     kind: str
     text: str
@@ -370,8 +370,19 @@ def waits_with_the_line(task: Task) -> bool:
     return reason is None or reason.kind in LINE_WIDE
 
 
-# Waiting reasons that hold the whole line, not one task.
+# Waiting reasons that hold the whole line, not one task (`unserved` holds one function's
+# tasks only: no live node serves it).
 LINE_WIDE = frozenset({"slots", "paused", "guard", "no_node"})
+
+
+def unserved_reason(name: str) -> str:
+    """Why a function task does not start: no live node serves its name (the text of a
+    waiting reason of kind `unserved`)."""
+    return (
+        f"no live node serves function {name!r}; start one with `slotline serve --app MODULE:APP`"
+    )
+
+
 # How a waiting reason of kind `slots` begins when max_concurrent is 0 (nothing starts).
 NO_SLOTS = "max_concurrent is 0"
 

@@ -98,7 +98,7 @@ class WaitingReasonOut(BaseModel):
 
     kind: str = Field(
         description="slots, limit, rate, budget, backoff, held, dependency, start_time, "
-        "paused, guard or no_node"
+        "paused, guard, no_node or unserved"
     )
     text: str = Field(description="The reason in a sentence")
     until: str | None = Field(None, description="When it frees, if known (ISO 8601 UTC)")

@@ -18,7 +18,7 @@ from slotline.models import Priority, Status, Task
 from slotline.scheduler import backoff, durations, eta, policy
 from slotline.scheduler.fairness import Fairness, virtual_times
 from slotline.store import backoff as provider
-from slotline.store import budgets, rates
+from slotline.store import budgets, rates, serving
 from slotline.store import fairness as fair
 from slotline.store.queries import Tx
 from slotline.store.settings import LEASE_SECONDS, Settings, read_settings
@@ -76,6 +76,7 @@ def line_task(row: Mapping[str, Any]) -> eta.Entry:
         row.get("parent_id"),
         row.get("repo"),
         row.get("kind") or "command",
+        row.get("callable"),
     )
 
 
@@ -220,6 +221,7 @@ def _line(tx: Tx, now: float, rows: Iterable[Mapping[str, Any]]) -> eta.Line:
         budgets=budgets.load_book(tx, settings.budgets, now),
         fair=_fair(tx, settings, by_status[Status.QUEUED], now),
         served=bool(guards),
+        functions=serving.served_names(tx),
     )
 
 
