@@ -276,6 +276,8 @@ class Task:
     eta_overdue: bool = field(default=False, compare=False)
     # Filled in by queue reads: why a task in line does not start now (None: it would).
     waiting_reason: WaitingReason | None = field(default=None, compare=False)
+    # Filled in by queue reads: the task is NEXT UP, expected to start first (`next_up`).
+    next_up: bool = field(default=False, compare=False)
     # Filled in by queue reads: a queued task that a reached budget holds, the moment
     # every budget holding it has room again (its `status_reason` says which); None: no
     # budget holds it.
@@ -322,6 +324,7 @@ class Task:
             "eta_basis": self.eta_basis,
             "eta_unavailable": self.eta_unavailable,
             "eta_overdue": self.eta_overdue,
+            "next_up": self.next_up,
             "waiting_reason": self.waiting_reason and self.waiting_reason.to_dict(),
             "depends_on": list(self.depends_on),
             "parent_id": self.parent_id,
