@@ -32,7 +32,7 @@ def test_status_says_why_each_task_waits_and_skips_a_delayed_one_for_next_up(
     assert "WHY NOT NOW" in out
     assert "ETA START" in out
     assert re.search(r"delayed .*not before", out)
-    assert re.search(r"plain .*all 1 slots are taken", out)
+    assert re.search(r"plain .*the 1 slot is taken", out)
     # `ls` says it too, and --json gives the reason with an exact ISO time.
     assert re.search(r"delayed .*not before", cli("ls").out)
     found = {t["title"]: t for t in ok(cli("--json", "ls"))}
@@ -51,7 +51,7 @@ def test_show_says_why_and_that_an_end_is_unknown_without_any_finished_run(
     claim_one(store)
     behind = submit(cli, "--agent", "claude", "--", "true")
     shown = cli("show", behind["id"]).out
-    assert re.search(r"waiting\s+all 1 slots are taken", shown)
+    assert re.search(r"waiting\s+the 1 slot is taken", shown)
     assert re.search(r"eta start\s+unknown", shown)
     assert re.search(r"no estimate\s+starts after a run whose length is unknown", shown)
     ended = cli("show", running["id"]).out
