@@ -205,3 +205,23 @@ def test_a_run_of_unknown_length_leaves_starts_it_does_not_hold_known(
     assert shown.eta_unavailable is None
     # The claude task behind the run waits for its end: unknown.
     assert served.get(behind.id).eta_start is None
+
+
+def test_with_aging_and_fairness_reasons_follow_the_fair_order(
+    served: Store, submit: SubmitFn, claim: ClaimFn
+) -> None:
+    # Given aging and fair turns by user, two slots, one taken by alice's run…
+    served.set_setting("max_concurrent", 2)
+    served.set_setting("aging_interval", 3600)
+    served.set_fairness("user")
+    submit("running", user="alice", expected_duration=60)
+    claim()
+    # …alice's next task, then bob's: bob's turn comes first (alice just had hers).
+    alice = submit("alice", user="alice", expected_duration=60)
+    bob = submit("bob", user="bob", expected_duration=60)
+    assert [t.title for t in served.status().queued] == ["bob", "alice"]
+    # Bob takes the free slot; alice waits for one.
+    assert reason(served, bob) is None
+    found = reason(served, alice)
+    assert found is not None
+    assert found["kind"] == "slots"

@@ -34,6 +34,7 @@ from slotline.models import Status, WaitingReason, unserved_reason
 from slotline.scheduler import policy
 from slotline.scheduler.budgets import BudgetBook
 from slotline.scheduler.durations import RunTimes
+from slotline.scheduler.fairness import Fairness
 from slotline.scheduler.pending import Pending
 from slotline.scheduler.rates import RateBook
 
@@ -163,6 +164,9 @@ class Line:
     # With fairness on: each queued task's virtual time in its band (fairness.py), as of
     # `now`; a task that joins later sorts after its band's.
     fair: Mapping[str, float] | None = None
+    # With fairness on: the rule and each value's pass (the store's), for `plan`'s walk.
+    fairness: Fairness | None = None
+    passes: Mapping[str, float] = field(default_factory=dict)
     # Whether some live node serves the store (heartbeats): with none, nothing starts.
     served: bool = True
     # The functions some live node serves (None: every one): a function task of another
@@ -421,17 +425,12 @@ def reasons(line: Line, limits: policy.Limits) -> dict[str, WaitingReason]:
             more = f" and {len(deps) - 1} more" if len(deps) > 1 else ""
             text = f"waits for task {deps[0][:8]} ({states[deps[0]]}){more}"
             why[task.id] = WaitingReason("dependency", text)
-    queued = [t for t in line.queued if not t.start_now]
-    if line.fair is not None:
-        fair = line.fair
-        queued.sort(
-            key=lambda t: (*policy.band_key(t, line.now, line.aging_interval), fair.get(t.id, 0))
-        )
+    queued = [t for t in line.queued if not t.start_now]  # in store order, as `plan` reads
     snapshot = policy.Snapshot(
         running=line.running, queued=queued, limits=limits, now=line.now,
         start_now=[t for t in line.queued if t.start_now], paused=line.paused,
         aging_interval=line.aging_interval, rates=line.rates, holds=line.holds,
-        budgets=line.budgets,
+        fairness=line.fairness, passes=line.passes, budgets=line.budgets,
     )  # fmt: skip
     policy.plan(snapshot, runnable=lambda t: not line.unserved(t), why=why)
     why.update(
