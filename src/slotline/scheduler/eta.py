@@ -30,8 +30,8 @@ from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from slotline.limits import limit_key_value
-from slotline.models import Status, WaitingReason, unserved_reason
-from slotline.scheduler import policy
+from slotline.models import Status, WaitingReason
+from slotline.scheduler import policy, waiting
 from slotline.scheduler.budgets import BudgetBook
 from slotline.scheduler.durations import RunTimes
 from slotline.scheduler.fairness import Fairness
@@ -208,7 +208,7 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
     limits, opens, guarded = line.limits, now, ""
     if line.admission is not None:
         limits, opens, guarded = line.admission.apply(line, ends[0][0] if ends else math.inf)
-    why = reasons(line, limits)
+    why = waiting.reasons(line, limits)
     if line.paused:
         estimates.update(dict.fromkeys((t.id for t in unknown), UNKNOWN))
         return _with_reasons(estimates, why)
@@ -408,51 +408,6 @@ def _full_caps(done: Entry, running: Iterable[Entry], limits: policy.Limits) -> 
         if cap is not None and sum(1 for t in running if t.key_value(key) == value) >= cap:
             found.append((key, str(value)))
     return found
-
-
-def reasons(line: Line, limits: policy.Limits) -> dict[str, WaitingReason]:
-    """Why each task in `line` does not start now, by id (a task that would start has
-    none): held, waiting on a dependency, no live node (or none serving its function),
-    the resource guard holding
-    starts, or what `policy.plan`'s walk says under `limits` (the limits in force now)."""
-    why: dict[str, WaitingReason] = {}
-    held = WaitingReason("held", "held: `slotline release` lets it start")
-    why.update((t.id, held) for t in line.held)
-    states = {t.id: t.status for t in (*line.running, *line.queued, *line.waiting, *line.held)}
-    for task in line.waiting:
-        deps = [d for d in task.depends_on if d in states]
-        if deps:
-            more = f" and {len(deps) - 1} more" if len(deps) > 1 else ""
-            text = f"waits for task {deps[0][:8]} ({states[deps[0]]}){more}"
-            why[task.id] = WaitingReason("dependency", text)
-    queued = [t for t in line.queued if not t.start_now]  # in store order, as `plan` reads
-    snapshot = policy.Snapshot(
-        running=line.running, queued=queued, limits=limits, now=line.now,
-        start_now=[t for t in line.queued if t.start_now], paused=line.paused,
-        aging_interval=line.aging_interval, rates=line.rates, holds=line.holds,
-        fairness=line.fairness, passes=line.passes, budgets=line.budgets,
-    )  # fmt: skip
-    policy.plan(snapshot, runnable=lambda t: not line.unserved(t), why=why)
-    why.update(
-        (t.id, WaitingReason("unserved", unserved_reason(t.callable or "")))
-        for t in (*line.queued, *line.waiting)
-        if line.unserved(t) and t.id not in why
-    )
-    # What holds every start comes before a free or full slot, not before a task's own
-    # reason (its start time, a limit…), which still holds once the line moves.
-    if not line.served:
-        text = "no live node serves this store: start one with `slotline serve`"
-        held_by: WaitingReason | None = WaitingReason("no_node", text)
-    elif line.admission is not None and line.admission.held and not line.paused:
-        held_by = WaitingReason("guard", "the resource guard holds new starts (CPU or memory)")
-    else:
-        held_by = None
-    if held_by is not None:
-        for task in queued:
-            found = why.get(task.id)
-            if (found is None or found.kind == "slots") and task.kind != "external":
-                why[task.id] = held_by
-    return why
 
 
 def _with_reasons(
