@@ -80,7 +80,7 @@ def build_server(calls_for: Callable[[Context[Any, Any, Any]], Calls], **setting
     async def queue_status(ctx: Context[Any, Any, Any]) -> dict[str, Any]:
         """Capacity and your place in line. Call this before submitting work.
 
-        Returns active/max_concurrent running tasks, slots_available, at_capacity, paused,
+        Returns active/max_concurrent running tasks, slots_available, at_capacity, capacity, paused,
         limits (each per-key limit, e.g. agent=claude max 2, with its running count per
         value in `used`), queue_length (tasks waiting to start), next_up (the task expected to start
         first), the running tasks, and `mine`: your own tasks that have not ended (as a

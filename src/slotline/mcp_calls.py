@@ -58,6 +58,7 @@ def status_summary(
     keep = ("active", "max_concurrent", "slots_available", "at_capacity", "paused")
     return {
         **{k: status[k] for k in keep},
+        "capacity": status.get("capacity"),
         "limits": limits,
         "admission_hold": status.get("admission_hold"),
         "queue_length": status["queued_total"],

@@ -196,7 +196,7 @@ class WaitingReason:
     """Why a task in line does not start now, as dispatch would decide it (the policy's
     walk records it, `scheduler/policy.plan`): a kind (`slots`, `limit`, `rate`,
     `budget`, `backoff`, `held`, `dependency`, `start_time`, `paused`, `guard`,
-    `no_node`), a sentence, and when it frees (epoch seconds; None: not known)."""
+    `no_node`, `unserved`), a sentence, and when it frees (epoch seconds; None: not known)."""
 
     kind: str
     text: str
@@ -276,6 +276,8 @@ class Task:
     eta_overdue: bool = field(default=False, compare=False)
     # Filled in by queue reads: why a task in line does not start now (None: it would).
     waiting_reason: WaitingReason | None = field(default=None, compare=False)
+    # Filled in by queue reads: the task is NEXT UP, expected to start first (`next_up`).
+    next_up: bool = field(default=False, compare=False)
     # Filled in by queue reads: a queued task that a reached budget holds, the moment
     # every budget holding it has room again (its `status_reason` says which); None: no
     # budget holds it.
@@ -322,6 +324,7 @@ class Task:
             "eta_basis": self.eta_basis,
             "eta_unavailable": self.eta_unavailable,
             "eta_overdue": self.eta_overdue,
+            "next_up": self.next_up,
             "waiting_reason": self.waiting_reason and self.waiting_reason.to_dict(),
             "depends_on": list(self.depends_on),
             "parent_id": self.parent_id,
@@ -370,8 +373,19 @@ def waits_with_the_line(task: Task) -> bool:
     return reason is None or reason.kind in LINE_WIDE
 
 
-# Waiting reasons that hold the whole line, not one task.
+# Waiting reasons that hold the whole line, not one task (`unserved` holds one function's
+# tasks only: no live node serves it).
 LINE_WIDE = frozenset({"slots", "paused", "guard", "no_node"})
+
+
+def unserved_reason(name: str) -> str:
+    """Why a function task does not start: no live node serves its name (the text of a
+    waiting reason of kind `unserved`)."""
+    return (
+        f"no live node serves function {name!r}; start one with `slotline serve --app MODULE:APP`"
+    )
+
+
 # How a waiting reason of kind `slots` begins when max_concurrent is 0 (nothing starts).
 NO_SLOTS = "max_concurrent is 0"
 

@@ -189,6 +189,7 @@ def task_from_json(data: dict[str, Any]) -> Task:
         eta_unavailable=data.get("eta_unavailable"),
         eta_overdue=bool(data.get("eta_overdue")),
         waiting_reason=_waiting(data.get("waiting_reason")),
+        next_up=bool(data.get("next_up")),
     )
 
 

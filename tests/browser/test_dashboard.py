@@ -112,6 +112,20 @@ def test_start_now_runs_over_the_limit_and_shows_it(
     row(page, task, "#running").locator(".badge-over").wait_for()
     page.wait_for_selector("#utilization:has-text('3/2')")
     assert page.locator(".capacity .badge-over").inner_text() == "OVER LIMIT"
+    # One state of capacity at a time, as the CLI says it: over the limit, not also full.
+    assert page.locator(".capacity .badge-full").count() == 0
+
+
+def test_max_concurrent_zero_says_no_slots_not_at_capacity(store: Store, login: Login) -> None:
+    store.set_setting("max_concurrent", 0)
+    submit(store, "never starts")
+    page = login()
+
+    page.wait_for_selector("#utilization:has-text('0/0')")
+    badge = page.locator(".capacity .badge-no-slots")
+    assert badge.inner_text() == "NO SLOTS"
+    assert "max_concurrent is 0" in (badge.get_attribute("title") or "")
+    assert page.locator(".capacity .badge-full").count() == 0
 
 
 def test_cancel_from_the_line_asks_first(

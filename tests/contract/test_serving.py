@@ -25,7 +25,7 @@ def test_a_queued_function_no_live_node_serves_says_so_until_one_does(
     assert reason.startswith("no live node serves function 'agents.review'")
     assert store.status().queued[0].status_reason == reason
     waiting = store.get(task_id).to_dict()["waiting_reason"]
-    assert (waiting["kind"], waiting["text"]) == ("no_node", reason)
+    assert (waiting["kind"], waiting["text"]) == ("unserved", reason)
     store.register_node("n1")
     store.serve_functions("n1", ["agents.review", "agents.other"])
     assert store.served_functions() == {"agents.review", "agents.other"}

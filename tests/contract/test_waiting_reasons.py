@@ -167,3 +167,61 @@ def test_a_run_past_its_expected_time_is_overdue(
     overdue = served.status(now=clock.now + 11).running[0]
     assert overdue.eta_overdue is True
     assert overdue.to_dict()["eta_overdue"] is True
+
+
+def test_a_function_task_no_node_serves_is_not_next_up(
+    served: Store, submit: SubmitFn, claim: ClaimFn
+) -> None:
+    # Given one slot, taken by a run of known length, then a function task no node
+    # serves, then a command task…
+    served.set_setting("max_concurrent", 1)
+    submit("running", expected_duration=60)
+    claim()
+    unserved = submit("fn", command=[], callable="agents.fn", args={})
+    command = submit("cmd", expected_duration=60)
+    status = served.status()
+    # …the function task waits on its own (its kind says so, not the line's)…
+    found = served.get(unserved.id).to_dict()["waiting_reason"]
+    assert found["kind"] == "unserved"
+    assert "agents.fn" in found["text"]
+    # …and the command task takes the slot when the run ends: it is NEXT UP, with a start.
+    assert status.to_dict()["next_up"] == command.id
+    assert served.get(command.id).eta_start is not None
+
+
+def test_a_run_of_unknown_length_leaves_starts_it_does_not_hold_known(
+    served: Store, submit: SubmitFn, claim: ClaimFn, clock: Clock
+) -> None:
+    # Given a claude limit of 1 and one claude run whose length nothing says…
+    served.set_limit("agent", "claude", 1)
+    submit("claude", agent="claude")
+    claim()
+    # …a plain task with a start time 2 h away, in a pool with free slots…
+    later = submit("later", delay=7200, expected_duration=60)
+    behind = submit("claude behind", agent="claude")
+    # …starts at its start time: the claude run's end frees only claude's place.
+    shown = served.get(later.id)
+    assert shown.eta_start == pytest.approx(clock.now + 7200, abs=5)
+    assert shown.eta_unavailable is None
+    # The claude task behind the run waits for its end: unknown.
+    assert served.get(behind.id).eta_start is None
+
+
+def test_with_aging_and_fairness_reasons_follow_the_fair_order(
+    served: Store, submit: SubmitFn, claim: ClaimFn
+) -> None:
+    # Given aging and fair turns by user, two slots, one taken by alice's run…
+    served.set_setting("max_concurrent", 2)
+    served.set_setting("aging_interval", 3600)
+    served.set_fairness("user")
+    submit("running", user="alice", expected_duration=60)
+    claim()
+    # …alice's next task, then bob's: bob's turn comes first (alice just had hers).
+    alice = submit("alice", user="alice", expected_duration=60)
+    bob = submit("bob", user="bob", expected_duration=60)
+    assert [t.title for t in served.status().queued] == ["bob", "alice"]
+    # Bob takes the free slot; alice waits for one.
+    assert reason(served, bob) is None
+    found = reason(served, alice)
+    assert found is not None
+    assert found["kind"] == "slots"

@@ -32,7 +32,7 @@ def test_status_says_why_each_task_waits_and_skips_a_delayed_one_for_next_up(
     assert "WHY NOT NOW" in out
     assert "ETA START" in out
     assert re.search(r"delayed .*not before", out)
-    assert re.search(r"plain .*all 1 slots are taken", out)
+    assert re.search(r"plain .*the 1 slot is taken", out)
     # `ls` says it too, and --json gives the reason with an exact ISO time.
     assert re.search(r"delayed .*not before", cli("ls").out)
     found = {t["title"]: t for t in ok(cli("--json", "ls"))}
@@ -51,7 +51,7 @@ def test_show_says_why_and_that_an_end_is_unknown_without_any_finished_run(
     claim_one(store)
     behind = submit(cli, "--agent", "claude", "--", "true")
     shown = cli("show", behind["id"]).out
-    assert re.search(r"waiting\s+all 1 slots are taken", shown)
+    assert re.search(r"waiting\s+the 1 slot is taken", shown)
     assert re.search(r"eta start\s+unknown", shown)
     assert re.search(r"no estimate\s+starts after a run whose length is unknown", shown)
     ended = cli("show", running["id"]).out
@@ -90,3 +90,40 @@ def test_over_the_limit_status_says_one_thing(cli: Run, store: Store) -> None:
     out = cli("status").out
     assert "OVER LIMIT: 2/1 running" in out
     assert "AT CAPACITY" not in out
+
+
+def test_show_and_submit_say_next_up_of_the_task_status_calls_next_up(
+    cli: Run, store: Store
+) -> None:
+    # Given two slots, a claude limit of 1 taken by a run, a claude task first in line
+    # (it waits for the limit) and a plain task behind it, with a slot free for it…
+    store.register_node("test-node")
+    cli("limits", "--set", "max_concurrent=2", "--set", "agent[claude]=1")
+    submit(cli, "--agent", "claude", "--expected-duration", "60", "--", "true")
+    claim_one(store)
+    claude = submit(cli, "--agent", "claude", "--expected-duration", "60", "--", "true")
+    said = cli("submit", "--expected-duration", "60", "--", "true").out
+    plain = ok(cli("--json", "status"))["next_up"]
+    # …status, submit and show agree: the plain task is NEXT UP, though second in line.
+    assert "position 2 (NEXT UP)" in said
+    assert plain != claude["id"]
+    assert "NEXT UP" in cli("show", plain).out
+    assert "NEXT UP" not in cli("show", claude["id"]).out
+
+
+def test_status_says_one_state_of_capacity_and_its_json_names_it(cli: Run, store: Store) -> None:
+    # Given one slot taken, and a task started now past it…
+    store.register_node("test-node")
+    cli("limits", "--set", "max_concurrent=1")
+    submit(cli, "--expected-duration", "60", "--", "true")
+    claim_one(store)
+    bumped = submit(cli, "--", "true")
+    cli("bump", bumped["id"])
+    claim_one(store)
+    # …status says OVER LIMIT, not also AT CAPACITY, and --json says over_limit.
+    out = cli("status").out
+    assert "OVER LIMIT: 2/1 running" in out
+    assert "AT CAPACITY" not in out
+    assert ok(cli("--json", "status"))["capacity"] == "over_limit"
+    cli("limits", "--set", "max_concurrent=0")
+    assert ok(cli("--json", "status"))["capacity"] == "no_slots"

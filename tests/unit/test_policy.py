@@ -380,3 +380,12 @@ def test_no_slots_at_all_says_max_concurrent_is_zero() -> None:
     )
     assert why[line[0].id].kind == "slots"
     assert why[line[0].id].text.startswith("max_concurrent is 0")
+
+
+def test_a_pool_of_one_says_its_one_slot_is_taken() -> None:
+    running = [dataclasses.replace(task(1), status=Status.RUNNING)]
+    line = [task(2)]
+    why: dict[str, policy.WaitingReason] = {}
+    snapshot = Snapshot(running=running, queued=line, limits=Limits(max_concurrent=1), now=NOW)
+    policy.plan(snapshot, why=why)
+    assert why[line[0].id].text == "the 1 slot is taken"

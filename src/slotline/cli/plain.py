@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from slotline.clock import iso
-from slotline.models import Event, Status, Task, waits_with_the_line
+from slotline.models import Event, Status, Task
 
 NEXT_UP = "NEXT UP"
 
@@ -151,7 +151,7 @@ def describe_place(task: Task, now: float | None = None) -> str:
 def _place(task: Task, now: float | None) -> str:
     if task.status is Status.QUEUED and task.position is not None:
         where = f"queued, position {task.position}"
-        where += f" ({NEXT_UP})" if task.position == 1 and waits_with_the_line(task) else ""
+        where += f" ({NEXT_UP})" if task.next_up else ""
         if task.run_at is not None and now is not None and task.run_at > now:
             where += f", not before {timestamp(task.run_at, now)}"
         elif task.eta_start is not None and now is not None:

@@ -31,7 +31,7 @@ from slotline.cli.plain import (
     why_text,
 )
 from slotline.limits import Limit
-from slotline.models import NO_SLOTS, Kind, ResumedFrom, Status, Task, waits_with_the_line
+from slotline.models import NO_SLOTS, Kind, ResumedFrom, Status, Task
 from slotline.spend import describe
 
 if TYPE_CHECKING:
@@ -225,18 +225,18 @@ def _capacity_line(status: QueueStatus) -> Text:
     (a started-now task runs past it), or `AT CAPACITY`; then PAUSED if it is."""
     line = Text()
     running = f"{status.active}/{status.max_concurrent} running"
-    if status.max_concurrent == 0:
+    if status.capacity == "no_slots":
         line.append(running, style="bold")
         line.append(f" · NO SLOTS: {NO_SLOTS} (slotline limits --set max_concurrent=N)")
         line.stylize("bold red", len(running) + 3)
-    elif status.over_limit or status.active > status.max_concurrent:
+    elif status.capacity == "over_limit":
         line.append(f"OVER LIMIT: {running}", style="bold red")
         line.append(" (a started-now task runs past the limit)")
     else:
         line.append(running, style="bold")
         slots = status.slots_available
         line.append(f" · {slots} slot{'' if slots == 1 else 's'} available")
-        if status.at_capacity:
+        if status.capacity == "full":
             line.append(" · AT CAPACITY", style="bold red")
     if status.paused:
         line.append(" · PAUSED (nothing new starts; slotline resume)", style="bold magenta")
@@ -252,8 +252,7 @@ def task_detail(task: Task, now: float) -> RenderableType:
     if task.stalled_at is not None and task.status is Status.RUNNING:
         state.append(f" since {ago(task.stalled_at, now)}")
     if task.position is not None:
-        first = task.position == 1 and waits_with_the_line(task)
-        state.append(f" (position {task.position}{', NEXT UP' if first else ''})")
+        state.append(f" (position {task.position}{', NEXT UP' if task.next_up else ''})")
     if task.status_reason:
         state.append(f" — {printable(task.status_reason)}")
     rows: list[tuple[str, str | Text | None]] = [

@@ -74,3 +74,13 @@ export function refusals(task) {
   const last = task.attempts && task.attempts.length ? task.attempts[task.attempts.length - 1] : null;
   return last && last.denied_tools ? last.denied_tools.length : 0;
 }
+
+/** Why a queued task is not starting now: its `waiting_reason` ("agent=claude: 2/2 running",
+ * "frees in ~3 min"), or its status reason; null when nothing holds it. */
+export function waitingWhy(task, now) {
+  const why = task.waiting_reason;
+  if (!why) return task.status_reason ? { text: task.status_reason, title: task.status_reason } : null;
+  if (!why.until) return { text: why.text, title: why.text };
+  const frees = Date.parse(why.until) <= now ? "frees now" : `frees ${roughly(why.until, now)}`;
+  return { text: `${why.text} · ${frees}`, title: `${why.text}; frees at ${clock(why.until)}` };
+}

@@ -21,12 +21,20 @@ function Limits({ limits }) {
   </ul>`;
 }
 
+// The state of capacity, one at a time (the status's `capacity`, as the CLI says it):
+// its badge's kind, its words, and why.
+const CAPACITY = {
+  no_slots: ["no-slots", "NO SLOTS", "max_concurrent is 0: no task starts until it is raised"],
+  over_limit: ["over", "OVER LIMIT", "a started-now task runs past the limit"],
+  full: ["full", "AT CAPACITY", "every slot is taken"],
+};
+
 export function Header() {
   const line = state.line;
   const me = state.me;
   if (!line) return html`<section class="capacity" aria-label="Capacity"><p>Loading…</p></section>`;
   const ratio = line.max_concurrent ? Math.min(1, line.active / line.max_concurrent) : 1;
-  const over = line.active > line.max_concurrent || line.over_limit;
+  const capacity = CAPACITY[line.capacity];
   // Below the first line: folded on a phone, so that the line is on its first screen.
   const more = html`<${Limits} limits=${line.limits} />
     <${Pacing} line=${line} nowSec=${(line.now ? Date.parse(line.now) : Date.now()) / 1000} />
@@ -42,12 +50,11 @@ export function Header() {
       <span id="utilization" class="util-text" title="running / max concurrent">${line.active}/${line.max_concurrent}</span>
       <div class="bar" role="progressbar" aria-label="Utilization" aria-valuemin="0"
         aria-valuemax=${line.max_concurrent} aria-valuenow=${line.active}>
-        <div class=${`fill ${over ? "over" : line.at_capacity ? "full" : ""}`} style=${{ width: `${ratio * 100}%` }}></div>
+        <div class=${`fill ${capacity ? capacity[0] : ""}`} style=${{ width: `${ratio * 100}%` }}></div>
       </div>
       <span id="slots-free">${plural(line.slots_available, "slot")} free</span>
       <span class="badges">
-        ${line.at_capacity && html`<${Badge} kind="full">AT CAPACITY<//>`}
-        ${over && html`<${Badge} kind="over">OVER LIMIT<//>`}
+        ${capacity && html`<${Badge} kind=${capacity[0]} title=${capacity[2]}>${capacity[1]}<//>`}
         ${line.paused && html`<${Badge} kind="paused">PAUSED<//>`}
         ${line.admission_hold && html`<${Badge} kind="guard" title=${line.admission_hold}>GUARD: ${line.admission_hold}<//>`}
       </span>

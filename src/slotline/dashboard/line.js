@@ -2,7 +2,7 @@
 // are fetched and drawn), with hover and keyboard actions, drag and drop, and selection.
 
 import * as actions from "./actions.js";
-import { clock, duration, plural, roughly, shortId, since } from "./format.js";
+import { clock, duration, plural, roughly, shortId, since, waitingWhy } from "./format.js";
 import { open } from "./open.js";
 import { loadLine } from "./refresh.js";
 import { serverNow, state, update } from "./state.js";
@@ -124,16 +124,6 @@ function drop(task) {
       (where === "before" ? actions.moveBefore : actions.moveAfter)(body, task.id);
     },
   };
-}
-
-/** Why a queued task is not starting now: its `waiting_reason` ("agent=claude: 2/2 running",
- * "frees in ~3 min"), or its status reason; null when nothing holds it. */
-export function waitingWhy(task, now) {
-  const why = task.waiting_reason;
-  if (!why) return task.status_reason ? { text: task.status_reason, title: task.status_reason } : null;
-  if (!why.until) return { text: why.text, title: why.text };
-  const frees = Date.parse(why.until) <= now ? "frees now" : `frees ${roughly(why.until, now)}`;
-  return { text: `${why.text} · ${frees}`, title: `${why.text}; frees at ${clock(why.until)}` };
 }
 
 /** The estimated start, roughly ("in ~5 min"), the exact time and its basis on hover;

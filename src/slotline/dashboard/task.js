@@ -2,8 +2,17 @@
 
 import * as actions from "./actions.js";
 import { sentence } from "./events.js";
-import { bytes, clock, dollars, duration, plural, refusals, shortId, tokens } from "./format.js";
-import { waitingWhy } from "./line.js";
+import {
+  bytes,
+  clock,
+  dollars,
+  duration,
+  plural,
+  refusals,
+  shortId,
+  tokens,
+  waitingWhy,
+} from "./format.js";
 import { close, open } from "./open.js";
 import { refreshDiff } from "./refresh.js";
 import { serverNow, state } from "./state.js";

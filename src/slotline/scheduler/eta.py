@@ -31,9 +31,10 @@ from typing import NamedTuple
 
 from slotline.limits import limit_key_value
 from slotline.models import Status, WaitingReason
-from slotline.scheduler import policy
+from slotline.scheduler import policy, waiting
 from slotline.scheduler.budgets import BudgetBook
 from slotline.scheduler.durations import RunTimes
+from slotline.scheduler.fairness import Fairness
 from slotline.scheduler.pending import Pending
 from slotline.scheduler.rates import RateBook
 
@@ -70,6 +71,8 @@ class Entry(NamedTuple):
     parent_id: str | None = None
     repo: str | None = None
     kind: str = "command"
+    # A function task's function (kind "callable").
+    callable: str | None = None
 
     def key_value(self, key: str) -> str | None:
         """The value of a limit key, as `Task.key_value`."""
@@ -161,8 +164,22 @@ class Line:
     # With fairness on: each queued task's virtual time in its band (fairness.py), as of
     # `now`; a task that joins later sorts after its band's.
     fair: Mapping[str, float] | None = None
+    # With fairness on: the rule and each value's pass (the store's), for `plan`'s walk.
+    fairness: Fairness | None = None
+    passes: Mapping[str, float] = field(default_factory=dict)
     # Whether some live node serves the store (heartbeats): with none, nothing starts.
     served: bool = True
+    # The functions some live node serves (None: every one): a function task of another
+    # waits for a node that serves it, which nothing foresees (no estimate).
+    functions: frozenset[str] | None = None
+
+    def unserved(self, task: Entry) -> bool:
+        """Whether `task` is a function task no live node serves."""
+        return (
+            self.functions is not None
+            and task.kind == "callable"
+            and (task.callable or "") not in self.functions
+        )
 
 
 # Where a task sorts in the line: queue_key, or with fairness (band, virtual time, rank).
@@ -191,7 +208,7 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
     limits, opens, guarded = line.limits, now, ""
     if line.admission is not None:
         limits, opens, guarded = line.admission.apply(line, ends[0][0] if ends else math.inf)
-    why = reasons(line, limits)
+    why = waiting.reasons(line, limits)
     if line.paused:
         estimates.update(dict.fromkeys((t.id for t in unknown), UNKNOWN))
         return _with_reasons(estimates, why)
@@ -201,9 +218,9 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
     rated += line.budgets.keys if line.budgets else []
     pending = Pending(limits, now, line.aging_interval, rated, line.fair)
     timers: list[tuple[float, int, Entry]] = []  # tasks whose not_before is ahead
-    start_now = [t for t in line.queued if t.start_now]
+    start_now = [t for t in line.queued if t.start_now and not line.unserved(t)]
     for task in line.queued:
-        if task.start_now:
+        if task.start_now or line.unserved(task):
             continue
         if task.not_before is not None and task.not_before > now:
             heapq.heappush(timers, (task.not_before, next(tiebreak), task))
@@ -215,6 +232,8 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
     dependents: dict[str, list[Entry]] = {}
 
     def ready(task: Entry) -> None:
+        if line.unserved(task):
+            return
         # A task bumped while it waited starts as soon as it is ready, over the limit,
         # as the claim starts it (the plan starts start-now tasks from their own list).
         if task.start_now:
@@ -267,7 +286,7 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
             if arrivals.forecast(task):
                 ahead[task.agent] = ahead.get(task.agent, 0) + 1
             else:
-                after = unknown_end.before(task, clock)
+                after = unknown_end.before(task, clock, limits)
                 if after is not None:
                     estimates[task.id] = Estimate(None, None, None, unavailable=after)
                     unknown_end.ends[task.id] = after  # its end is not known either
@@ -284,6 +303,8 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
             if isinstance(found, str) and not arrivals.forecast(task):
                 unknown_end.ends.setdefault(task.id, found)  # (forecast work is a guess)
             running[task.id] = task
+            if estimates.get(task.id, UNKNOWN).start is None and task.id in unknown_end.ends:
+                unknown_end.started(task, clock, running.values(), limits)
             heapq.heappush(ends, (end, next(tiebreak), task))
         due = arrivals.next_at()
         # When a rate or a back-off hold lets a task that waits on it start.
@@ -319,35 +340,51 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
     return _with_reasons(estimates, why)
 
 
+# A cap on running tasks: the pool (None) or a per-key limit's (key, value).
+Cap = tuple[str, str] | None
+
+
 class _UnknownEnd:
     """The runs of the simulation whose end is unknown (nothing says how long they take,
-    or their start was unknown), and the starts that rest on one: a start once such a run
-    has ended, if its end freed a place the line may wait for (the pool, or a per-key
-    limit of its values, was full), and the start of a task that waited for it (a
-    dependency). Those could happen at any time, and are unknown too."""
+    or their start was unknown), and the starts that rest on one. Such an end frees the
+    caps it counted against that were full (the pool, a per-key limit of its values):
+    from then on a start that counts against one of them could happen at any time, and
+    is unknown too; other starts are not held by it. So is the start of a task that
+    waited for such a run (a dependency). A task started at an unknown time that fills
+    the pool makes every later start in the pool unknown."""
 
     def __init__(self) -> None:
         self.ends: dict[str, str] = {}  # run id -> why its end is unknown
-        self.at = math.inf  # from when every start is unknown
-        self.why = ""
+        self.caps: dict[Cap, tuple[float, str]] = {}  # cap -> (from when, why)
         self.waiters: dict[str, str] = {}
 
     def ended(
         self, done: Entry, clock: float, running: Iterable[Entry], limits: policy.Limits
     ) -> None:
         why = self.ends.get(done.id)
-        if why is not None and clock < self.at and _was_full(done, running, limits):
-            self.at, self.why = clock, _after(why)
+        if why is not None:
+            for cap in _full_caps(done, running, limits):
+                self.caps.setdefault(cap, (clock, _after(why)))
 
     def waited(self, done: Entry, waiter: Entry) -> None:
         why = self.ends.get(done.id)
         if why is not None:
             self.waiters.setdefault(waiter.id, _after(why))
 
-    def before(self, task: Entry, clock: float) -> str | None:
+    def started(
+        self, task: Entry, clock: float, running: Iterable[Entry], limits: policy.Limits
+    ) -> None:
+        """`task` started at `clock`, standing for an unknown time: if it filled the pool,
+        the pool's next starts are unknown."""
+        if limits.in_pool(task) and None in _full_caps(task, running, limits):
+            self.caps.setdefault(None, (clock, self.ends[task.id]))
+
+    def before(self, task: Entry, clock: float, limits: policy.Limits) -> str | None:
         """Why the start of `task` at `clock` is unknown, or None if it is known."""
-        if clock >= self.at:
-            return self.why
+        for cap, (at, why) in self.caps.items():
+            counts = limits.in_pool(task) if cap is None else task.key_value(cap[0]) == cap[1]
+            if clock >= at and counts:
+                return why
         return self.waiters.get(task.id)
 
 
@@ -357,63 +394,20 @@ def _after(why: str) -> str:
     return f"starts after a run whose length is unknown ({why})"
 
 
-def _was_full(done: Entry, running: Iterable[Entry], limits: policy.Limits) -> bool:
-    """Whether, while `done` ran, a cap it counted against was full: its end frees a
-    place some task may be waiting for."""
+def _full_caps(done: Entry, running: Iterable[Entry], limits: policy.Limits) -> list[Cap]:
+    """The caps `done` counts against that are full with `running` (which holds it): its
+    end frees a place some task may be waiting for."""
     running = list(running)
+    found: list[Cap] = []
     in_pool = sum(1 for t in running if limits.in_pool(t))
     if limits.in_pool(done) and in_pool >= limits.max_concurrent:
-        return True
-    for key in {limit.key for limit in limits.per_key}:
+        found.append(None)
+    for key in sorted({limit.key for limit in limits.per_key}):
         value = done.key_value(key)
         cap = None if value is None else limits.for_value(key, value)
         if cap is not None and sum(1 for t in running if t.key_value(key) == value) >= cap:
-            return True
-    return False
-
-
-def reasons(line: Line, limits: policy.Limits) -> dict[str, WaitingReason]:
-    """Why each task in `line` does not start now, by id (a task that would start has
-    none): held, waiting on a dependency, no live node, the resource guard holding
-    starts, or what `policy.plan`'s walk says under `limits` (the limits in force now)."""
-    why: dict[str, WaitingReason] = {}
-    held = WaitingReason("held", "held: `slotline release` lets it start")
-    why.update((t.id, held) for t in line.held)
-    states = {t.id: t.status for t in (*line.running, *line.queued, *line.waiting, *line.held)}
-    for task in line.waiting:
-        deps = [d for d in task.depends_on if d in states]
-        if deps:
-            more = f" and {len(deps) - 1} more" if len(deps) > 1 else ""
-            text = f"waits for task {deps[0][:8]} ({states[deps[0]]}){more}"
-            why[task.id] = WaitingReason("dependency", text)
-    queued = [t for t in line.queued if not t.start_now]
-    if line.fair is not None:
-        fair = line.fair
-        queued.sort(
-            key=lambda t: (*policy.band_key(t, line.now, line.aging_interval), fair.get(t.id, 0))
-        )
-    snapshot = policy.Snapshot(
-        running=line.running, queued=queued, limits=limits, now=line.now,
-        start_now=[t for t in line.queued if t.start_now], paused=line.paused,
-        aging_interval=line.aging_interval, rates=line.rates, holds=line.holds,
-        budgets=line.budgets,
-    )  # fmt: skip
-    policy.plan(snapshot, why=why)
-    # What holds every start comes before a free or full slot, not before a task's own
-    # reason (its start time, a limit…), which still holds once the line moves.
-    if not line.served:
-        text = "no live node serves this store: start one with `slotline serve`"
-        held_by: WaitingReason | None = WaitingReason("no_node", text)
-    elif line.admission is not None and line.admission.held and not line.paused:
-        held_by = WaitingReason("guard", "the resource guard holds new starts (CPU or memory)")
-    else:
-        held_by = None
-    if held_by is not None:
-        for task in queued:
-            found = why.get(task.id)
-            if (found is None or found.kind == "slots") and task.kind != "external":
-                why[task.id] = held_by
-    return why
+            found.append((key, str(value)))
+    return found
 
 
 def _with_reasons(

@@ -204,7 +204,7 @@ class _Usage:
             if self.global_count > cap:
                 text = f"{self.global_count}/{cap} running: over the limit (a task was started now)"
             else:
-                text = f"all {cap} slots are taken"
+                text = _taken(cap)
             return WaitingReason("slots", text)
         for key in self.keys:
             value = task.key_value(key)
@@ -212,12 +212,17 @@ class _Usage:
             if value is not None and limit is not None and self.by_key[key, value] >= limit:
                 count = self.by_key[key, value]
                 return WaitingReason("limit", f"{key}={value}: {count}/{limit} running")
-        return WaitingReason("slots", f"all {cap} slots are taken")
+        return WaitingReason("slots", _taken(cap))
 
     def closed(self) -> bool:
         """Every slot of `max_concurrent` is taken and no queued task may go past it (no
         agent type is exempt): only a "start now" task could start."""
         return not self.limits.exempt_agents and self.global_count >= self.limits.max_concurrent
+
+
+def _taken(cap: int) -> str:
+    """Every slot of a pool of `cap` is taken, in words."""
+    return "the 1 slot is taken" if cap == 1 else f"all {cap} slots are taken"
 
 
 def pool_full(limits: Limits, running: Iterable[Placeable]) -> bool:

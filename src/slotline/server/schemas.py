@@ -98,7 +98,7 @@ class WaitingReasonOut(BaseModel):
 
     kind: str = Field(
         description="slots, limit, rate, budget, backoff, held, dependency, start_time, "
-        "paused, guard or no_node"
+        "paused, guard, no_node or unserved"
     )
     text: str = Field(description="The reason in a sentence")
     until: str | None = Field(None, description="When it frees, if known (ISO 8601 UTC)")
@@ -139,6 +139,7 @@ class TaskOut(BaseModel):
     waiting_reason: WaitingReasonOut | None = Field(
         None, description="Why a task in line does not start now; null: it would"
     )
+    next_up: bool = Field(False, description="NEXT UP: the task expected to start first")
     depends_on: list[str]
     parent_id: str | None
     max_attempts: int
@@ -316,6 +317,11 @@ class QueueStatusOut(BaseModel):
     max_concurrent: int
     slots_available: int
     at_capacity: bool
+    capacity: Literal["no_slots", "over_limit", "full"] | None = Field(
+        description="The state of capacity, one at a time: no_slots (max_concurrent is 0), "
+        "over_limit (a started-now task runs past it), full (every slot taken); "
+        "null: a slot is free"
+    )
     paused: bool
     admission_hold: str | None
     over_limit: bool

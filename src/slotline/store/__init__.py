@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from slotline.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from slotline.models import KillRequest
+    from slotline.models import KillRequest, unserved_reason
     from slotline.store.base import Store
     from slotline.store.bulk import BULK_VERBS, MAX_BULK, BulkResult
     from slotline.store.claim import Claim, ClaimResult
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from slotline.store.reads import Line, QueueStatus
     from slotline.store.runs import Report, StartReport
     from slotline.store.schedules import Fired, FireResult
-    from slotline.store.serving import PublishedConfig, unserved_reason
+    from slotline.store.serving import PublishedConfig
     from slotline.store.settings import (
         LEASE_SECONDS,
         NONE_MEANS_NO_BOUND,
@@ -53,7 +53,7 @@ _HOMES = {
     "FireResult": "slotline.store.schedules",
     "Fired": "slotline.store.schedules",
     "PublishedConfig": "slotline.store.serving",
-    "unserved_reason": "slotline.store.serving",
+    "unserved_reason": "slotline.models",
     "LEASE_SECONDS": "slotline.store.settings",
     "NONE_MEANS_NO_BOUND": "slotline.store.settings",
     "SETTING_RULES": "slotline.store.settings",

@@ -18,7 +18,7 @@ from slotline.models import Priority, Status, Task
 from slotline.scheduler import backoff, durations, eta, policy
 from slotline.scheduler.fairness import Fairness, virtual_times
 from slotline.store import backoff as provider
-from slotline.store import budgets, rates
+from slotline.store import budgets, rates, serving
 from slotline.store import fairness as fair
 from slotline.store.queries import Tx
 from slotline.store.settings import LEASE_SECONDS, Settings, read_settings
@@ -76,6 +76,7 @@ def line_task(row: Mapping[str, Any]) -> eta.Entry:
         row.get("parent_id"),
         row.get("repo"),
         row.get("kind") or "command",
+        row.get("callable"),
     )
 
 
@@ -218,22 +219,24 @@ def _line(tx: Tx, now: float, rows: Iterable[Mapping[str, Any]]) -> eta.Line:
         rates=rates.load_book(tx, settings.rates, now) if settings.rates else None,
         holds=backoff.holds(throttles),
         budgets=budgets.load_book(tx, settings.budgets, now),
-        fair=_fair(tx, settings, by_status[Status.QUEUED], now),
+        **_fair(tx, settings, by_status[Status.QUEUED], now),
         served=bool(guards),
+        functions=serving.served_names(tx),
     )
 
 
-def _fair(
-    tx: Tx, settings: Settings, queued: list[eta.Entry], now: float
-) -> dict[str, float] | None:
-    """The virtual times of the fair order, if fairness is on (see scheduler/fairness)."""
+def _fair(tx: Tx, settings: Settings, queued: list[eta.Entry], now: float) -> dict[str, Any]:
+    """The fields of `eta.Line` for fairness, if it is on (see scheduler/fairness): the
+    virtual times of the fair order, the rule and each value's pass."""
     fairness = Fairness.from_setting(settings["fairness"])
     if fairness is None:
-        return None
+        return {}
     aging = settings["aging_interval"]
     ordered = policy.order(queued, now, aging)
     passes = fair.passes(tx, fairness)
-    return virtual_times(ordered, fairness, passes, lambda t: policy.band_key(t, now, aging))
+    band = lambda t: policy.band_key(t, now, aging)  # noqa: E731
+    fair_times = virtual_times(ordered, fairness, passes, band)
+    return {"fair": fair_times, "fairness": fairness, "passes": passes}
 
 
 def _admission(guards: Sequence[Mapping[str, Any]]) -> eta.Admission | None:

@@ -3,6 +3,7 @@ capacity (`status`), and the dashboard's page of the line."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,7 @@ from slotline.store.tasks import (
 )
 
 if TYPE_CHECKING:  # imported when used: a read needs no pydantic model
+    from slotline.scheduler import eta
     from slotline.taskfilter import TaskFilter
 
 
@@ -62,6 +64,17 @@ class QueueStatus:
         return self.active >= self.max_concurrent
 
     @property
+    def capacity(self) -> str | None:
+        """The state of capacity, one at a time, as the CLI and the dashboard say it:
+        `no_slots` (max_concurrent is 0: nothing starts), `over_limit` (a started-now task
+        runs past the limit), `full` (every slot is taken), or None (a slot is free)."""
+        if self.max_concurrent == 0:
+            return "no_slots"
+        if self.over_limit or self.active > self.max_concurrent:
+            return "over_limit"
+        return "full" if self.at_capacity else None
+
+    @property
     def next_up(self) -> str | None:
         """The id of the task expected to start first (`models.next_up`), unless it is
         not the caller's to see."""
@@ -74,6 +87,7 @@ class QueueStatus:
             "max_concurrent": self.max_concurrent,
             "slots_available": self.slots_available,
             "at_capacity": self.at_capacity,
+            "capacity": self.capacity,
             "paused": self.paused,
             "admission_hold": self.admission,
             "over_limit": self.over_limit,
@@ -144,9 +158,9 @@ class ReadVerbs(StoreCore):
                 task = budgets.annotate(spend, [task], now)[0]
             if estimate and task.status in estimates.IN_LINE:
                 now = tx.now()
-                task = estimates.with_estimate(
-                    task, estimates.line_estimates(tx, now, self.url), now
-                )
+                etas = estimates.line_estimates(tx, now, self.url)
+                first = _next_up(tx, now, etas) if task.status is Status.QUEUED else None
+                task = estimates.with_estimate(task, etas, now, next_up=task.id == first)
             return task
 
     def _positions(self, tx: Tx) -> dict[str, int]:
@@ -222,9 +236,13 @@ class ReadVerbs(StoreCore):
             positions = self._positions(tx)
             now = tx.now()
             etas = estimates.line_estimates(tx, now, self.url)
+            first = _next_up(tx, now, etas)
             return [
                 estimates.with_estimate(
-                    with_attempts(tx, task_from_row(r), positions.get(r["id"])), etas, now
+                    with_attempts(tx, task_from_row(r), positions.get(r["id"])),
+                    etas,
+                    now,
+                    next_up=r["id"] == first,
                 )
                 for r in rows
             ]
@@ -258,6 +276,8 @@ class ReadVerbs(StoreCore):
                 estimates.with_estimate(t, etas, now, position=i) for i, t in enumerate(queue, 1)
             ]
             placed = serving.annotate(tx, placed)
+            first = next_up(placed)
+            placed = [replace(t, next_up=True) if t is first else t for t in placed]
             status = _queue_status(tx, settings, running, placed, now)
             return replace(status, queued_total=total)
 
@@ -283,19 +303,16 @@ class ReadVerbs(StoreCore):
                 queue = ordered_queue(tx, now, aging)
                 kept = set(_ids(tx, where)) if where.groups else None
                 placed = [replace(t, position=i) for i, t in enumerate(queue, 1)]
-                head = placed[:NEXT_UP_HEAD]
                 placed = [t for t in placed if kept is None or t.id in kept]
                 total, page = len(placed), placed[offset : offset + limit]
             else:
                 page, total = listing.queued_page(tx, where, offset, limit)
-                rows = tx.rows("tasks_queued_in_order", limit=NEXT_UP_HEAD, offset=0)
-                head = [replace(task_from_row(r), position=i) for i, r in enumerate(rows, 1)]
             parked, parked_total = listing.parked(tx, where, PARKED_SHOWN)
             etas = estimates.line_estimates(tx, now, self.url)
-            first = next_up(estimates.with_estimate(t, etas, now) for t in head)
-            next_up_id = None if first is None else first.id
+            next_up_id = _next_up(tx, now, etas)
             running = [estimates.with_estimate(t, etas, now) for t in running]
-            page = serving.annotate(tx, [estimates.with_estimate(t, etas, now) for t in page])
+            page = [estimates.with_estimate(t, etas, now, next_up=t.id == next_up_id) for t in page]
+            page = serving.annotate(tx, page)
             parked = [estimates.with_estimate(t, etas, now) for t in parked]
             status = _queue_status(tx, settings, running, page, now)
             seq = last_seq(tx)
@@ -316,6 +333,20 @@ class ReadVerbs(StoreCore):
         """Number of tasks in each status."""
         with self._transaction(write=False) as tx:
             return {r["status"]: int(r["n"]) for r in tx.rows("count_by_status")}
+
+
+def _next_up(tx: Tx, now: float, etas: Mapping[str, eta.Estimate]) -> str | None:
+    """The id of the task expected to start first (`models.next_up`), looked for among
+    the first NEXT_UP_HEAD in line, with their estimates `etas`: one rule for every read."""
+    settings = read_settings(tx)
+    if reordered(settings):
+        head = ordered_queue(tx, now, settings["aging_interval"])[:NEXT_UP_HEAD]
+    else:
+        rows = tx.rows("tasks_queued_in_order", limit=NEXT_UP_HEAD, offset=0)
+        head = [task_from_row(r) for r in rows]
+    placed = (estimates.with_estimate(t, etas, now, position=i) for i, t in enumerate(head, 1))
+    first = next_up(placed)
+    return None if first is None else first.id
 
 
 def _queue_status(

@@ -13,19 +13,12 @@ from typing import Any
 from slotline.bounds import MAX_RESULT_BYTES
 from slotline.clock import iso
 from slotline.errors import InvalidInput, NotFound, StaleAttempt
-from slotline.models import Kind, Status, Task, WaitingReason
+from slotline.models import Kind, Status, Task, WaitingReason, unserved_reason
 from slotline.store.core import StoreCore
 from slotline.store.events import emit
 from slotline.store.queries import Tx
 from slotline.store.settings import LEASE_SECONDS
 from slotline.store.tasks import load
-
-
-def unserved_reason(name: str) -> str:
-    """Why a function task does not start: no live node serves its name."""
-    return (
-        f"no live node serves function {name!r}; start one with `slotline serve --app MODULE:APP`"
-    )
 
 
 @dataclass(frozen=True)
@@ -100,7 +93,7 @@ class ServingVerbs(StoreCore):
     def served_functions(self) -> frozenset[str]:
         """The function names some live node serves (it heartbeated within a lease)."""
         with self._transaction(write=False) as tx:
-            return _served(tx)
+            return served_names(tx)
 
     def put_result(self, attempt_id: str, token: str, value: str) -> None:
         """Keep the JSON `value` a function's attempt returned, before its end is reported:
@@ -135,7 +128,8 @@ def _objects(agents: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any
     return {name: dict(agent) for name, agent in agents.items()}
 
 
-def _served(tx: Tx) -> frozenset[str]:
+def served_names(tx: Tx) -> frozenset[str]:
+    """The names of the functions some live node serves."""
     rows = tx.rows("functions_served", since=tx.now() - LEASE_SECONDS)
     return frozenset(str(r["name"]) for r in rows)
 
@@ -143,9 +137,9 @@ def _served(tx: Tx) -> frozenset[str]:
 def annotate(tx: Tx, tasks: list[Task]) -> list[Task]:
     """Tasks as reads show them: a succeeded function task with its `result`, and a queued
     one whose name no live node serves with that as its `status_reason` (and its
-    `waiting_reason`, of kind `no_node`)."""
+    `waiting_reason`, of kind `unserved`)."""
     waiting = [t for t in tasks if t.kind is Kind.CALLABLE and t.status is Status.QUEUED]
-    served = _served(tx) if waiting else frozenset()
+    served = served_names(tx) if waiting else frozenset()
     return [_shown(tx, task, served) for task in tasks]
 
 
@@ -154,7 +148,7 @@ def _shown(tx: Tx, task: Task, served: frozenset[str]) -> Task:
         return task
     if task.status is Status.QUEUED and task.callable not in served:
         reason = unserved_reason(task.callable or "")
-        return replace(task, status_reason=reason, waiting_reason=WaitingReason("no_node", reason))
+        return replace(task, status_reason=reason, waiting_reason=WaitingReason("unserved", reason))
     if task.status is Status.SUCCEEDED:
         return replace(task, result=_result(tx, task))
     return task

@@ -359,7 +359,8 @@ ORDER BY seq DESC LIMIT :limit;
 -- name: eta_line
 -- The columns an ETA simulation needs of every task in line or running, in queue order.
 SELECT id, kind, agent, workspace, owner, repo, labels, priority, boosted, start_now, rank,
-       status, depends_on, not_before, queued_at, started_at, expected_duration, parent_id
+       status, depends_on, not_before, queued_at, started_at, expected_duration, parent_id,
+       callable
 FROM tasks WHERE status IN ('running', 'queued', 'waiting', 'held')
 ORDER BY {line_order};
 
@@ -393,13 +394,15 @@ SELECT seq, at FROM events ORDER BY seq DESC LIMIT 1;
 -- head of the line, simulated alone when the line is too long to simulate whole.
 SELECT * FROM (
     SELECT id, kind, agent, workspace, owner, repo, labels, priority, boosted, start_now, rank,
-           status, depends_on, not_before, queued_at, started_at, expected_duration, parent_id
+           status, depends_on, not_before, queued_at, started_at, expected_duration, parent_id,
+       callable
     FROM tasks WHERE status = 'running'
 ) AS running
 UNION ALL
 SELECT * FROM (
     SELECT id, kind, agent, workspace, owner, repo, labels, priority, boosted, start_now, rank,
-           status, depends_on, not_before, queued_at, started_at, expected_duration, parent_id
+           status, depends_on, not_before, queued_at, started_at, expected_duration, parent_id,
+       callable
     FROM tasks WHERE status = 'queued'
     ORDER BY {line_order} LIMIT :limit
 ) AS head;
