@@ -355,14 +355,21 @@ def next_up(queued: Iterable[Task]) -> Task | None:
     """NEXT UP: the task of `queued` expected to start first, the earliest estimated
     start (ties by position). A task without an estimate is a candidate only when what
     keeps it is the whole line's (`waits_with_the_line`), after those with one, by
-    position; None when no task is expected to start."""
-    found = [t for t in queued if t.eta_start is not None or waits_with_the_line(t)]
+    position; None when no task is expected to start. A task that waits for its own
+    start time (`--in`, `--at`) is never NEXT UP: it waits for a time, not for its turn."""
+    found = [
+        t for t in queued if (t.eta_start is not None or waits_with_the_line(t)) and not _delayed(t)
+    ]
     inf = float("inf")
     return min(
         found,
         key=lambda t: (inf if t.eta_start is None else t.eta_start, t.position or inf),
         default=None,
     )
+
+
+def _delayed(task: Task) -> bool:
+    return task.waiting_reason is not None and task.waiting_reason.kind == "start_time"
 
 
 def waits_with_the_line(task: Task) -> bool:

@@ -220,6 +220,16 @@ class BudgetBook:
                     latest = at
         return latest
 
+    def reached_names(self, task: Keyed, now: float) -> list[str]:
+        """The budgets that count `task` and are reached at `now`, by name
+        (`agent[claude] 50usd/1d`, `global 100usd/1d`)."""
+        names = []
+        for key, value in self.counted(task):
+            for rule in self.rules_for(key, value):
+                if _frees_at(rule, self.spends.get((key, value), ()), now) is not None:
+                    names.append(f"{key if key == GLOBAL else f'{key}[{value}]'} {rule.budget}")
+        return names
+
     def spent(self, rule: Budget, value: str, now: float) -> float:
         """What the window of `rule` holds for `value` at `now`."""
         items = self.spends.get((rule.key, value), [])

@@ -6,6 +6,7 @@ transaction and applies what it returns.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -332,14 +333,23 @@ def _obstacle(
 def _reason(
     snapshot: Snapshot[T], usage: _Usage, task: T, kind: str, until: float | None
 ) -> WaitingReason:
-    """The reason `_obstacle` found, in words."""
-    at = "" if until is None else f" (until {iso(until)})"
+    """The reason `_obstacle` found, in words (a time to the second, in UTC: surfaces
+    show `until` in their own form beside it)."""
+    at = "" if until is None else f" until {_when(until)}"
     if kind == "full":
         return usage.full_for(task)
     if kind == "start_time":
-        return WaitingReason(kind, f"not before {iso(until)}", until)
+        return WaitingReason(kind, f"not before {_when(until)}", until)
     if kind == "backoff":
         return WaitingReason(kind, f"agent {task.agent} is backing off its provider{at}", until)
     if kind == "budget":
-        return WaitingReason(kind, f"a budget it counts against is reached{at}", until)
+        names = snapshot.budgets.reached_names(task, snapshot.now) if snapshot.budgets else []
+        which = f"budget {', '.join(names)}" if names else "a budget it counts against"
+        return WaitingReason(kind, f"{which} reached{at}", until)
     return WaitingReason(kind, f"a rate limit has no room{at}", until)
+
+
+def _when(at: float | None) -> str:
+    """An instant as people read it: `2026-11-28 14:05:09Z` (a second rounded up, so a
+    task never reads as free before it is)."""
+    return "?" if at is None else str(iso(math.ceil(at))).replace("T", " ")
