@@ -389,3 +389,21 @@ def test_a_pool_of_one_says_its_one_slot_is_taken() -> None:
     snapshot = Snapshot(running=running, queued=line, limits=Limits(max_concurrent=1), now=NOW)
     policy.plan(snapshot, why=why)
     assert why[line[0].id].text == "the 1 slot is taken"
+
+
+def test_a_task_held_by_its_limit_and_a_full_pool_is_told_of_its_limit() -> None:
+    # Given a full pool of 2, one of them claude's only place,
+    running = [
+        dataclasses.replace(task(1, agent="claude"), status=Status.RUNNING),
+        dataclasses.replace(task(2), status=Status.RUNNING),
+    ]
+    line = [task(3, agent="claude"), task(4)]
+    limits = Limits(max_concurrent=2, per_key=(Limit("agent", "claude", 1),))
+    why: dict[str, policy.WaitingReason] = {}
+    policy.plan(Snapshot(running=running, queued=line, limits=limits, now=NOW), why=why)
+    # then the claude task is told of its limit (a freed slot would not start it), the
+    # other of the pool.
+    assert {i: (r.kind, r.text) for i, r in why.items()} == {
+        line[0].id: ("limit", "agent=claude: 1/1 running"),
+        line[1].id: ("slots", "all 2 slots are taken"),
+    }

@@ -197,22 +197,21 @@ class _Usage:
         return True
 
     def full_for(self, task: Placeable) -> WaitingReason:
-        """Which cap keeps `task` out (`fits` said one does), in words."""
+        """Which cap keeps `task` out (`fits` said one does), in words: a full per-key
+        limit before a full pool, as the one that still holds it when a slot frees."""
         cap = self.limits.max_concurrent
-        if self.limits.in_pool(task) and self.global_count >= cap:
-            if cap == 0:
-                return WaitingReason("slots", f"{NO_SLOTS}: no task starts until it is raised")
-            if self.global_count > cap:
-                text = f"{self.global_count}/{cap} running: over the limit (a task was started now)"
-            else:
-                text = _taken(cap)
-            return WaitingReason("slots", text)
+        pooled = self.limits.in_pool(task) and self.global_count >= cap
+        if pooled and cap == 0:
+            return WaitingReason("slots", f"{NO_SLOTS}: no task starts until it is raised")
         for key in self.keys:
             value = task.key_value(key)
             limit = None if value is None else self.limits.for_value(key, value)
             if value is not None and limit is not None and self.by_key[key, value] >= limit:
                 count = self.by_key[key, value]
                 return WaitingReason("limit", f"{key}={value}: {count}/{limit} running")
+        if pooled and self.global_count > cap:
+            text = f"{self.global_count}/{cap} running: over the limit (a task was started now)"
+            return WaitingReason("slots", text)
         return WaitingReason("slots", _taken(cap))
 
     def closed(self) -> bool:
