@@ -117,7 +117,7 @@ def task_table(tasks: Iterable[Task], now: float) -> Table:
     table.add_column("AGENT", no_wrap=True, overflow="ellipsis", max_width=16)
     table.add_column("AGE", no_wrap=True, justify="right")
     table.add_column("ETA", no_wrap=True, justify="right")
-    table.add_column("WHY NOT NOW", no_wrap=True, overflow="ellipsis", ratio=2, min_width=11)
+    table.add_column("WHY NOT NOW", no_wrap=True, overflow="ellipsis", ratio=1, min_width=11)
     tasks = list(tasks)
     ids = short_ids(t.id for t in tasks)
     for task in tasks:
@@ -179,7 +179,7 @@ def queue_status(
     queued.add_column("AGENT", no_wrap=True, overflow="ellipsis", max_width=16)
     queued.add_column("WAITED", no_wrap=True, justify="right")
     queued.add_column("ETA START", no_wrap=True, justify="right")
-    queued.add_column("WHY NOT NOW", no_wrap=True, overflow="ellipsis", ratio=2, min_width=11)
+    queued.add_column("WHY NOT NOW", no_wrap=True, overflow="ellipsis", ratio=1, min_width=11)
     shown = status.queued if show_queued is None else status.queued[:show_queued]
     first = status.next_up
     for task in shown:
