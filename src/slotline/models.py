@@ -4,9 +4,7 @@ states are in `slotline.transitions`)."""
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from slotline.clock import iso
@@ -351,52 +349,6 @@ class Task:
         }
 
 
-def next_up(queued: Iterable[Task]) -> Task | None:
-    """NEXT UP: the task of `queued` expected to start first, the earliest estimated
-    start (ties by position). A task without an estimate is a candidate only when what
-    keeps it is the whole line's (`waits_with_the_line`), after those with one, by
-    position; None when no task is expected to start. A task that waits for its own
-    start time (`--in`, `--at`) is never NEXT UP: it waits for a time, not for its turn."""
-    found = [
-        t for t in queued if (t.eta_start is not None or waits_with_the_line(t)) and not _delayed(t)
-    ]
-    inf = float("inf")
-    return min(
-        found,
-        key=lambda t: (inf if t.eta_start is None else t.eta_start, t.position or inf),
-        default=None,
-    )
-
-
-def _delayed(task: Task) -> bool:
-    return task.waiting_reason is not None and task.waiting_reason.kind == "start_time"
-
-
-def waits_with_the_line(task: Task) -> bool:
-    """Whether a task in line would start now, or waits only for what holds every task
-    (a slot, a pause, the resource guard, a node): nothing of its own (start time, hold,
-    dependency, limit, rate, budget, back-off) keeps it."""
-    reason = task.waiting_reason
-    return reason is None or reason.kind in LINE_WIDE
-
-
-# Waiting reasons that hold the whole line, not one task (`unserved` holds one function's
-# tasks only: no live node serves it).
-LINE_WIDE = frozenset({"slots", "paused", "guard", "no_node"})
-
-
-def unserved_reason(name: str) -> str:
-    """Why a function task does not start: no live node serves its name (the text of a
-    waiting reason of kind `unserved`)."""
-    return (
-        f"no live node serves function {name!r}; start one with `slotline serve --app MODULE:APP`"
-    )
-
-
-# How a waiting reason of kind `slots` begins when max_concurrent is 0 (nothing starts).
-NO_SLOTS = "max_concurrent is 0"
-
-
 @dataclass(frozen=True, slots=True)
 class KillRequest:
     """A running attempt on a node that someone asked to stop."""
@@ -405,26 +357,6 @@ class KillRequest:
     attempt_id: str
     pid: int | None
     request: StopRequest
-
-
-def log_file(log_dir: Path, task_id: str, number: int) -> str:
-    """Where the output of attempt `number` of a task goes, under a node's log folder."""
-    return str(log_dir / task_id / f"{number}.log")
-
-
-def why_no_log(task: Task, attempt: Attempt) -> str:
-    """Why `attempt` (one with no log file) has none, as a sentence about it. A command's
-    attempt that ended with neither a log nor an exit code never spawned its process: it
-    failed to start, and its reason says why ("command not found: x")."""
-    where = f"attempt {attempt.number} of task {task.id[:8]}"
-    if attempt.finished_at is None:
-        return f"{where} has no log yet: its process is starting"
-    if task.kind is Kind.COMMAND and attempt.exit_code is None:
-        reason = attempt.reason or "no reason was recorded"
-        if attempt.outcome == "failed":
-            return f"{where} failed to start: {reason}"
-        return f"{where} ended before its command started ({attempt.outcome}: {reason})"
-    return f"{where} has no log file (a {task.kind} task)"
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,8 @@ from slotline.cli.interrupt import run_until_interrupted
 from slotline.cli.numbers import Number
 from slotline.cli.plain import describe_place, short_id
 from slotline.errors import NotFound
-from slotline.models import Attempt, Status, Task, why_no_log
+from slotline.models import Attempt, Status, Task
+from slotline.runlogs import why_no_log
 
 if TYPE_CHECKING:
     from slotline.client import SlotlineClient

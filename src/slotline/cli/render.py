@@ -31,7 +31,8 @@ from slotline.cli.plain import (
     why_text,
 )
 from slotline.limits import Limit
-from slotline.models import NO_SLOTS, Kind, ResumedFrom, Status, Task
+from slotline.line import NO_SLOTS
+from slotline.models import Kind, ResumedFrom, Status, Task
 from slotline.spend import describe
 
 if TYPE_CHECKING:

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from slotline.errors import InvalidInput, SlotlineError, StaleAttempt
-from slotline.models import Attempt, KillRequest, Kind, Task, log_file
+from slotline.models import Attempt, KillRequest, Kind, Task
+from slotline.runlogs import log_file
 from slotline.runner.callable import (
     Entry,
     TaskFunction,

@@ -14,7 +14,8 @@ from typing import Generic, Protocol, TypeVar
 
 from slotline.clock import iso
 from slotline.limits import Limit
-from slotline.models import NO_SLOTS, Status, WaitingReason
+from slotline.line import NO_SLOTS
+from slotline.models import Status, WaitingReason
 from slotline.scheduler.budgets import BudgetBook
 from slotline.scheduler.fairness import Fairness, fair_line
 from slotline.scheduler.rates import RateBook

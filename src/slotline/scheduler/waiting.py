@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from slotline.models import WaitingReason, unserved_reason
+from slotline.line import unserved_reason
+from slotline.models import WaitingReason
 from slotline.scheduler import policy
 
 if TYPE_CHECKING:  # the line is the simulation's (eta.py calls this at its first instant)

@@ -20,7 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from slotline.clock import iso
 from slotline.errors import InvalidTransition
-from slotline.models import PENDING, Priority, Status, Task, next_up
+from slotline.line import next_up
+from slotline.models import PENDING, Priority, Status, Task
 from slotline.readback import read_back
 from slotline.server.auth import Principal
 from slotline.server.context import Reader, ServerState, State, Writer

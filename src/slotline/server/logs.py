@@ -14,7 +14,8 @@ from starlette.responses import StreamingResponse
 
 from slotline.bounds import OFFSET, ORDINAL
 from slotline.errors import NotFound
-from slotline.models import Attempt, Task, why_no_log
+from slotline.models import Attempt, Task
+from slotline.runlogs import why_no_log
 from slotline.server.context import Reader, ServerState, State, access_lost, presented_token
 from slotline.server.errors import ERROR_RESPONSES
 

@@ -14,7 +14,8 @@ from slotline.clock import iso, utcnow
 from slotline.config import Config, redacted
 from slotline.errors import InvalidInput
 from slotline.limits import check_limit_key
-from slotline.models import Task, next_up
+from slotline.line import next_up
+from slotline.models import Task
 from slotline.scheduler.backoff import BackoffRule
 from slotline.scheduler.fairness import check_fairness
 from slotline.scheduler.rates import check_rate_key

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 from slotline.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from slotline.models import KillRequest, unserved_reason
+    from slotline.line import unserved_reason
+    from slotline.models import KillRequest
     from slotline.store.base import Store
     from slotline.store.bulk import BULK_VERBS, MAX_BULK, BulkResult
     from slotline.store.claim import Claim, ClaimResult
@@ -53,7 +54,7 @@ _HOMES = {
     "FireResult": "slotline.store.schedules",
     "Fired": "slotline.store.schedules",
     "PublishedConfig": "slotline.store.serving",
-    "unserved_reason": "slotline.models",
+    "unserved_reason": "slotline.line",
     "LEASE_SECONDS": "slotline.store.settings",
     "NONE_MEANS_NO_BOUND": "slotline.store.settings",
     "SETTING_RULES": "slotline.store.settings",

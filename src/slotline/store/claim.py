@@ -12,7 +12,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from slotline.errors import SlotlineError, StoreError
-from slotline.models import Attempt, KillRequest, Kind, Status, Task, log_file
+from slotline.models import Attempt, KillRequest, Kind, Status, Task
+from slotline.runlogs import log_file
 from slotline.scheduler import backoff, policy
 from slotline.scheduler.fairness import Fairness
 from slotline.store import backoff as provider

@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from slotline.models import Attempt, Status, Task, TaskPage, next_up
+from slotline.line import next_up
+from slotline.models import Attempt, Status, Task, TaskPage
 from slotline.store import backoff, budgets, estimates, listing, rates, serving
 from slotline.store.core import StoreCore
 from slotline.store.events import last_seq
@@ -76,7 +77,7 @@ class QueueStatus:
 
     @property
     def next_up(self) -> str | None:
-        """The id of the task expected to start first (`models.next_up`), unless it is
+        """The id of the task expected to start first (`line.next_up`), unless it is
         not the caller's to see."""
         first = None if self.next_up_hidden else next_up(self.queued)
         return None if first is None else first.id
@@ -336,7 +337,7 @@ class ReadVerbs(StoreCore):
 
 
 def _next_up(tx: Tx, now: float, etas: Mapping[str, eta.Estimate]) -> str | None:
-    """The id of the task expected to start first (`models.next_up`), looked for among
+    """The id of the task expected to start first (`line.next_up`), looked for among
     the first NEXT_UP_HEAD in line, with their estimates `etas`: one rule for every read."""
     settings = read_settings(tx)
     if reordered(settings):

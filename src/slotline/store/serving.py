@@ -13,7 +13,8 @@ from typing import Any
 from slotline.bounds import MAX_RESULT_BYTES
 from slotline.clock import iso
 from slotline.errors import InvalidInput, NotFound, StaleAttempt
-from slotline.models import Kind, Status, Task, WaitingReason, unserved_reason
+from slotline.line import unserved_reason
+from slotline.models import Kind, Status, Task, WaitingReason
 from slotline.store.core import StoreCore
 from slotline.store.events import emit
 from slotline.store.queries import Tx
