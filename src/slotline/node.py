@@ -226,6 +226,14 @@ class Node:
                 fencing.fence_file(self.log_dir, self.node_id), self.lease
             )
             self.supervisor.fence.confirm(sent)
+            if self.heartbeat_interval * 2 > self.lease - self.supervisor.fence.margin:
+                log.warning(
+                    "a heartbeat every %gs leaves a %gs lease no room for a late one: "
+                    "this node's runs may be fenced while it lives",
+                    self.heartbeat_interval,
+                    self.lease,
+                    extra={"node": self.node_id},
+                )
 
     async def _sleep(self, watcher: Any, stop: asyncio.Event, delay: float) -> None:
         waiters = [
