@@ -330,9 +330,10 @@ sys.exit(subprocess.run([sys.executable, "-m", "slotline", "--json", "submit", "
 def test_the_server_fills_agent_types_for_user_tokens_and_runs(
     run: Run, serve_http: Start, tmp_path: Path
 ) -> None:
-    # Given a server whose slotline.yaml has an agent type (raw commands are for admins)
+    # Given a server whose slotline.yaml has an agent type (raw commands are for admins),
+    # and lets users run in its folder (the CLI submits its current folder)
     (tmp_path / "slotline.yaml").write_text(
-        "agents:\n  echoer:\n    command: [echo, --, '{prompt}']\n"
+        "agents:\n  echoer:\n    command: [echo, --, '{prompt}']\nusers:\n  workspaces: [.]\n"
     )
     admin = ok(run("--json", "token", "create", "--role", "admin", "--name", "root"))["token"]
     user = ok(run("--json", "token", "create", "--role", "user", "--name", "ann"))["token"]

@@ -226,6 +226,11 @@ def _taken(cap: int) -> str:
     return "the 1 slot is taken" if cap == 1 else f"all {cap} slots are taken"
 
 
+def fits(limits: Limits, running: Iterable[Placeable], task: Placeable) -> bool:
+    """Whether `task` may start beside `running` within every limit (`_Usage.fits`)."""
+    return _Usage(limits, running).fits(task)
+
+
 def pool_full(limits: Limits, running: Iterable[Placeable]) -> bool:
     """Whether `running` closes the pool (`_Usage.closed`)."""
     return _Usage(limits, running).closed()
