@@ -133,7 +133,7 @@ def test_a_user_starts_nothing_over_the_limit_by_default(make_server: ServerFact
     # Then each is refused, saying why and what she may do, and nothing is to start
     assert refused.status_code == 403, refused.text
     detail = refused.json()["detail"]
-    assert f"start now: task {ids[3][:8]} would start over the limit (3 of 3 running" in detail
+    assert f"task {ids[3][:8]} would start over the limit (all 3 slots are taken," in detail
     assert "(users.start_now: 0; user 'ann' has 0): an admin may start it now, or boost" in detail
     assert heph.status_code == 403, heph.text
     assert failed

@@ -307,7 +307,8 @@ def _within_allowance(tx: Tx, task: Task, allowance: int) -> None:
     running = [task_from_row(r) for r in tx.rows("tasks_running")]
     bumped = [task_from_row(r) for r in tx.rows("tasks_start_now") if r["id"] != task.id]
     limits = read_settings(tx).limits
-    if policy.fits(limits, [*running, *bumped], task):
+    full = policy.kept_out(limits, [*running, *bumped], task)
+    if full is None:
         return
     over = sum(1 for t in bumped if t.user == task.user)
     for other in running:
@@ -315,10 +316,9 @@ def _within_allowance(tx: Tx, task: Task, allowance: int) -> None:
             row = tx.one("attempt_get", id=other.current_attempt)
             over += row is not None and attempt_from_row(row).over_limit
     if over >= allowance:
-        taken = f"{len(running)} of {limits.max_concurrent} running"
         raise AccessDenied(
-            f"start now: task {task.id[:8]} would start over the limit ({taken}, with the "
-            f"tasks started now), and users may have {allowance} run(s) over it at once "
+            f"start now: task {task.id[:8]} would start over the limit ({full}, counting "
+            f"the tasks started now), and users may have {allowance} run(s) over it at once "
             f"(users.start_now: {allowance}; user {task.user!r} has {over}): an admin may "
             "start it now, or boost it to start next within the limits",
             task_id=task.id,
