@@ -79,6 +79,12 @@ class UsersConfig(BaseModel):
         return patterns
 
 
+def bounded(role: str) -> bool:
+    """Whether `users:` bounds what a caller of `role` chooses: a user token's. An admin
+    (open mode's local user too) chooses anything; a task token is its run's code."""
+    return role == "user"
+
+
 def real(path: str) -> str:
     """`path` as the file system resolves it (`~`, `..`, symlinks), even if it does not
     exist (yet)."""

@@ -14,7 +14,7 @@ from slotline.clock import utcnow
 from slotline.landing import verbs
 from slotline.landing.diff import DIFF_MAX_BYTES
 from slotline.landing.gitpool import run_git
-from slotline.reach import check_merge
+from slotline.reach import bounded, check_merge
 from slotline.server.context import Admin, Reader, State, Writer
 from slotline.server.errors import ERROR_RESPONSES
 from slotline.server.schemas import task_json
@@ -73,7 +73,7 @@ async def task_merge(
     if not who.steers(task):
         raise HTTPException(403, f"token {who.name!r} cannot change task {task.id[:8]}")
     body = body or MergeBody(into=None)
-    if who.role == "user" and task.repo is not None:
+    if bounded(who.role) and task.repo is not None:
         base = task.isolation.base if task.isolation else None
         target = body.into if body.into is not None else base
         if target is not None:  # none: the merge itself refuses, asking for `into`

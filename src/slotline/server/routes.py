@@ -11,7 +11,7 @@ from slotline.bounds import OFFSET, Range
 from slotline.config import Config
 from slotline.errors import NotFound, UnknownDependency
 from slotline.models import Priority, Task
-from slotline.reach import check_submit
+from slotline.reach import bounded, check_submit
 from slotline.readback import read_back
 from slotline.server.auth import Principal
 from slotline.server.context import Reader, ServerState, State, Writer, hidden
@@ -93,7 +93,7 @@ def build_spec(
             403, "raw commands are for admins here; submit an agent type with a prompt"
         )
     spec = parse_spec(data)
-    if who.role == "user":
+    if bounded(who.role):
         declared = config.agents.get(spec.agent or "")
         repo = None if declared is None else declared.repo
         check_submit(config.users, spec, repo, admin_only_raw)
@@ -348,7 +348,7 @@ async def bump(state: State, who: Writer, ref: str) -> dict[str, Any]:
 def start_now_allowance(state: ServerState, who: Principal) -> int | None:
     """How many runs `who` may have started over the limit at once: a user's are bounded
     by `users.start_now`; None (no bound) for anyone else."""
-    return state.config.users.start_now if who.role == "user" else None
+    return state.config.users.start_now if bounded(who.role) else None
 
 
 @router.post("/{ref}/move", response_model=MovedOut)
