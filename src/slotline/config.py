@@ -33,6 +33,7 @@ from slotline.errors import InvalidInput
 from slotline.isolation import KeepPolicy
 from slotline.landing.prune import WorktreePolicy
 from slotline.limits import check_limit_key
+from slotline.reach import UsersConfig
 
 
 class LimitConfig(BaseModel):
@@ -126,6 +127,9 @@ class Config(BaseModel):
     # `none`: open mode asked for: the HTTP API (on loopback only) takes every caller as
     # the local admin, even once tokens have existed. `tokens`: tokens once any exist.
     auth: Literal["tokens", "none"] = "tokens"
+    # What a user token may choose: workspaces, repositories, merge targets, start now
+    # over the limit, functions (slotline/reach.py). Admins choose anything.
+    users: UsersConfig = Field(default_factory=UsersConfig)
     # Recurring schedules owned by this file (`slotline serve` makes the store match).
     schedules: dict[str, ScheduleConfig] = Field(default_factory=dict)
     worktrees: WorktreesConfig = Field(default_factory=WorktreesConfig)
@@ -256,8 +260,8 @@ def lookup_places() -> str:
 
 
 def _resolve_paths(data: dict[str, Any], folder: Path) -> None:
-    """Make the file's relative paths (a `store` file, an agent type's `repo`) relative
-    to `folder`, the file's own, not to wherever slotline runs."""
+    """Make the file's relative paths (a `store` file, an agent type's `repo`, the
+    folders of `users:`) relative to `folder`, the file's own, not to wherever slotline runs."""
 
     def resolved(value: Any) -> Any:
         if not isinstance(value, str) or not value or "://" in value:
@@ -268,6 +272,13 @@ def _resolve_paths(data: dict[str, Any], folder: Path) -> None:
 
     if "store" in data:
         data["store"] = resolved(data["store"])
+    users = data.get("users")
+    if isinstance(users, dict):
+        for key in ("workspaces", "repos"):
+            if isinstance(users.get(key), list):
+                users[key] = [resolved(path) for path in users[key]]
+        if isinstance(users.get("merge_into"), dict):
+            users["merge_into"] = {resolved(r): b for r, b in users["merge_into"].items()}
     agents = data.get("agents")
     if isinstance(agents, dict):
         for agent in agents.values():

@@ -18,7 +18,7 @@ from pydantic import Field, ValidationError
 
 from slotline import __version__
 from slotline.bounds import OFFSET, ORDINAL, SECONDS, Range
-from slotline.errors import BoundExceeded, SlotlineError
+from slotline.errors import AccessDenied, BoundExceeded, SlotlineError
 from slotline.mcp_calls import Calls
 from slotline.models import Priority, Status
 
@@ -57,6 +57,8 @@ def refusal(exc: SlotlineError) -> ToolError:
             f"seconds (retry_after_seconds={seconds}), or wait for one of your tasks to "
             "finish (wait_for_task) before submitting more."
         )
+    if isinstance(exc, AccessDenied):
+        return ToolError(f"not allowed: {exc}")
     return ToolError(f"{exc} ({type(exc).__name__})")
 
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from slotline.errors import InvalidInput, InvalidTransition
+from slotline.errors import AccessDenied, InvalidInput, InvalidTransition
 from slotline.models import Priority, Status
 from slotline.store import Store
 
@@ -149,6 +149,32 @@ def test_bump_with_a_free_slot_is_not_over_limit(
         ("b", False),
         ("a", False),
     ]
+
+
+def test_a_bump_with_an_allowance_starts_over_the_limit_only_within_it(
+    store: Store, submit: SubmitFn, claim: ClaimFn
+) -> None:
+    # Given ann's one slot taken, and two more of hers and one of bob's in line
+    store.set_setting("max_concurrent", 1)
+    submit("a", user="ann")
+    b = submit("b", user="ann")
+    c = submit("c", user="ann")
+    d = submit("d", user="bob")
+    claim()
+
+    # When ann may have one run over the limit, her first bump passes, her second not
+    store.bump(b.id, allowance=1)
+    with pytest.raises(AccessDenied, match=r"users\.start_now: 1; user 'ann' has 1"):
+        store.bump(c.id, allowance=1)
+    (started,) = claim()
+    assert (started.task.id, started.attempt.over_limit) == (b.id, True)
+    # (running over it counts as well), while bob's allowance is his own
+    with pytest.raises(AccessDenied):
+        store.bump(c.id, allowance=1)
+    with pytest.raises(AccessDenied, match=r"users\.start_now: 0"):
+        store.bump(d.id, allowance=0)
+    assert store.bump(d.id, allowance=1).start_now
+    assert not store.get(c.id).start_now
 
 
 def test_bump_starts_even_a_held_task_while_paused(

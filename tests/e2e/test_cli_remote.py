@@ -330,9 +330,10 @@ sys.exit(subprocess.run([sys.executable, "-m", "slotline", "--json", "submit", "
 def test_the_server_fills_agent_types_for_user_tokens_and_runs(
     run: Run, serve_http: Start, tmp_path: Path
 ) -> None:
-    # Given a server whose slotline.yaml has an agent type (raw commands are for admins)
+    # Given a server whose slotline.yaml has an agent type (raw commands are for admins),
+    # and lets users run in its folder (the CLI submits its current folder)
     (tmp_path / "slotline.yaml").write_text(
-        "agents:\n  echoer:\n    command: [echo, --, '{prompt}']\n"
+        "agents:\n  echoer:\n    command: [echo, --, '{prompt}']\nusers:\n  workspaces: [.]\n"
     )
     admin = ok(run("--json", "token", "create", "--role", "admin", "--name", "root"))["token"]
     user = ok(run("--json", "token", "create", "--role", "user", "--name", "ann"))["token"]
@@ -342,6 +343,14 @@ def test_the_server_fills_agent_types_for_user_tokens_and_runs(
     task = ok(run(*as_user, "submit", "--wait", "--agent", "echoer", "--prompt", "-n hi"))
     assert task["command"] == ["echo", "--", "-n hi"]
     assert task["status"] == "succeeded"
+    # but not in a folder users may not choose: the server's one line, as it said it
+    elsewhere = ("--url", url, "--token", user, "submit", "--workspace", "/etc")
+    refused = run(*elsewhere, "--agent", "echoer", "--prompt", "x")
+    assert refused.code == 1
+    assert refused.error_line() == (
+        "error: token refused: workspace /etc is not among the workspaces users may "
+        f"choose (users.workspaces: {tmp_path})"
+    )
     # And a run, whose working directory (its workspace) has no slotline.yaml, does too
     workspace = tmp_path / "ws"
     workspace.mkdir()

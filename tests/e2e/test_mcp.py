@@ -46,9 +46,10 @@ def sleeper_agent(tmp_path: Path) -> None:
     whose prompt is how many seconds it sleeps (or "go:PATH", see SLEEP)."""
     command = json.dumps([sys.executable, "-c", SLEEP, "{prompt}"])
     # Its expected run time is configured: before any run has finished, estimates rest on it.
+    # A user (the supervisor) may start one run over the limit.
     (tmp_path / "slotline.yaml").write_text(
         f"agents:\n  sleeper:\n    command: {command}\n    expected_duration: 1\n"
-        "    max_concurrent: 5\n"
+        "    max_concurrent: 5\nusers:\n  start_now: 1\n"
     )
 
 

@@ -20,6 +20,9 @@ from typing import Any
 
 import httpx
 import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import TextContent
 
 from slotline.config import Config
 from slotline.errors import InvalidTransition, StaleAttempt
@@ -183,3 +186,21 @@ def http(server: Running) -> Iterator[httpx.Client]:
 def command(*lines: str) -> list[str]:
     """A Python one-off as an argv list."""
     return [PY, "-c", "\n".join(lines)]
+
+
+async def _tool(url: str, token: str, tool: str, arguments: dict[str, Any]) -> tuple[bool, str]:
+    headers = {"Authorization": f"Bearer {token}"}
+    async with (
+        httpx.AsyncClient(headers=headers, timeout=30) as http,
+        streamable_http_client(f"{url}/mcp", http_client=http) as (read, write, _),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        result = await session.call_tool(tool, arguments)
+    return result.isError, " ".join(c.text for c in result.content if isinstance(c, TextContent))
+
+
+def mcp_tool(server: Running, token: str, tool: str, **arguments: Any) -> tuple[bool, str]:
+    """Call the MCP tool `tool` over the server's /mcp as `token`: whether it failed,
+    and what it said."""
+    return asyncio.run(_tool(server.url, token, tool, arguments))

@@ -6,7 +6,10 @@ from typing import Any
 
 import httpx
 
-from .conftest import Running
+from slotline.config import Config
+from slotline.reach import UsersConfig
+
+from .conftest import Running, ServerFactory
 
 EXTERNAL = {"kind": "external", "title": "review PR 12", "agent": "reviewer"}
 
@@ -97,7 +100,9 @@ def test_a_lapsed_lease_is_visible_to_the_reaper(server: Running, http: httpx.Cl
     assert [a.id for a in server.store.live_attempts(None)] == [attempt.id]
 
 
-def test_only_admins_claim_and_owners_report(server: Running) -> None:
+def test_only_admins_claim_and_owners_report(make_server: ServerFactory) -> None:
+    # Users submit external tasks where the admin lets them (users.external).
+    server = make_server(config=Config(users=UsersConfig(external=True)))
     admin = server.token("root", "admin")
     ann = server.token("ann", "user")
     with server.client(ann) as http:

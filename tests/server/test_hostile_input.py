@@ -143,8 +143,10 @@ def test_a_dashed_uuid_is_an_id_on_every_route(server: Running, http: httpx.Clie
 
 def _users(make_server: ServerFactory) -> tuple[Running, str, str, str]:
     from slotline.config import Config
+    from slotline.reach import UsersConfig
 
-    server = make_server(config=Config(raw_commands="all"))
+    users = UsersConfig(workspaces=["/secret"])
+    server = make_server(config=Config(raw_commands="all", users=users))
     admin = server.token("root", "admin")
     return server, admin, server.token("ann", "user"), server.token("bob", "user")
 

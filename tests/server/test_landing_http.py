@@ -7,19 +7,16 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import httpx
 import pytest
-from mcp import ClientSession
-from mcp.client.streamable_http import streamable_http_client
-from mcp.types import TextContent
 
 from gitrepos import make_repo, run, show
 from slotline.config import Config
 from slotline.errors import InvalidTransition
 from slotline.mcp_calls import BackendCalls
+from slotline.reach import UsersConfig
 from waiting import until
 
-from .conftest import Running, ServerFactory, command
+from .conftest import Running, ServerFactory, command, mcp_tool
 
 
 def test_diff_merge_and_worktrees_follow_the_task_access_rules(
@@ -27,7 +24,7 @@ def test_diff_merge_and_worktrees_follow_the_task_access_rules(
 ) -> None:
     repo = make_repo(tmp_path / "repo", {"notes.txt": "base\n"})
     run(repo, "branch", "integration")
-    server = make_server(node=True)
+    server = make_server(node=True, config=merging_into(repo, "integration"))
     admin, alice = server.token("root", "admin"), server.token("alice", "user")
     bob, viewer = server.token("bob", "user"), server.token("eve", "viewer")
     agent = command(
@@ -73,6 +70,11 @@ def test_diff_merge_and_worktrees_follow_the_task_access_rules(
     assert show(repo, "integration", "notes.txt") == "base\nfrom alice"
 
 
+def merging_into(repo: Path, *branches: str) -> Config:
+    """A configuration where users may merge into `branches` of `repo`."""
+    return Config(users=UsersConfig(merge_into={str(repo): list(branches)}))
+
+
 def _ended_run_of_alice(server: Running, admin: str, repo: Path) -> str:
     """A task of user alice whose worktree run committed a line to notes.txt, ended."""
     agent = command(
@@ -96,18 +98,13 @@ def _ended_run_of_alice(server: Running, admin: str, repo: Path) -> str:
     return task_id
 
 
-async def _mcp_merge(url: str, token: str, task_id: str) -> str:
+def _mcp_merge(server: Running, token: str, task_id: str, into: str | None = None) -> str:
     """The error of the merge_task tool called over /mcp with `token`."""
-    headers = {"Authorization": f"Bearer {token}"}
-    async with (
-        httpx.AsyncClient(headers=headers, timeout=30) as http,
-        streamable_http_client(f"{url}/mcp", http_client=http) as (read, write, _),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
-        result = await session.call_tool("merge_task", {"task_id": task_id})
-    assert result.isError, result.content
-    return " ".join(c.text for c in result.content if isinstance(c, TextContent))
+    failed, said = mcp_tool(
+        server, token, "merge_task", task_id=task_id, **({} if into is None else {"into": into})
+    )
+    assert failed, said
+    return said
 
 
 def test_only_an_admin_merges_into_a_branch_a_checkout_has(
@@ -116,7 +113,7 @@ def test_only_an_admin_merges_into_a_branch_a_checkout_has(
     # Given an ended run of alice's, started from main, which the repository's own
     # (clean) checkout has
     repo = make_repo(tmp_path / "repo", {"notes.txt": "base\n"})
-    server = make_server(node=True)
+    server = make_server(node=True, config=merging_into(repo, "main"))
     admin, alice = server.token("root", "admin"), server.token("alice", "user")
     task_id = _ended_run_of_alice(server, admin, repo)
     main = run(repo, "rev-parse", "main")
@@ -124,7 +121,7 @@ def test_only_an_admin_merges_into_a_branch_a_checkout_has(
     # When alice merges it into main over HTTP, over MCP, and one of her runs on the store
     with server.client(alice) as mine:
         refused = mine.post(f"/api/tasks/{task_id}/merge", json={})
-    over_mcp = asyncio.run(_mcp_merge(server.url, alice, task_id))
+    over_mcp = _mcp_merge(server, alice, task_id)
     as_a_run = BackendCalls(server.store, Config(), task_id)
     with pytest.raises(InvalidTransition) as from_a_run:
         asyncio.run(as_a_run.merge(task_id, None, False))
@@ -146,3 +143,40 @@ def test_only_an_admin_merges_into_a_branch_a_checkout_has(
     assert run(repo, "rev-parse", "main") == merged.json()["commit"] != main
     assert (repo / "notes.txt").read_text() == "base\nfrom alice\n"
     assert run(repo, "status", "--porcelain") == ""
+
+
+def test_a_user_merges_only_into_the_branches_the_admin_allows(
+    make_server: ServerFactory, tmp_path: Path
+) -> None:
+    # Given an ended run of alice's, and users allowed to merge into integration only
+    repo = make_repo(tmp_path / "repo", {"notes.txt": "base\n"})
+    for branch in ("integration", "release"):
+        run(repo, "branch", branch)
+    server = make_server(node=True, config=merging_into(repo, "integration"))
+    admin, alice = server.token("root", "admin"), server.token("alice", "user")
+    task_id = _ended_run_of_alice(server, admin, repo)
+    tips = {b: run(repo, "rev-parse", b) for b in ("main", "release", "integration")}
+
+    # When alice merges it into release, or into main (its base, the default)
+    with server.client(alice) as mine:
+        release = mine.post(f"/api/tasks/{task_id}/merge", json={"into": "release"})
+        default = mine.post(f"/api/tasks/{task_id}/merge", json={})
+    over_mcp = _mcp_merge(server, alice, task_id, "refs/heads/release")
+
+    # Then each is refused, naming the branch and the ones she may merge into
+    assert release.status_code == 403, release.text
+    assert release.json()["detail"] == (
+        f"into release is not among the branches users may merge into in {repo} "
+        "(users.merge_into: integration)"
+    )
+    assert default.status_code == 403
+    assert default.json()["detail"].startswith("into main is not among")
+    assert "not allowed: into release is not among the branches" in over_mcp
+    assert {b: run(repo, "rev-parse", b) for b in tips} == tips
+
+    # while integration is hers to merge into, and any branch an admin's
+    with server.client(alice) as mine:
+        assert mine.post(f"/api/tasks/{task_id}/merge", json={"into": "integration"}).is_success
+    with server.client(admin) as http:
+        assert http.post(f"/api/tasks/{task_id}/merge", json={"into": "release"}).is_success
+    assert show(repo, "release", "notes.txt") == "base\nfrom alice"

@@ -226,6 +226,13 @@ def _taken(cap: int) -> str:
     return "the 1 slot is taken" if cap == 1 else f"all {cap} slots are taken"
 
 
+def kept_out(limits: Limits, running: Iterable[Placeable], task: Placeable) -> str | None:
+    """Which limit would keep `task` from starting beside `running`, in words (as a
+    waiting reason says it); None when it fits every limit."""
+    usage = _Usage(limits, running)
+    return None if usage.fits(task) else usage.full_for(task).text
+
+
 def pool_full(limits: Limits, running: Iterable[Placeable]) -> bool:
     """Whether `running` closes the pool (`_Usage.closed`)."""
     return _Usage(limits, running).closed()

@@ -26,6 +26,7 @@ from slotline.readback import read_back
 from slotline.server.auth import Principal
 from slotline.server.context import Reader, ServerState, State, Writer
 from slotline.server.errors import ERROR_RESPONSES
+from slotline.server.routes import start_now_allowance
 from slotline.server.schemas import WaitingReasonOut
 
 router = APIRouter(prefix="/api", tags=["hephaestus compatibility"], responses=ERROR_RESPONSES)
@@ -157,7 +158,7 @@ async def _started(state: ServerState, written: Task, timeout: float) -> Task:
 async def bump_task_priority(state: State, who: Writer, body: TaskIdBody) -> dict[str, Any]:
     """Bump & Start: start a queued task now, even over the limit (2/2 → 3/2)."""
     task = await _own(state, who, body.task_id)
-    bumped = await state.call(state.store.bump, task.id)
+    bumped = await state.call(state.store.bump, task.id, start_now_allowance(state, who))
     task = await _started(state, bumped, state.options.compat_start_wait)
     if task.status is Status.RUNNING and task.current_attempt:
         return {

@@ -1,5 +1,6 @@
 """Errors as HTTP answers: one JSON shape, a fixed status per kind, never a 500 for bad input.
 
+    AccessDenied                     403  (what a user may not choose: slotline.reach)
     NotFound                         404
     InvalidTransition, StaleAttempt  409  (the message names the current state)
     InvalidInput, AmbiguousId        422  (the message names the field)
@@ -27,6 +28,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from slotline.errors import (
+    AccessDenied,
     AmbiguousId,
     BoundExceeded,
     InvalidInput,
@@ -41,6 +43,7 @@ from slotline.server.schemas import ErrorOut
 log = logging.getLogger("slotline.server")
 
 STATUS_OF: tuple[tuple[type[SlotlineError], int], ...] = (
+    (AccessDenied, 403),
     (NotFound, 404),
     (InvalidTransition, 409),
     (StaleAttempt, 409),
@@ -117,9 +120,9 @@ def slotline_error_response(exc: SlotlineError) -> JSONResponse:
         if wait is not None:
             extra["retry_after"] = wait
             headers = {"Retry-After": str(wait)}
-    return JSONResponse(
-        error_body(str(exc), type(exc).__name__, **extra), status_for(exc), headers=headers
-    )
+    # Refused by role like every other 403: the same type.
+    kind = "Forbidden" if isinstance(exc, AccessDenied) else type(exc).__name__
+    return JSONResponse(error_body(str(exc), kind, **extra), status_for(exc), headers=headers)
 
 
 def describe_validation(errors: Sequence[Any]) -> str:

@@ -14,6 +14,7 @@ from slotline.clock import utcnow
 from slotline.landing import verbs
 from slotline.landing.diff import DIFF_MAX_BYTES
 from slotline.landing.gitpool import run_git
+from slotline.reach import bounded, check_merge
 from slotline.server.context import Admin, Reader, State, Writer
 from slotline.server.errors import ERROR_RESPONSES
 from slotline.server.schemas import task_json
@@ -66,11 +67,17 @@ async def task_merge(
     and must not change the files of any checkout on this machine). A conflict (409
     `MergeConflict`, with `files`), a checkout of the target with uncommitted changes
     (409, with `files`), a checkout of it and a caller not an admin (409) or a target
-    moved meanwhile (409) change nothing."""
+    moved meanwhile (409) change nothing. A user merges only into the branches
+    `users.merge_into` lists for the task's repository (403 otherwise)."""
     task = await state.visible_task(who, ref, estimate=False)
     if not who.steers(task):
         raise HTTPException(403, f"token {who.name!r} cannot change task {task.id[:8]}")
     body = body or MergeBody(into=None)
+    if bounded(who.role) and task.repo is not None:
+        base = task.isolation.base if task.isolation else None
+        target = body.into if body.into is not None else base
+        if target is not None:  # none: the merge itself refuses, asking for `into`
+            check_merge(state.config.users, task.repo, target.removeprefix("refs/heads/"))
     result, fresh = await run_git(
         verbs.merge, state.store, task.id, body.into, body.squash, who.is_admin
     )

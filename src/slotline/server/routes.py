@@ -11,6 +11,7 @@ from slotline.bounds import OFFSET, Range
 from slotline.config import Config
 from slotline.errors import NotFound, UnknownDependency
 from slotline.models import Priority, Task
+from slotline.reach import bounded, check_submit
 from slotline.readback import read_back
 from slotline.server.auth import Principal
 from slotline.server.context import Reader, ServerState, State, Writer, hidden
@@ -48,7 +49,8 @@ def build_spec(
     exempt: frozenset[str] = frozenset(),
 ) -> TaskSpec:
     """The TaskSpec a submit body asks for: an agent type's command filled from the
-    config, the caller's name as `user` for a user token, raw commands checked, and an
+    config, the caller's name as `user` for a user token, raw commands checked, what a
+    user may choose (workspace, repo, function: `slotline.reach`) checked, and an
     agent outside the global pool (`exempt`), or one whose runs get variables of the
     node's environment (`_type_only`), reached by non-admins only as its type.
 
@@ -90,7 +92,12 @@ def build_spec(
         raise HTTPException(
             403, "raw commands are for admins here; submit an agent type with a prompt"
         )
-    return parse_spec(data)
+    spec = parse_spec(data)
+    if bounded(who.role):
+        declared = config.agents.get(spec.agent or "")
+        repo = None if declared is None else declared.repo
+        check_submit(config.users, spec, repo, admin_only_raw)
+    return spec
 
 
 def _type_only(config: Config, agent: Any, exempt: frozenset[str]) -> str | None:
@@ -331,10 +338,17 @@ async def boost(state: State, who: Writer, ref: str) -> dict[str, Any]:
 
 @router.post("/{ref}/bump", response_model=TaskOut)
 async def bump(state: State, who: Writer, ref: str) -> dict[str, Any]:
-    """Start now, even over the limit (the attempt is marked over-limit)."""
+    """Start now, even over the limit (the attempt is marked over-limit). A user starts
+    over the limit only within `users.start_now` of slotline.yaml (403 past it)."""
     task = await _steerable(state, who, ref)
-    changed = await state.call(state.store.bump, task.id)
+    changed = await state.call(state.store.bump, task.id, start_now_allowance(state, who))
     return await _fresh(state, changed)
+
+
+def start_now_allowance(state: ServerState, who: Principal) -> int | None:
+    """How many runs `who` may have started over the limit at once: a user's are bounded
+    by `users.start_now`; None (no bound) for anyone else."""
+    return state.config.users.start_now if bounded(who.role) else None
 
 
 @router.post("/{ref}/move", response_model=MovedOut)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from slotline.errors import InvalidInput, InvalidTransition
+from slotline.errors import AccessDenied, InvalidInput, InvalidTransition
 from slotline.models import Priority, Status, Task
+from slotline.scheduler import policy
 from slotline.store import deps
 from slotline.store.core import StoreCore
 from slotline.store.events import change, emit
 from slotline.store.queries import Tx
-from slotline.store.rows import dumps
+from slotline.store.rows import attempt_from_row, dumps, task_from_row
 from slotline.store.settings import read_settings
 from slotline.store.tasks import free_rank, load, next_rank, ordered_queue, resolve
 from slotline.transitions import CANCEL, RESTART, StopKind, StopRequest, check_transition
@@ -80,12 +81,23 @@ class SteeringVerbs(StoreCore):
             emit(tx, "boosted", task.id, tx.now())
             return load(tx, task.id)
 
-    def bump(self, ref: str) -> Task:
+    def bump(self, ref: str, allowance: int | None = None) -> Task:
         """Start now: the next dispatch starts this task whatever the limits say; its
-        attempt is marked over-limit and nothing else starts until back under."""
+        attempt is marked over-limit and nothing else starts until back under.
+
+        Args:
+            allowance: the runs the task's user may have started over the limit at once
+                (`users.start_now`, for a user's own bump); None: no bound (an admin's).
+
+        Raises:
+            AccessDenied: the task would start over the limit and its user has as many
+                runs over it (running or bumped) as `allowance`.
+        """
         with self._write() as tx:
             task = resolve(tx, ref)
             to = check_transition("bump", task.id, task.status)
+            if allowance is not None:
+                _within_allowance(tx, task, allowance)
             first = (tx.one("first_queued_rank") or {}).get("rank")
             if first and first <= task.rank:
                 tx.run(
@@ -286,3 +298,28 @@ def request_stop(tx: Tx, task: Task, stop: StopRequest) -> None:
     """Ask the node running `task` to stop it; the run's end then applies `stop.verb`."""
     restart = stop.kind is StopKind.RESTART
     tx.run("task_kill_request", id=task.id, kill_request=str(stop), restart_requested=restart)
+
+
+def _within_allowance(tx: Tx, task: Task, allowance: int) -> None:
+    """Refuse a bump of `task` that would start it over the limit when its user already
+    has `allowance` runs over it: running over-limit, or bumped and not started yet.
+    Counted under the write lock a claim takes, so two bumps cannot both pass."""
+    running = [task_from_row(r) for r in tx.rows("tasks_running")]
+    bumped = [task_from_row(r) for r in tx.rows("tasks_start_now") if r["id"] != task.id]
+    limits = read_settings(tx).limits
+    full = policy.kept_out(limits, [*running, *bumped], task)
+    if full is None:
+        return
+    over = sum(1 for t in bumped if t.user == task.user)
+    for other in running:
+        if other.user == task.user and other.current_attempt is not None:
+            row = tx.one("attempt_get", id=other.current_attempt)
+            over += row is not None and attempt_from_row(row).over_limit
+    if over >= allowance:
+        raise AccessDenied(
+            f"start now: task {task.id[:8]} would start over the limit ({full}, counting "
+            f"the tasks started now), and users may have {allowance} run(s) over it at once "
+            f"(users.start_now: {allowance}; user {task.user!r} has {over}): an admin may "
+            "start it now, or boost it to start next within the limits",
+            task_id=task.id,
+        )
