@@ -55,8 +55,10 @@ def _targets(store: Store, who: Principal, body: BulkBody) -> list[str]:
         ).tasks
         return [t.id for t in tasks if who.steers(t)]
     ids = []
-    for ref in body.ids or ():
-        task = store.get(ref, who.prefix_owner)
+    # One read for them all: a task's page (`get`: attempts, position, estimate) per id
+    # made a bulk of thousands take minutes on a busy line.
+    refs = body.ids or []
+    for ref, task in zip(refs, store.bulk_targets(refs, who.prefix_owner), strict=True):
         if not who.sees(task):
             raise hidden(ref)
         if not who.steers(task):
@@ -77,10 +79,11 @@ def _bulk(store: Store, who: Principal, body: BulkBody) -> dict[str, Any]:
 
 @router.post("/tasks/bulk", response_model=BulkOut)
 async def bulk(state: State, who: Writer, body: BulkBody) -> dict[str, Any]:
-    """Cancel, terminate, re-prioritize, hold, release or restart many tasks in one
-    transaction, one event per task changed; tasks the verb does not apply to (already
-    ended, not running…) are listed in `skipped` with why. A user token reaches only its
-    own tasks."""
+    """Cancel, terminate, re-prioritize, hold, release or restart many tasks, one event
+    per task changed, committed 500 tasks at a time (other writers go on between two
+    chunks; if the store fails midway, the chunks before stay done). Tasks the verb does
+    not apply to (already ended, not running…) are listed in `skipped` with why. A user
+    token reaches only its own tasks."""
     return await state.call(_bulk, state.store, who, body)
 
 
