@@ -6,11 +6,13 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.config import JsonDict, JsonValue
 
 from slotline.errors import InvalidInput
 from slotline.server.auth import Principal
 from slotline.server.context import Admin, State, Writer, hidden
 from slotline.server.errors import ERROR_RESPONSES
+from slotline.server.fields import PriorityIn, TaskId
 from slotline.server.schemas import PRIORITY_HELP
 from slotline.store import MAX_BULK, Store
 from slotline.taskfilter import TaskFilter
@@ -18,16 +20,72 @@ from slotline.taskfilter import TaskFilter
 router = APIRouter(prefix="/api", tags=["bulk"], responses=ERROR_RESPONSES)
 
 
+def _given(name: str, schema: JsonDict) -> JsonDict:
+    return {"required": [name], "properties": {name: schema}}
+
+
+# A filter that is not `empty`: one of its lists has an item, or a text is not blank.
+_NON_EMPTY: list[JsonValue] = [
+    *(_given(name, {"type": "array", "minItems": 1}) for name in ("status", "label")),
+    *(
+        _given(name, {"type": "string", "minLength": 1})
+        for name in ("agent", "workspace", "user", "q")
+    ),
+]
+_NULL: JsonDict = {"type": "null"}
+
+
 class BulkBody(BaseModel):
     """A verb and the tasks it applies to: `ids` (ids or unique prefixes), or `filter`
     (every task matching it that the caller may steer)."""
 
-    model_config = ConfigDict(extra="forbid")
+    # The rules `_one_target` and `Store.bulk` check, stated in the schema: exactly one
+    # of `ids` and `filter` is given (not null), the filter names a criterion, and a
+    # priority comes with the verb priority only.
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "allOf": [
+                {
+                    "oneOf": [
+                        {
+                            "required": ["ids"],
+                            "properties": {"ids": {"type": "array"}, "filter": _NULL},
+                        },
+                        {
+                            "required": ["filter"],
+                            "properties": {
+                                "filter": {"type": "object", "anyOf": _NON_EMPTY},
+                                "ids": _NULL,
+                            },
+                        },
+                    ]
+                },
+                {
+                    "anyOf": [
+                        {
+                            "required": ["verb", "priority"],
+                            "properties": {
+                                "verb": {"const": "priority"},
+                                "priority": {"not": {"type": "null"}},
+                            },
+                        },
+                        {
+                            "properties": {
+                                "verb": {"not": {"const": "priority"}},
+                                "priority": {"type": "null"},
+                            }
+                        },
+                    ]
+                },
+            ]
+        },
+    )
 
     verb: Literal["cancel", "terminate", "priority", "hold", "release", "restart"]
-    ids: list[str] | None = Field(default=None, max_length=MAX_BULK)
+    ids: list[TaskId] | None = Field(default=None, max_length=MAX_BULK)
     filter: TaskFilter | None = None
-    priority: str | int | None = Field(default=None, description=PRIORITY_HELP)
+    priority: PriorityIn | None = Field(default=None, description=PRIORITY_HELP)
     reason: str | None = Field(default=None, max_length=500)
     force: bool = False
 
