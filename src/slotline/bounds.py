@@ -11,6 +11,7 @@ import math
 import os
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -21,8 +22,10 @@ if TYPE_CHECKING:
     from pydantic.json_schema import JsonSchemaValue
     from pydantic_core import CoreSchema
 
-# Sequence numbers, offsets and positions: SQLite stores 64-bit integers.
-MAX_INT = 2**62
+# Sequence numbers, offsets and positions: the largest whole number a JSON client holds
+# exactly (JavaScript's Number.MAX_SAFE_INTEGER), well inside SQLite's 64 bits. A larger
+# bound is a float in the OpenAPI document, which clients read with a different value.
+MAX_INT = 2**53 - 1
 # Counts: max_concurrent, per-key limits, max_depth, max_children, max_queue_size.
 MAX_COUNT = 1_000_000_000
 # Durations in seconds (timeout, queue_ttl, expected_duration, aging_interval…): ten years.
@@ -36,6 +39,10 @@ MAX_LABEL_VALUE = 1024
 MAX_RESULT_BYTES = 1024 * 1024
 
 _HEX = re.compile(r"^[0-9a-f]+$")
+# What `parse_id` takes, as a JSON-schema pattern: the HTTP parameters and fields that
+# name a task declare it, so the OpenAPI document says what an id is (surrounding
+# blanks, which `parse_id` strips, are refused there).
+ID_PATTERN = r"^([0-9a-fA-F]{1,32}|[0-9a-fA-F]{8}(-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12})$"
 _DASHED = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
@@ -100,19 +107,17 @@ class Range:
 
     # pydantic's hooks: check after the type's own validation, and show the bounds in
     # the JSON schema (OpenAPI, the MCP tools' input schemas).
-    def __get_pydantic_core_schema__(
-        self, source: Any, handler: GetCoreSchemaHandler
-    ) -> CoreSchema:
-        from pydantic_core import core_schema
-
-        return core_schema.no_info_after_validator_function(self._validated, handler(source))
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> Any:
+        return _checked_after(self._validated, handler(source))
 
     def __get_pydantic_json_schema__(
         self, schema: CoreSchema, handler: GetJsonSchemaHandler
     ) -> JsonSchemaValue:
         shown = handler(schema)
-        shown["exclusiveMinimum" if self.above else "minimum"] = self.minimum
-        shown["maximum"] = self.maximum
+        # A whole number's bounds as integers (`1`, not `1.0`) in pydantic's own schema.
+        as_shown = int if self.whole else float
+        shown["exclusiveMinimum" if self.above else "minimum"] = as_shown(self.minimum)
+        shown["maximum"] = as_shown(self.maximum)
         return shown
 
     def _validated(self, value: int | float | None) -> int | float | None:
@@ -124,6 +129,46 @@ class Range:
         if problem is not None:
             raise PydanticCustomError("out_of_range", problem.replace("{", "{{"))
         return value
+
+
+@dataclass(frozen=True)
+class Spelled:
+    """How a text must be spelled (a task id, a limit key, a schedule name), stated once:
+    in a pydantic model, `Annotated[str, Spelled(PATTERN, check)]` refuses a text not
+    matching the pattern with the words of the surface's own `check` (which raises
+    InvalidInput: "unknown limit key 'x'; use …"), and puts the pattern in the JSON
+    schema, so that the OpenAPI document says what the server takes."""
+
+    pattern: str
+    check: Callable[[str], object]
+
+    # Range's hook: check after the type's own validation (`self._validated`).
+    __get_pydantic_core_schema__ = Range.__get_pydantic_core_schema__
+
+    def __get_pydantic_json_schema__(
+        self, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return {**handler(schema), "pattern": self.pattern}
+
+    def _validated(self, value: str | None) -> str | None:
+        from pydantic_core import PydanticCustomError
+
+        if value is None or re.fullmatch(self.pattern, value):
+            return value
+        try:
+            self.check(value)
+        except InvalidInput as exc:
+            problem = str(exc)
+        else:  # blanks around it, which the surface's check strips
+            problem = f"{value[:80]!r} has blanks around it"
+        raise PydanticCustomError("spelling", problem.replace("{", "{{"))
+
+
+def _checked_after(validate: Callable[[Any], Any], schema: CoreSchema) -> CoreSchema:
+    """`schema`, then `validate` (pydantic's hook of Range and Spelled)."""
+    from pydantic_core import core_schema
+
+    return core_schema.no_info_after_validator_function(validate, schema)
 
 
 # Durations (timeout, queue_ttl, expected_duration, a delay…): more than 0, up to ten years.

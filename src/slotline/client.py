@@ -24,7 +24,8 @@ from slotline.models import Event, Priority, Status, Task, TaskPage
 from slotline.refusals import response_error
 from slotline.scheduler.cron import Schedule
 from slotline.spec import TaskSpec
-from slotline.store import BulkResult, Delivery, QueueStatus, Settings, Watcher
+from slotline.store import BULK_CHUNK, BulkResult, Delivery, QueueStatus, Settings, Watcher
+from slotline.store.bulk import Progress
 from slotline.taskfilter import TaskFilter
 from slotline.wire import (
     delivery_from_json,
@@ -323,11 +324,22 @@ class SlotlineClient:
         priority: str | int | Priority | None = None,
         reason: str | None = None,
         force: bool = False,
+        progress: Progress | None = None,
     ) -> BulkResult:
+        """As `Store.bulk`, one request per BULK_CHUNK ids: each answers within seconds
+        whatever the count, and `progress` is called after each. A ref that names no
+        task stops the call at its chunk; the chunks before it stay done."""
         level = None if priority is None else Priority.parse(priority).label
-        body = {"verb": verb, "ids": refs, "priority": level, "reason": reason, "force": force}
-        data = self._request("POST", "/api/tasks/bulk", json=body)
-        return BulkResult(data["verb"], data["done"], data["skipped"])
+        result = BulkResult(verb)
+        for start in range(0, len(refs), BULK_CHUNK):
+            chunk = refs[start : start + BULK_CHUNK]
+            body = {"verb": verb, "ids": chunk, "priority": level, "reason": reason}
+            data = self._request("POST", "/api/tasks/bulk", json={**body, "force": force})
+            result.done.extend(data["done"])
+            result.skipped.extend(data["skipped"])
+            if progress is not None:
+                progress(start + len(chunk), len(refs))
+        return result
 
     def emergency_stop(self, reason: str = "emergency stop") -> list[str]:
         data = self._request("POST", "/api/emergency-stop", json={"reason": reason})

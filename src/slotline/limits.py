@@ -66,6 +66,12 @@ class Limit:
 LIMIT_KEYS = ("agent", "workspace", "user", "repo")
 
 
+def key_pattern(*others: str) -> str:
+    """`check_limit_key` (and the `others` a rate, budget or fairness also takes) as a
+    JSON-schema pattern, for the HTTP schema."""
+    return f"^({'|'.join((*others, *LIMIT_KEYS))}|label:[\\s\\S]+)$"
+
+
 def check_limit_key(key: str) -> str:
     """Validate a limit key: agent, workspace, user, repo or label:NAME."""
     if key in LIMIT_KEYS or (key.startswith("label:") and len(key) > len("label:")):

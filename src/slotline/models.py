@@ -76,6 +76,8 @@ _PRIORITY_ALIASES: dict[str, Priority] = {
     **{f"p{p.value}": p for p in Priority},
     "medium": Priority.NORMAL,
 }
+# Every name `Priority.parse` takes (in any case), for the HTTP schema's pattern.
+PRIORITY_WORDS = tuple(_PRIORITY_ALIASES)
 
 
 class Kind(enum.StrEnum):

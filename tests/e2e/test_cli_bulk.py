@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from slotline.models import Status
-from slotline.store import Store
+from slotline.store import BULK_CHUNK, Store
 
 from .conftest import Run, claim_one, ok
 
@@ -66,3 +66,14 @@ def test_stop_needs_yes_then_pauses_and_terminates_every_run(cli: Run, store: St
     assert store.settings()["paused"]
     assert str(store.kill_requests("test-node")[0].request) == "terminate:fire drill"
     assert store.get(queued).status is Status.QUEUED
+
+
+def test_bulk_over_one_chunk_shows_its_progress_on_stderr(cli: Run, store: Store) -> None:
+    store.submit_many([{"command": ["true"], "title": f"t{i}"} for i in range(BULK_CHUNK + 1)])
+
+    result = cli("bulk", "cancel", "--status", "queued")
+
+    assert result.code == 0
+    assert result.out == f"cancel: {BULK_CHUNK + 1} task(s) changed, 0 skipped\n"
+    total = BULK_CHUNK + 1
+    assert result.err == f"cancel: {BULK_CHUNK}/{total} task(s)\ncancel: {total}/{total} task(s)\n"

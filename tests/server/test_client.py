@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+import slotline.client as client_module
 from slotline.client import SlotlineClient
 from slotline.errors import (
     AccessDenied,
@@ -137,3 +138,17 @@ def test_a_ref_never_leaves_its_task_route(client: SlotlineClient) -> None:
         with pytest.raises((NotFound, InvalidInput)):
             client.hold(ref)
     assert not client.status().paused
+
+
+def test_bulk_sends_one_request_per_chunk_and_reports_each(
+    server: Running, client: SlotlineClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(client_module, "BULK_CHUNK", 2)
+    ids = [client.submit({**ECHO, "title": f"t{i}"}).id for i in range(5)]
+    reported: list[tuple[int, int]] = []
+
+    result = client.bulk("cancel", [ids[0][:10], *ids[1:]], progress=lambda *p: reported.append(p))
+
+    assert result.done == ids
+    assert reported == [(2, 5), (4, 5), (5, 5)]
+    assert {server.store.get(i).status for i in ids} == {Status.CANCELLED}

@@ -11,6 +11,7 @@ if TYPE_CHECKING:  # a command imports what it uses (`slotline status` needs no 
     from slotline.config import Config
     from slotline.spec import TaskSpec
     from slotline.store import BulkResult, QueueStatus, Settings, Watcher
+    from slotline.store.bulk import Progress
     from slotline.taskfilter import TaskFilter
 
 
@@ -80,6 +81,7 @@ class Backend(Protocol):
         priority: str | int | Priority | None = None,
         reason: str | None = None,
         force: bool = False,
+        progress: Progress | None = None,
     ) -> BulkResult: ...
 
     def emergency_stop(self, reason: str = "emergency stop") -> list[str]: ...

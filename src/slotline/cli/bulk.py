@@ -3,6 +3,8 @@ emergency stop."""
 
 from __future__ import annotations
 
+import json
+
 import click
 
 from slotline.cli.context import CliState, json_option, pass_state
@@ -11,7 +13,8 @@ from slotline.cli.plain import print_json, short_id
 from slotline.cli.submit import parse_priority
 from slotline.errors import InvalidInput
 from slotline.models import Priority
-from slotline.store import BULK_VERBS, MAX_BULK
+from slotline.store import BULK_CHUNK, BULK_VERBS, MAX_BULK
+from slotline.store.bulk import Progress
 
 
 @click.command()
@@ -41,8 +44,9 @@ def bulk(
     dry_run: bool,
 ) -> None:
     """Apply VERB (cancel, terminate, priority, hold, release, restart) to the tasks
-    given by id, or to every task matching the filter options, in one transaction
-    with one event per task. Tasks the verb does not apply to are skipped, with why.
+    given by id, or to every task matching the filter options, with one event per
+    task. Tasks the verb does not apply to are skipped, with why. The tasks change a
+    chunk of 500 at a time, each chunk committed on its own (progress on stderr).
 
     \b
     slotline bulk cancel --status queued --agent claude
@@ -65,13 +69,32 @@ def bulk(
         else:
             click.echo(f"would {verb} {len(refs)} task(s): {' '.join(map(short_id, refs))}")
         return
-    result = store.bulk(verb, refs, priority=level, reason=reason, force=force)
+    result = store.bulk(
+        verb, refs, priority=level, reason=reason, force=force, progress=_progress(state, verb)
+    )
     if state.json:
         print_json(result.to_dict())
         return
     click.echo(f"{verb}: {len(result.done)} task(s) changed, {len(result.skipped)} skipped")
     for skipped in result.skipped:
         click.echo(f"skipped {short_id(skipped['id'])}: {skipped['error']}", err=True)
+
+
+def _progress(state: CliState, verb: str) -> Progress:
+    """Report each committed chunk of a bulk verb longer than one, on stderr (a JSON
+    line with --json), so that a long call shows it is moving."""
+
+    def report(done: int, total: int) -> None:
+        if total <= BULK_CHUNK:
+            return
+        if state.json:
+            click.echo(
+                json.dumps({"progress": {"verb": verb, "done": done, "total": total}}), err=True
+            )
+        else:
+            click.echo(f"{verb}: {done}/{total} task(s)", err=True)
+
+    return report
 
 
 @click.command()

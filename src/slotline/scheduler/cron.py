@@ -23,7 +23,9 @@ from slotline.models import Status, Task
 
 Overlap = Literal["skip", "queue", "replace"]
 OVERLAPS: tuple[Overlap, ...] = ("skip", "queue", "replace")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,127}$")
+# A schedule's name; the HTTP schema states the same pattern.
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,127}$"
+_NAME = re.compile(NAME_PATTERN)
 MAX_CRON = 200
 
 

@@ -26,6 +26,7 @@ from slotline.readback import read_back
 from slotline.server.auth import Principal
 from slotline.server.context import Reader, ServerState, State, Writer
 from slotline.server.errors import ERROR_RESPONSES
+from slotline.server.fields import TaskId
 from slotline.server.routes import start_now_allowance
 from slotline.server.schemas import WaitingReasonOut
 
@@ -73,7 +74,7 @@ class QueueStatusOut(BaseModel):
 class TaskIdBody(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    task_id: str = Field(min_length=1, max_length=128)
+    task_id: TaskId
 
 
 class TerminateBody(BaseModel):

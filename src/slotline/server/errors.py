@@ -25,6 +25,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from slotline.errors import (
@@ -40,6 +41,7 @@ from slotline.errors import (
 )
 from slotline.server.schemas import ErrorOut
 
+_HTTP_METHODS = {"GET", "PUT", "POST", "DELETE", "OPTIONS", "HEAD", "PATCH", "TRACE"}
 log = logging.getLogger("slotline.server")
 
 STATUS_OF: tuple[tuple[type[SlotlineError], int], ...] = (
@@ -144,9 +146,17 @@ async def _on_slotline_error(_request: Request, exc: Exception) -> Response:
     return slotline_error_response(exc)
 
 
-async def _on_validation_error(_request: Request, exc: Exception) -> Response:
+async def _on_validation_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
     errors = list(exc.errors())
+    if any(e.get("loc", ())[:1] == ("path",) for e in errors):
+        # `GET /api/tasks/batch` reached `GET /api/tasks/{ref}` only because `batch` was
+        # tried as an id: the path is `POST /api/tasks/batch`'s.
+        allowed = _allowed_methods(request)
+        if allowed and request.method not in allowed:
+            shown = ", ".join(sorted(allowed))
+            body = error_body(f"Method Not Allowed: {shown} only", "MethodNotAllowed")
+            return JSONResponse(body, 405, headers={"Allow": shown})
     if any(e.get("type") == "json_invalid" for e in errors):
         ctx = next(e for e in errors if e.get("type") == "json_invalid").get("ctx") or {}
         reason = ctx.get("error", "not valid JSON")
@@ -154,12 +164,31 @@ async def _on_validation_error(_request: Request, exc: Exception) -> Response:
     return JSONResponse(error_body(describe_validation(errors), "InvalidInput"), 422)
 
 
-async def _on_http_error(_request: Request, exc: Exception) -> Response:
+async def _on_http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     kind = _HTTP_TYPES.get(exc.status_code, "HTTPError")
-    return JSONResponse(
-        error_body(str(exc.detail), kind), exc.status_code, headers=getattr(exc, "headers", None)
-    )
+    headers = dict(getattr(exc, "headers", None) or {})
+    allowed = _allowed_methods(request) if exc.status_code == 405 else set()
+    if allowed:
+        headers["Allow"] = ", ".join(sorted(allowed))
+    return JSONResponse(error_body(str(exc.detail), kind), exc.status_code, headers=headers)
+
+
+def _allowed_methods(request: Request) -> set[str]:
+    """The methods the OpenAPI document lists for the request's path, from its most
+    specific templates (`/api/tasks/batch` before `/api/tasks/{ref}`). Starlette's 405
+    names the methods of the first route whose path matched, and FastAPI makes one route
+    per method: `OPTIONS /api/limits` answered `Allow: GET`, hiding its `POST`."""
+    app = request.app
+    if not isinstance(app, FastAPI):
+        return set()
+    found: dict[int, set[str]] = {}
+    for template, operations in app.openapi().get("paths", {}).items():
+        regex, _, params = compile_path(template)
+        if regex.match(request.url.path):
+            methods = {m.upper() for m in operations if m.upper() in _HTTP_METHODS}
+            found.setdefault(len(params), set()).update(methods)
+    return found[min(found)] if found else set()
 
 
 async def _on_overflow(_request: Request, exc: Exception) -> Response:

@@ -17,6 +17,7 @@ from slotline.landing.gitpool import run_git
 from slotline.reach import bounded, check_merge
 from slotline.server.context import Admin, Reader, State, Writer
 from slotline.server.errors import ERROR_RESPONSES
+from slotline.server.fields import TaskRef
 from slotline.server.schemas import task_json
 
 router = APIRouter(prefix="/api", tags=["worktrees"], responses=ERROR_RESPONSES)
@@ -42,7 +43,7 @@ class PruneBody(BaseModel):
 async def task_diff(
     state: State,
     who: Reader,
-    ref: str,
+    ref: TaskRef,
     stat: Annotated[bool, Query(description="Only the stat, no patch")] = False,
     max_bytes: Annotated[
         int, Query(), Range(1, DIFF_MAX_BYTES, whole=True, unit="bytes")
@@ -58,7 +59,7 @@ async def task_diff(
 
 @router.post("/tasks/{ref}/merge")
 async def task_merge(
-    state: State, who: Writer, ref: str, body: MergeBody | None = None
+    state: State, who: Writer, ref: TaskRef, body: MergeBody | None = None
 ) -> dict[str, Any]:
     """Merge the branch of the task's latest run into `into` in a temporary worktree,
     then move the target by compare-and-set, or by `git merge --ff-only` in the clean

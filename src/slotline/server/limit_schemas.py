@@ -8,7 +8,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from slotline.bounds import COUNT, MAX_COUNT, Range
+from slotline.bounds import COUNT, MAX_COUNT, Range, Spelled
+from slotline.limits import check_limit_key, key_pattern
+from slotline.scheduler.fairness import check_fairness
+from slotline.scheduler.rates import check_rate_key
+from slotline.server.fields import StrictWhole
 
 
 class LimitSet(BaseModel):
@@ -16,9 +20,11 @@ class LimitSet(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    key: str
+    key: Annotated[str, Spelled(key_pattern(), check_limit_key)] = Field(
+        description="agent, workspace, user, repo or label:NAME"
+    )
     value: str | None = None
-    max: Annotated[int, COUNT] | None
+    max: Annotated[StrictWhole, COUNT] | None
 
 
 class RateSet(BaseModel):
@@ -28,9 +34,9 @@ class RateSet(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    key: str
+    key: Annotated[str, Spelled(key_pattern("global"), check_rate_key)]
     value: str | None = None
-    max: Annotated[int, Range(1, MAX_COUNT, whole=True)] | None
+    max: Annotated[StrictWhole, Range(1, MAX_COUNT, whole=True)] | None
     period: float | str | None = None
 
 
@@ -45,7 +51,7 @@ class BudgetSet(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    key: str
+    key: Annotated[str, Spelled(key_pattern("global"), check_rate_key)]
     value: str | None = None
     amount: float | None = Field(gt=0, allow_inf_nan=False)
     period: float | str | None = None
@@ -58,7 +64,7 @@ class FairnessSet(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    key: str
+    key: Annotated[str, Spelled(key_pattern("parent"), check_fairness)]
     weights: dict[str, float] = Field(default_factory=dict, max_length=1000)
 
 

@@ -18,6 +18,7 @@ from slotline.models import Attempt, Task
 from slotline.runlogs import why_no_log
 from slotline.server.context import Reader, ServerState, State, access_lost, presented_token
 from slotline.server.errors import ERROR_RESPONSES
+from slotline.server.fields import TaskRef
 
 CHUNK = 64 * 1024
 
@@ -113,7 +114,7 @@ async def task_log(
     request: Request,
     state: State,
     who: Reader,
-    ref: str,
+    ref: TaskRef,
     attempt: Annotated[
         int | None, Query(description="Attempt number; default last"), ORDINAL
     ] = None,

@@ -23,6 +23,7 @@ from slotline.server.auth import Principal
 from slotline.server.context import Admin, Reader, ServerState, State
 from slotline.server.errors import ERROR_RESPONSES
 from slotline.server.events import Visibility
+from slotline.server.fields import TASK_ID
 from slotline.server.limit_schemas import LimitsBody, LimitsOut
 from slotline.server.schemas import (
     ClearedOut,
@@ -65,7 +66,9 @@ async def queue_status(
     state: State,
     who: Reader,
     mine: Annotated[bool, Query(description="Also list the caller's own live tasks")] = False,
-    root: Annotated[str | None, Query(description="With mine: this task's subtree")] = None,
+    root: Annotated[
+        str | None, TASK_ID, Query(description="With mine: this task's subtree")
+    ] = None,
     limit: Annotated[
         int | None,
         Query(description="Only the first LIMIT queued tasks"),

@@ -16,6 +16,7 @@ from slotline.readback import read_back
 from slotline.server.auth import Principal
 from slotline.server.context import Reader, ServerState, State, Writer, hidden
 from slotline.server.errors import ERROR_RESPONSES
+from slotline.server.fields import TASK_ID, TaskRef
 from slotline.server.filters import filter_query
 from slotline.server.schemas import (
     BatchBody,
@@ -230,7 +231,9 @@ async def list_tasks(
     state: State,
     who: Reader,
     wanted: Annotated[TaskFilter, Depends(filter_query)],
-    parent: Annotated[str | None, Query(description="Only subtasks of this task id")] = None,
+    parent: Annotated[
+        str | None, TASK_ID, Query(description="Only subtasks of this task id")
+    ] = None,
     newest: Annotated[bool, Query(description="Newest first")] = False,
     ended: Annotated[
         bool, Query(description="Only ended tasks, the last to end first (beats `newest`)")
@@ -238,8 +241,8 @@ async def list_tasks(
     limit: Annotated[int, Query(), Range(1, MAX_PAGE, whole=True)] = 100,
     after: Annotated[
         str | None,
+        TASK_ID,
         Query(
-            max_length=64,
             description="Continue after this task id: `next_after` of the page before",
         ),
     ] = None,
@@ -267,7 +270,7 @@ async def list_tasks(
 
 
 @router.get("/{ref}", response_model=TaskOut)
-async def get_task(state: State, who: Reader, ref: str) -> dict[str, Any]:
+async def get_task(state: State, who: Reader, ref: TaskRef) -> dict[str, Any]:
     """One task by id or unique id prefix, with its attempts and (if queued) position."""
     return task_json(await state.visible_task(who, ref))
 
@@ -276,7 +279,7 @@ async def get_task(state: State, who: Reader, ref: str) -> dict[str, Any]:
 async def task_events(
     state: State,
     who: Reader,
-    ref: str,
+    ref: TaskRef,
     limit: Annotated[int, Query(), Range(1, 1000, whole=True)] = 200,
 ) -> dict[str, Any]:
     """The last `limit` events of one task, oldest first, and the last seq of the log."""
@@ -287,7 +290,7 @@ async def task_events(
 
 
 @router.get("/{ref}/dependents", response_model=list[TaskOut])
-async def dependents(state: State, who: Reader, ref: str) -> list[dict[str, Any]]:
+async def dependents(state: State, who: Reader, ref: TaskRef) -> list[dict[str, Any]]:
     """The tasks that wait for (depend on) this one, that the caller may see."""
     task = await state.visible_task(who, ref)
     found = await state.call(state.store.dependents, task.id)
@@ -296,7 +299,7 @@ async def dependents(state: State, who: Reader, ref: str) -> list[dict[str, Any]
 
 @router.post("/{ref}/cancel", response_model=TaskOut)
 async def cancel(
-    state: State, who: Writer, ref: str, body: CancelBody | None = None
+    state: State, who: Writer, ref: TaskRef, body: CancelBody | None = None
 ) -> dict[str, Any]:
     """Cancel a task; a running one is stopped and ends when its process is gone.
     `cascade` cancels its subtasks too."""
@@ -308,7 +311,7 @@ async def cancel(
 
 @router.post("/{ref}/terminate", response_model=TaskOut)
 async def terminate(
-    state: State, who: Writer, ref: str, body: TerminateBody | None = None
+    state: State, who: Writer, ref: TaskRef, body: TerminateBody | None = None
 ) -> dict[str, Any]:
     """Stop a running task; it fails with "terminated: REASON" and its slot frees."""
     task = await _steerable(state, who, ref)
@@ -318,7 +321,7 @@ async def terminate(
 
 
 @router.post("/{ref}/followup", response_model=TaskOut, status_code=201)
-async def followup(state: State, who: Writer, ref: str, body: FollowupBody) -> dict[str, Any]:
+async def followup(state: State, who: Writer, ref: TaskRef, body: FollowupBody) -> dict[str, Any]:
     """Queue a follow-up of a task (one the caller may steer): after it, in its worktree
     and agent session, through the agent type's `resume` template with `prompt`."""
     task = await _steerable(state, who, ref)
@@ -329,7 +332,7 @@ async def followup(state: State, who: Writer, ref: str, body: FollowupBody) -> d
 
 
 @router.post("/{ref}/boost", response_model=TaskOut)
-async def boost(state: State, who: Writer, ref: str) -> dict[str, Any]:
+async def boost(state: State, who: Writer, ref: TaskRef) -> dict[str, Any]:
     """Start next: position 1, limits still apply."""
     task = await _steerable(state, who, ref)
     changed = await state.call(state.store.boost, task.id)
@@ -337,7 +340,7 @@ async def boost(state: State, who: Writer, ref: str) -> dict[str, Any]:
 
 
 @router.post("/{ref}/bump", response_model=TaskOut)
-async def bump(state: State, who: Writer, ref: str) -> dict[str, Any]:
+async def bump(state: State, who: Writer, ref: TaskRef) -> dict[str, Any]:
     """Start now, even over the limit (the attempt is marked over-limit). A user starts
     over the limit only within `users.start_now` of slotline.yaml (403 past it)."""
     task = await _steerable(state, who, ref)
@@ -352,7 +355,7 @@ def start_now_allowance(state: ServerState, who: Principal) -> int | None:
 
 
 @router.post("/{ref}/move", response_model=MovedOut)
-async def move(state: State, who: Writer, ref: str, body: MoveBody) -> dict[str, Any]:
+async def move(state: State, who: Writer, ref: TaskRef, body: MoveBody) -> dict[str, Any]:
     """Move a queued task to position `to`, or just before/after another queued task
     (one the caller may see: for a user token, another of its own). It takes the band of
     its new neighbours: `priority_before` and `boosted_before` say what it had."""
@@ -365,7 +368,9 @@ async def move(state: State, who: Writer, ref: str, body: MoveBody) -> dict[str,
 
 
 @router.post("/{ref}/priority", response_model=TaskOut)
-async def set_priority(state: State, who: Writer, ref: str, body: PriorityBody) -> dict[str, Any]:
+async def set_priority(
+    state: State, who: Writer, ref: TaskRef, body: PriorityBody
+) -> dict[str, Any]:
     """Change the priority of a task that has not started."""
     priority = Priority.parse(body.priority)
     task = await _steerable(state, who, ref)
@@ -375,7 +380,7 @@ async def set_priority(state: State, who: Writer, ref: str, body: PriorityBody) 
 
 @router.post("/{ref}/restart", response_model=TaskOut)
 async def restart(
-    state: State, who: Writer, ref: str, body: RestartBody | None = None
+    state: State, who: Writer, ref: TaskRef, body: RestartBody | None = None
 ) -> dict[str, Any]:
     """Queue an ended or blocked task again (a new attempt; history kept). A running
     task needs `force`: it is stopped first, then queued."""
@@ -385,7 +390,7 @@ async def restart(
 
 
 @router.post("/{ref}/hold", response_model=TaskOut)
-async def hold(state: State, who: Writer, ref: str) -> dict[str, Any]:
+async def hold(state: State, who: Writer, ref: TaskRef) -> dict[str, Any]:
     """Keep a queued task out of dispatch until released."""
     task = await _steerable(state, who, ref)
     changed = await state.call(state.store.hold, task.id)
@@ -393,7 +398,7 @@ async def hold(state: State, who: Writer, ref: str) -> dict[str, Any]:
 
 
 @router.post("/{ref}/release", response_model=TaskOut)
-async def release(state: State, who: Writer, ref: str) -> dict[str, Any]:
+async def release(state: State, who: Writer, ref: TaskRef) -> dict[str, Any]:
     """Return a held task to its place in line."""
     task = await _steerable(state, who, ref)
     changed = await state.call(state.store.release, task.id)

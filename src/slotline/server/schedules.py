@@ -6,13 +6,14 @@ changing is for admins: a schedule submits tasks on its own, long after the requ
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
+from slotline.bounds import Spelled
 from slotline.errors import NotFound
-from slotline.scheduler.cron import Schedule
+from slotline.scheduler.cron import MAX_CRON, NAME_PATTERN, Schedule, check_name
 from slotline.server.auth import Principal
 from slotline.server.context import Admin, Reader, State
 from slotline.server.errors import ERROR_RESPONSES
@@ -27,9 +28,12 @@ class ScheduleBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(max_length=128, description="Unique name: letters, digits, _ . : @ + -")
+    name: Annotated[str, Spelled(NAME_PATTERN, check_name)] = Field(
+        description="Unique name: letters, digits, _ . : @ + -"
+    )
     cron: str = Field(
-        max_length=200,
+        min_length=1,
+        max_length=MAX_CRON,
         description='5 fields ("0 3 * * *": 03:00 every day), or 6 with seconds first',
     )
     tz: str = Field(default="UTC", max_length=64, description="Time zone of the ticks")

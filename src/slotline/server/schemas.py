@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from slotline.bounds import MAX_INT, ORDINAL
 from slotline.models import Kind, Status, Task
+from slotline.server.fields import PriorityIn, TaskId
 from slotline.server.limit_schemas import BackoffOut, BudgetStateOut, RateStateOut
 
 PriorityName = Literal["urgent", "high", "normal", "low"]
@@ -222,9 +223,9 @@ class SubmitBody(BaseModel):
     user: str | None = None
     labels: dict[str, str] | None = None
     env: dict[str, str] | None = None
-    priority: str | int | None = Field(default=None, description=PRIORITY_HELP)
-    depends_on: list[str] | None = None
-    parent_id: str | None = None
+    priority: PriorityIn | None = Field(default=None, description=PRIORITY_HELP)
+    depends_on: list[TaskId] | None = None
+    parent_id: TaskId | None = None
     max_attempts: int | None = None
     backoff: float | None = None
     timeout: float | None = None
@@ -295,14 +296,14 @@ class MoveBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     to: Annotated[int, ORDINAL] | None = None
-    before: str | None = None
-    after: str | None = None
+    before: TaskId | None = None
+    after: TaskId | None = None
 
 
 class PriorityBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    priority: str | int = Field(description=PRIORITY_HELP)
+    priority: PriorityIn = Field(description=PRIORITY_HELP)
     reason: str | None = Field(default=None, max_length=500, description="Kept in the event")
 
 

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from slotline.line import unserved_reason
     from slotline.models import KillRequest
     from slotline.store.base import Store
-    from slotline.store.bulk import BULK_VERBS, MAX_BULK, BulkResult
+    from slotline.store.bulk import BULK_CHUNK, BULK_VERBS, MAX_BULK, BulkResult
     from slotline.store.claim import Claim, ClaimResult
     from slotline.store.core import Watcher
     from slotline.store.followups import Followup
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 _HOMES = {
     "KillRequest": "slotline.models",
     "Store": "slotline.store.base",
+    "BULK_CHUNK": "slotline.store.bulk",
     "BULK_VERBS": "slotline.store.bulk",
     "MAX_BULK": "slotline.store.bulk",
     "BulkResult": "slotline.store.bulk",
@@ -96,6 +97,7 @@ def open_store(url: str | Path | None = None) -> Store:
 
 
 __all__ = [
+    "BULK_CHUNK",
     "BULK_VERBS",
     "LEASE_SECONDS",
     "MAX_BULK",

@@ -754,3 +754,10 @@ GROUP BY t.agent;
 
 -- name: attempt_of_number
 SELECT * FROM attempts WHERE task_id = :task_id AND number = :number;
+
+-- A chunk of a bulk verb's tasks, read in one statement (bulk.py reads them ahead).
+-- name: tasks_of_ids
+SELECT * FROM tasks WHERE id {in_ids:ids};
+
+-- name: dependents_of_tasks
+SELECT dep_id, task_id FROM deps WHERE dep_id {in_ids:ids};
