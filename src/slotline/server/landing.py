@@ -16,6 +16,7 @@ from slotline.landing.diff import DIFF_MAX_BYTES
 from slotline.landing.gitpool import run_git
 from slotline.server.context import Admin, Reader, State, Writer
 from slotline.server.errors import ERROR_RESPONSES
+from slotline.server.flags import Flag, QueryFlag
 from slotline.server.schemas import task_json
 
 router = APIRouter(prefix="/api", tags=["worktrees"], responses=ERROR_RESPONSES)
@@ -28,13 +29,13 @@ class MergeBody(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     into: str | None = Field(None, min_length=1, max_length=255)
-    squash: bool = False
+    squash: Flag = False
 
 
 class PruneBody(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    dry_run: bool = False
+    dry_run: Flag = False
 
 
 @router.get("/tasks/{ref}/diff")
@@ -42,7 +43,7 @@ async def task_diff(
     state: State,
     who: Reader,
     ref: str,
-    stat: Annotated[bool, Query(description="Only the stat, no patch")] = False,
+    stat: Annotated[QueryFlag, Query(description="Only the stat, no patch")] = False,
     max_bytes: Annotated[
         int, Query(), Range(1, DIFF_MAX_BYTES, whole=True, unit="bytes")
     ] = DIFF_MAX_BYTES,

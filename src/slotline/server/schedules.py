@@ -16,6 +16,7 @@ from slotline.scheduler.cron import Schedule
 from slotline.server.auth import Principal
 from slotline.server.context import Admin, Reader, State
 from slotline.server.errors import ERROR_RESPONSES
+from slotline.server.flags import Flag
 from slotline.server.routes import build_spec
 from slotline.server.schemas import SubmitBody
 
@@ -38,8 +39,8 @@ class ScheduleBody(BaseModel):
         description="When the previous run has not ended: skip the tick, queue another "
         "run, or cancel it and submit anew",
     )
-    paused: bool = False
-    replace: bool = Field(default=False, description="Change the schedule of that name")
+    paused: Flag = False
+    replace: Flag = Field(default=False, description="Change the schedule of that name")
     task: SubmitBody
 
 
