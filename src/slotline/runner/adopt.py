@@ -19,6 +19,8 @@ from slotline.runner.process import (
     describe_exit,
     process_start_time,
     read_exit_file,
+    read_exit_status,
+    unknown_exit,
 )
 from slotline.runner.reports import read_spent
 from slotline.runner.run import Run
@@ -58,7 +60,7 @@ async def reconcile(supervisor: Supervisor) -> None:
                 supervisor.runs[attempt.id] = run
                 run.watcher = asyncio.create_task(_adopted(supervisor, run, handle))
                 continue
-        code = read_exit_file(exit_path)
+        code = read_exit_status(exit_path)
         never_spawned = (
             task.kind is Kind.COMMAND and pid is None and code is None
             and not log_path.with_suffix(".pid").exists()
@@ -74,6 +76,8 @@ async def reconcile(supervisor: Supervisor) -> None:
         elif never_spawned:
             reason = "interrupted before its command started; queued again"
             action, outcome = "requeued", Outcome(None, reason)
+        elif (unknown := unknown_exit(exit_path)).requeue:
+            action, outcome = "requeued", unknown
         else:
             reason = "interrupted: the node stopped and the process is gone"
             action, outcome = "interrupted", Outcome(None, reason)
@@ -91,7 +95,7 @@ async def reconcile(supervisor: Supervisor) -> None:
             reason=outcome.reason,
         )
         supervisor.runs[attempt.id] = run
-        await supervisor.finish(run, outcome, requeue=never_spawned)
+        await supervisor.finish(run, outcome, requeue=outcome.requeue or never_spawned)
 
 
 def _age(path: Path) -> float | None:
@@ -103,7 +107,8 @@ def _age(path: Path) -> float | None:
 
 
 async def _adopted(supervisor: Supervisor, run: Run, handle: ProcessHandle) -> None:
-    await supervisor.finish(run, await supervisor.wait(run, handle))
+    outcome = await supervisor.wait(run, handle)
+    await supervisor.finish(run, outcome, requeue=outcome.requeue)
 
 
 async def reap_lapsed(supervisor: Supervisor) -> None:
