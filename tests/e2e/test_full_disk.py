@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from slotline.models import Status
+from slotline.runner import wrap
 from slotline.store import Store
 from waiting import until
 
@@ -102,3 +103,44 @@ def test_a_full_disk_neither_fails_a_run_nor_hides_from_readyz(
     assert ended.status is Status.SUCCEEDED
     assert len(ended.attempts) == 2
     assert ready(url).status_code == 200
+
+
+# Takes away the keeper's reserved room, fills the disk (the room too), says so outside
+# the disk, and succeeds.
+FILL_ALL = (
+    """
+import os, sys
+if os.path.exists(sys.argv[2]):
+    os.unlink(sys.argv[2])
+"""
+    + FILL
+    + """
+open(sys.argv[3], "w").close()
+"""
+)
+
+
+def test_a_keeper_without_room_keeps_the_status_until_it_can_write_it(
+    small_disk: Path, tmp_path: Path
+) -> None:
+    # Given a keeper whose command fills the disk and removes the room kept for the status,
+    exit_file = small_disk / "1.exit"
+    filler, said = small_disk / "filler", tmp_path / "filled"
+    command = [sys.executable, "-c", FILL_ALL, str(filler), f"{exit_file}.reserved", str(said)]
+    keeper = [sys.executable, "-I", "-S", wrap.__file__, str(exit_file), "0", str(tmp_path),
+              "1000", "--", *command]  # fmt: skip
+    with (small_disk / "1.log").open("ab") as out:
+        process = subprocess.Popen(keeper, stdout=out, stderr=out)
+    try:
+        # when the command has ended on the full disk,
+        until(said.exists, 60, "the command's end")
+        # then the keeper writes no partial status and waits with it,
+        assert process.poll() is None
+        assert not exit_file.exists()
+        assert not Path(f"{exit_file}.tmp").exists()
+        # and writes it once there is room again.
+        filler.unlink()
+        assert process.wait(timeout=60) == 0
+    finally:
+        process.kill()
+    assert exit_file.read_text() == "0\n"
