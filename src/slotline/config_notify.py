@@ -45,6 +45,9 @@ HOOK_PLACEHOLDERS = frozenset(
     {"event", "seq", "id", "title", "status", "agent", "workspace", "user", "reason"}
 )
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
+# The ones whose value never starts with '-': fixed words, numbers, hex ids, absolute paths.
+# The others (title, reason, user, agent) are chosen by whoever submits.
+_NEVER_DASHED = frozenset({"event", "seq", "id", "status", "workspace"})
 
 
 def check_event_name(name: str) -> str:
@@ -173,8 +176,31 @@ def check_on_event(on_event: Any) -> Any:
             if not isinstance(argv, list) or not all(isinstance(v, str) for v in argv):
                 raise ValueError(f"{name}: give a command as a list of strings (argv)")
             check_argv_template(argv, HOOK_PLACEHOLDERS)
+            check_no_option(name, argv)
         checked[name] = [list(argv) for argv in commands]
     return checked
+
+
+def check_no_option(event: str, argv: list[str]) -> None:
+    """Refuse a hook whose template begins an argument with a value a submitter chooses
+    (`{title}`, `{reason}`, `{user}`, `{agent}`) before any `--` argument.
+
+    Filled with a title `-x`, such an argument would be read as an option, so the hook
+    could never run for that task (`fill_hook_command` refuses it): every event of a
+    hook that loads is delivered, whatever its task is called.
+    """
+    for element in argv[1:]:
+        if element == "--":
+            return
+        start = _PLACEHOLDER.match(element)
+        if start and start.group(1) not in _NEVER_DASHED:
+            field = start.group(1)
+            raise ValueError(
+                f"{event}: {{{field}}} begins an argument with no '--' before it, so a "
+                f"{field} such as '-x' would be read as an option and the hook could not "
+                f"run; put '--' before it, or write --{field}={{{field}}} or text before "
+                f"it ('task {{{field}}}')"
+            )
 
 
 def check_unique_hooks(hooks: list[WebhookConfig]) -> list[WebhookConfig]:

@@ -14,7 +14,7 @@ from typing import Annotated, Any, TypeVar
 
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
-from pydantic import Field, ValidationError
+from pydantic import Field, StrictBool, ValidationError
 
 from slotline import __version__
 from slotline.bounds import OFFSET, ORDINAL, SECONDS, Range
@@ -211,7 +211,7 @@ def build_server(calls_for: Callable[[Context[Any, Any, Any]], Calls], **setting
     async def task_diff(
         ctx: Context[Any, Any, Any],
         task_id: TaskId,
-        stat_only: Annotated[bool, Field(description="Only the diff stat, no patch")] = False,
+        stat_only: Annotated[StrictBool, Field(description="Only the diff stat, no patch")] = False,
         max_bytes: Annotated[int, Range(1, MAX_DIFF, whole=True, unit="bytes")] = 64 * 1024,
     ) -> dict[str, Any]:
         """What a worktree task's latest run changed against the commit it started from
@@ -226,7 +226,9 @@ def build_server(calls_for: Callable[[Context[Any, Any, Any]], Calls], **setting
         into: Annotated[
             str | None, Field(description="The branch to merge into (default: its base)")
         ] = None,
-        squash: Annotated[bool, Field(description="Squash the run's commits into one")] = False,
+        squash: Annotated[
+            StrictBool, Field(description="Squash the run's commits into one")
+        ] = False,
     ) -> dict[str, Any]:
         """Land an ended worktree run: merge its branch into `into` in a temporary
         worktree, then move that branch if it has not moved meanwhile (and the files of
@@ -239,7 +241,7 @@ def build_server(calls_for: Callable[[Context[Any, Any, Any]], Calls], **setting
     async def cancel_task(
         ctx: Context[Any, Any, Any],
         task_id: TaskId,
-        cascade: Annotated[bool, Field(description="Also cancel its subtasks")] = False,
+        cascade: Annotated[StrictBool, Field(description="Also cancel its subtasks")] = False,
     ) -> dict[str, Any]:
         """Cancel a task. A running one is stopped (TERM, then KILL); its slot frees when
         its process has exited."""
@@ -284,7 +286,7 @@ def build_server(calls_for: Callable[[Context[Any, Any, Any]], Calls], **setting
     async def restart_task(
         ctx: Context[Any, Any, Any],
         task_id: TaskId,
-        force: Annotated[bool, Field(description="Stop a running task first")] = False,
+        force: Annotated[StrictBool, Field(description="Stop a running task first")] = False,
     ) -> dict[str, Any]:
         """Queue an ended (or blocked) task again as a new attempt; history is kept."""
         return await call(ctx, lambda c: c.steer("restart", task_id, force=force))
@@ -295,7 +297,7 @@ def build_server(calls_for: Callable[[Context[Any, Any, Any]], Calls], **setting
         task_id: TaskId,
         reason: Annotated[str, Field(description="Why (in its failure reason)")] = "by request",
         resumable: Annotated[
-            bool, Field(description="A restart then resumes the agent's session")
+            StrictBool, Field(description="A restart then resumes the agent's session")
         ] = False,
     ) -> dict[str, Any]:
         """Stop a running task; it fails with "terminated: REASON"."""

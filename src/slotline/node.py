@@ -268,6 +268,9 @@ class Node:
             wakes = [w for w in (self._claim_wake, glance.next_wake) if w is not None]
             self._claim_wake = min(wakes, default=None)  # a claim's turn, once due
             return self._claim_wake
+        full = self.supervisor.space.reason is not None and await asyncio.to_thread(
+            self.supervisor.space.holding
+        )
         claimed = fencing.clock()  # what it claims must start within its lease from now
         try:
             result = await asyncio.to_thread(
@@ -275,7 +278,7 @@ class Node:
                 self.node_id,
                 kinds=frozenset(kinds),
                 lease=self.lease,
-                hold=self._verdict.hold,
+                hold=self._verdict.hold or full,
                 limit=self._verdict.limit,
                 slots=self.slots,
                 started=batch.started,

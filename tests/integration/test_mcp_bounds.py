@@ -15,6 +15,8 @@ from mcp.types import TextContent
 from slotline.config import Config
 from slotline.mcp import build_server
 from slotline.mcp_calls import BackendCalls
+from slotline.models import Status
+from slotline.spec import TaskSpec
 from slotline.store import Store, open_store
 
 
@@ -54,3 +56,33 @@ def test_a_tool_argument_out_of_bounds_is_refused_in_words(
             assert "less than or equal" not in text
 
     anyio.run(main)
+
+
+@pytest.mark.parametrize(
+    ("tool", "flag"),
+    [
+        ("cancel_task", "cascade"),
+        ("restart_task", "force"),
+        ("terminate_task", "resumable"),
+        ("task_diff", "stat_only"),
+        ("merge_task", "squash"),
+    ],
+)
+@pytest.mark.parametrize("value", ["yes", 1, 0])
+def test_a_tool_boolean_is_true_or_false_only(
+    store: Store, tool: str, flag: str, value: object
+) -> None:
+    task = store.submit(TaskSpec(command=["true"], hold=True))
+    calls = BackendCalls(store, Config(), None)
+    server = build_server(lambda _ctx: calls)
+
+    async def main() -> None:
+        async with create_connected_server_and_client_session(server) as session:
+            result = await session.call_tool(tool, {"task_id": task.id, flag: value})
+            assert result.isError
+            text = " ".join(c.text for c in result.content if isinstance(c, TextContent))
+            assert flag in text
+            assert "valid boolean" in text
+
+    anyio.run(main)
+    assert store.get(task.id).status is Status.HELD

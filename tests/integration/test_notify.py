@@ -153,10 +153,11 @@ def test_two_nodes_on_postgres_deliver_each_event_once(pg_url: str, tmp_path: Pa
 
 
 def test_a_command_hook_runs_its_argv_template(sqlite_url: str, tmp_path: Path) -> None:
-    # Given a command hook for failed tasks (a program with the title in one argument),
+    # Given a command hook for failed tasks (a program with the title in one argument,
+    # after a `--`, as a title may begin an argument only there),
     out = tmp_path / "heard.txt"
-    script = "import sys; open(sys.argv[1], 'a').write(sys.argv[2] + '|' + sys.argv[3] + '\\n')"
-    hook = [sys.executable, "-c", script, str(out), "{title} failed", "{event}"]
+    script = "import sys; open(sys.argv[2], 'a').write(sys.argv[3] + '|' + sys.argv[4] + '\\n')"
+    hook = [sys.executable, "-c", script, "--", str(out), "{title} failed", "{event}"]
     config = write_config(tmp_path, on_event={"task.failed": hook})
     store = open_store(sqlite_url)
     node = start_node(sqlite_url, tmp_path, config)
@@ -165,15 +166,18 @@ def test_a_command_hook_runs_its_argv_template(sqlite_url: str, tmp_path: Path) 
         # when a task succeeds and one fails,
         store.submit({"command": ["true"], "title": "fine one"})
         store.submit({"command": ["false"], "title": "the $(rm -rf) one"})
-        until(lambda: out.exists() and out.read_text(), 60, "the hook's output")
+        store.submit({"command": ["false"], "title": "-x"})
+        until(lambda: out.exists() and out.read_text().count("\n") == 2, 60, "the output")
         # (its delivery is logged once the hook's process has exited)
-        until(store.notify_log, 60, "the hook's delivery logged")
+        until(lambda: len(store.notify_log()) == 2, 60, "the hook's deliveries logged")
     finally:
         stop(node)
-    # then the hook ran once, for the failure, the title one argument and never parsed.
-    assert out.read_text() == "the $(rm -rf) one failed|task.failed\n"
-    (delivery,) = store.notify_log()
-    assert (delivery.hook, delivery.ok, delivery.status) == ("on_event.task.failed.0", True, 0)
+    # then the hook ran once per failure, the title one argument and never parsed, also
+    # for the title that looks like an option (nothing is dropped).
+    heard = sorted(out.read_text().splitlines())
+    assert heard == ["-x failed|task.failed", "the $(rm -rf) one failed|task.failed"]
+    deliveries = store.notify_log()
+    assert {(d.hook, d.ok, d.status) for d in deliveries} == {("on_event.task.failed.0", True, 0)}
     store.close()
 
 

@@ -20,7 +20,7 @@ CONFIG = Config.model_validate(
                 "secret": SECRET,
             }
         ],
-        "on_event": {"task.failed": ["notify-send", "slotline", "{title} failed"]},
+        "on_event": {"task.failed": ["notify-send", "--", "slotline", "{title} failed"]},
     }
 )
 HIDDEN = (SECRET, "pw-in-url", "tok-in-query", "SeCrEtToKeN123", "/services")
@@ -51,7 +51,7 @@ def test_a_user_token_cannot_read_or_set_notify(make_server: ServerFactory) -> N
         assert not any(secret in json.dumps(config) for secret in HIDDEN)
         assert hook["secret"] == "***"
         assert config["on_event"] == {
-            "task.failed": [["notify-send", "slotline", "{title} failed"]]
+            "task.failed": [["notify-send", "--", "slotline", "{title} failed"]]
         }
         # Nor does an admin set hooks over HTTP: slotline.yaml is where they live.
         assert http.put("/api/config", json={"notify": []}).status_code == 405

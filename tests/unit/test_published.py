@@ -34,7 +34,7 @@ agents:
     isolation: worktree
 notify:
   - {url: "https://hooks.example.com/T0/B0/s3cr3t-path", secret: whsecret, events: [task.failed]}
-on_event: {task.failed: [[notify-send, "{title}"]]}
+on_event: {task.failed: [[notify-send, --, "{title}"]]}
 schedules:
   nightly:
     cron: "0 3 * * *"

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import codecs
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, Protocol
 
 import click
 
@@ -15,7 +16,7 @@ from slotline.cli.backend import Backend
 from slotline.cli.context import CliState, pass_state
 from slotline.cli.interrupt import run_until_interrupted
 from slotline.cli.numbers import Number
-from slotline.cli.plain import describe_place, short_id
+from slotline.cli.plain import describe_place, printable, short_id
 from slotline.errors import NotFound
 from slotline.models import Attempt, Status, Task
 from slotline.runlogs import why_no_log
@@ -43,17 +44,26 @@ CHUNK = 1 << 16
     type=Number(ORDINAL),
     help="Attempt N (1, 2, …; default: the latest).",
 )
+@click.option(
+    "--raw",
+    is_flag=True,
+    help="Keep terminal control characters as written, also on a terminal "
+    "(where they are escaped by default).",
+)
 @pass_state
-def logs(state: CliState, task_id: str, follow: bool, number: int | None) -> None:
+def logs(state: CliState, task_id: str, follow: bool, number: int | None, raw: bool) -> None:
     """Print the output of a task's run.
 
     Its stdout and stderr, byte for byte as written, of the latest attempt by default.
-    With --follow, new output is printed as it is written; a retried task is followed
-    into its next attempt.
+    On a terminal, control characters (ESC, CR, bidirectional overrides…) are shown
+    escaped, as `ls` and `show` do, unless --raw is given. With --follow, new output is
+    printed as it is written; a retried task is followed into its next attempt.
     """
     store, remote = state.store, state.remote
     task = store.get(task_id)
-    out = sys.stdout.buffer
+    out: Sink = sys.stdout.buffer
+    if not raw and sys.stdout.isatty():
+        out = Escaped(out)
     if follow and remote is not None:
         copier = _remote_copier(remote, out)
         run_until_interrupted(lambda: _follow(remote, copier, True, task, number, _note))
@@ -67,6 +77,33 @@ def logs(state: CliState, task_id: str, follow: bool, number: int | None) -> Non
         out.flush()
     else:
         _copy(_log_file(task, _pick(task, number)), 0, out)
+
+
+class Sink(Protocol):
+    """Where log bytes go: stdout, or an `Escaped` stdout."""
+
+    def write(self, data: bytes, /) -> object: ...
+
+    def flush(self) -> None: ...
+
+
+class Escaped:
+    """Writes log bytes with terminal control characters escaped (`printable`): output
+    of a run must not move a person's cursor, retitle the window or rewrite the screen.
+    Decoded incrementally, so a character split between two reads stays whole; bytes
+    that are not UTF-8 show as backslash-xNN."""
+
+    def __init__(self, out: Sink) -> None:
+        self._out = out
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="backslashreplace")
+
+    def write(self, data: bytes, /) -> int:
+        text = printable(self._decoder.decode(data), lines=True)
+        self._out.write(text.encode("utf-8"))
+        return len(data)
+
+    def flush(self) -> None:
+        self._out.flush()
 
 
 def _note(text: str) -> None:
@@ -116,7 +153,7 @@ def _log_file(task: Task, attempt: Attempt) -> Path:
     return path
 
 
-def _copy(path: Path, offset: int, out: BinaryIO) -> int:
+def _copy(path: Path, offset: int, out: Sink) -> int:
     """Write the file from `offset` on; returns the new offset."""
     with path.open("rb") as log:
         if path.stat().st_size < offset:
@@ -150,7 +187,7 @@ def _never_runs(task: Task, wanted: int, printed: bool) -> bool:
 Copier = Callable[[Task, Attempt, int], Awaitable[int | None]]
 
 
-def _local_copier(out: BinaryIO) -> Copier:
+def _local_copier(out: Sink) -> Copier:
     """Copy what the log file holds past `offset`; None while the file is not there."""
 
     async def copy(task: Task, attempt: Attempt, offset: int) -> int | None:
@@ -161,7 +198,7 @@ def _local_copier(out: BinaryIO) -> Copier:
     return copy
 
 
-def _remote_copier(client: SlotlineClient, out: BinaryIO) -> Copier:
+def _remote_copier(client: SlotlineClient, out: Sink) -> Copier:
     """Stream the log through the server's log route; it returns when the attempt has
     ended or the stream was dropped (the next call resumes from the offset)."""
     from slotline.remote import follow_log

@@ -46,19 +46,24 @@ def short_ids(ids: Iterable[str]) -> dict[str, str]:
 # Terminal control characters: C0, DEL, C1, and the bidirectional overrides that reorder
 # what a terminal shows. A title or label set over HTTP may hold any of them.
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# The same in a log, whose lines and tabs are its layout, not a trick.
+_CONTROL_BUT_LINES = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+)
 
 
-def printable(value: str) -> str:
+def printable(value: str, lines: bool = False) -> str:
     """`value` with every terminal control character escaped (ESC as backslash-x1b), so
     that text from a task can neither move the cursor, recolour nor rewrite the screen.
-    The one escaping of task text for people: `ls`, `show`, `status`, `top`, `events`."""
+    The one escaping of task text for people: `ls`, `show`, `status`, `top`, `events`,
+    and (with `lines`: newlines and tabs kept) `logs` on a terminal."""
 
     def escape(match: re.Match[str]) -> str:
         char = match.group()
         code = ord(char)
         return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
-    return _CONTROL.sub(escape, value)
+    return (_CONTROL_BUT_LINES if lines else _CONTROL).sub(escape, value)
 
 
 def ago(ts: float | None, now: float) -> str:

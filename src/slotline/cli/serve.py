@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import socket
@@ -247,6 +248,10 @@ def serve(
             else f"HTTP API at {url} (OpenAPI docs at {url}/docs); dashboard at {shown}/"
         )
 
+    # `/readyz` says 503 while a full disk keeps the node's logs (or the store) unwritten.
+    sqlite = getattr(store, "path", None)
+    space = (node.log_dir, *((sqlite.parent,) if isinstance(sqlite, Path) else ()))
+    options = dataclasses.replace(options, space_dirs=space)
     asyncio.run(_run(node, config, None if sock is None else (host, port, sock), ready, options))
 
 

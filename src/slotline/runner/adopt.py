@@ -19,7 +19,9 @@ from slotline.runner.process import (
     describe_exit,
     process_start_time,
     read_exit_file,
+    read_exit_status,
     read_fenced,
+    unknown_exit,
 )
 from slotline.runner.reports import read_spent
 from slotline.runner.run import Run
@@ -59,7 +61,7 @@ async def reconcile(supervisor: Supervisor) -> None:
                 supervisor.runs[attempt.id] = run
                 run.watcher = asyncio.create_task(_adopted(supervisor, run, handle))
                 continue
-        code = read_exit_file(exit_path)
+        code = read_exit_status(exit_path)
         fenced = read_fenced(log_path)
         never_spawned = (
             task.kind is Kind.COMMAND and pid is None and code is None
@@ -80,6 +82,8 @@ async def reconcile(supervisor: Supervisor) -> None:
         elif never_spawned:
             reason = "interrupted before its command started; queued again"
             action, outcome = "requeued", Outcome(None, reason)
+        elif (unknown := unknown_exit(exit_path)).requeue:
+            action, outcome = "requeued", unknown
         else:
             reason = "interrupted: the node stopped and the process is gone"
             action, outcome = "interrupted", Outcome(None, reason)
@@ -97,7 +101,7 @@ async def reconcile(supervisor: Supervisor) -> None:
             reason=outcome.reason,
         )
         supervisor.runs[attempt.id] = run
-        await supervisor.finish(run, outcome, requeue=never_spawned)
+        await supervisor.finish(run, outcome, requeue=outcome.requeue or never_spawned)
 
 
 def _age(path: Path) -> float | None:
@@ -109,7 +113,8 @@ def _age(path: Path) -> float | None:
 
 
 async def _adopted(supervisor: Supervisor, run: Run, handle: ProcessHandle) -> None:
-    await supervisor.finish(run, await supervisor.wait(run, handle))
+    outcome = await supervisor.wait(run, handle)
+    await supervisor.finish(run, outcome, requeue=outcome.requeue)
 
 
 async def reap_lapsed(supervisor: Supervisor) -> None:

@@ -37,11 +37,13 @@ COMMAND_GRACE = 5.0
 
 @dataclass(frozen=True, slots=True)
 class Result:
-    """How one try went: `ok`, the HTTP status or exit code, and why not (never a secret)."""
+    """How one try went: `ok`, the HTTP status or exit code, and why not (never a secret);
+    `final`: another try would go the same way (it is logged, not retried)."""
 
     ok: bool
     status: int | None = None
     error: str | None = None
+    final: bool = False
 
 
 class Hook(Protocol):
@@ -166,7 +168,7 @@ class CommandHook:
         try:
             argv = fill_hook_command(self._argv, values)
         except InvalidInput as exc:
-            return Result(False, None, f"not run: {exc}")
+            return Result(False, None, f"not run: {exc}", final=True)
         try:
             handle = await spawn(argv, None, env, self._log)
         except SpawnError as exc:

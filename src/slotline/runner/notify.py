@@ -189,8 +189,8 @@ class Notifier:
                 log.exception("hook %s raised", hook.name)
                 result = Result(False, None, f"internal error: {type(exc).__name__}")
             await self._record(hook, event, attempt, result, time.monotonic() - started)
-            if result.ok:
-                break
+            if result.ok or result.final:
+                break  # a final failure was logged by `_record`
             if isinstance(hook, Webhook) and _refused_for_good(result.status):
                 log.warning(
                     "%s refused event %s with HTTP %s: not retried",

@@ -30,6 +30,7 @@ import psutil
 
 from slotline.runner.capabilities import CAPS, Capabilities, exit_notice, memory_cap, open_fds
 from slotline.runner.files import private_dir
+from slotline.runner.space import NO_SPACE, no_space
 
 WRAP = str(Path(__file__).with_name("wrap.py"))
 DEFAULT_LOG_MAX = 50 * 1024 * 1024
@@ -50,6 +51,9 @@ class Outcome:
     # Seconds before now the process ended, when it was found ended later (from its
     # exit file, by a node restarted after it); None: it ended just now.
     ended_ago: float | None = None
+    # Put the task back in line, the attempt uncounted: how the run ended is unknown
+    # through no fault of its own (a full disk kept its exit status from being written).
+    requeue: bool = False
     # Stopped by its own keeper, its node's heartbeats unconfirmed (`slotline.fencing`).
     fenced: bool = False
 
@@ -67,6 +71,15 @@ def describe_exit(code: int | None) -> str | None:
             name = f"signal {-code}"
         return f"killed by {name}"
     return f"exit code {code}"
+
+
+def unknown_exit(exit_path: Path) -> Outcome:
+    """The outcome of a run whose keeper left no exit status: on a full disk the status
+    could not be written (the run goes back in line, no failure of its agent), else the
+    keeper was killed."""
+    if no_space(exit_path.parent):
+        return Outcome(None, f"{NO_SPACE}: the exit status could not be written", requeue=True)
+    return Outcome(None, describe_exit(None))
 
 
 def process_start_time(pid: int) -> float | None:
@@ -103,6 +116,19 @@ def _process_state(pid: int, caps: Capabilities = CAPS) -> tuple[float, bool] | 
     # The command name (field 2) is in parentheses and may hold spaces: fields after it.
     fields = data[data.rindex(b")") + 2 :].split()
     return int(fields[19]) / _CLOCK_TICKS + _boot_time(), fields[0] == b"Z"
+
+
+def read_exit_status(exit_path: Path) -> int | None:
+    """The exit status a keeper wrote: its exit file, or (on a disk that filled up during
+    the run) the room it reserved at its start."""
+    code = read_exit_file(exit_path)
+    if code is None:
+        code = read_exit_file(reserved_path(exit_path))
+    return code
+
+
+def reserved_path(exit_path: Path) -> Path:
+    return exit_path.with_name(exit_path.name + ".reserved")
 
 
 def read_exit_file(path: Path) -> int | None:
@@ -164,9 +190,10 @@ class ProcessHandle:
         fenced = read_fenced(self.log_path)
         if fenced is not None:  # its keeper stopped it: the code is of that stop
             return Outcome(None, fenced, fenced=True)
-        code = read_exit_file(self.exit_path)
-        reason = self.stop_reason or describe_exit(code)
-        return Outcome(code, reason)
+        code = read_exit_status(self.exit_path)
+        if code is None and self.stop_reason is None:
+            return unknown_exit(self.exit_path)
+        return Outcome(code, self.stop_reason or describe_exit(code))
 
     async def _exited(self, caps: Capabilities) -> None:
         notice = exit_notice(self.pid, caps)
@@ -369,6 +396,7 @@ def _start(
         raise SpawnError(f"command not found: {program}")
     private_dir(log_path.parent)
     log_path.with_suffix(".exit").unlink(missing_ok=True)  # an earlier run's exit file
+    reserved_path(log_path.with_suffix(".exit")).unlink(missing_ok=True)
     log_path.with_suffix(".tail").unlink(missing_ok=True)  # and its output past the cap
     log_path.with_suffix(".fenced").unlink(missing_ok=True)  # and why it was fenced
     keeper.insert(1, str(memory_cap(memory_mb, log_path)))

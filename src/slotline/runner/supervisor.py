@@ -31,6 +31,7 @@ from slotline.runner.proctree import TreeSampler
 from slotline.runner.reports import end_report, read_spent, resumable
 from slotline.runner.resume import ResumePlan, ResumeRefused, plan_resume
 from slotline.runner.run import Run, RunSettings
+from slotline.runner.space import SpaceWatch
 from slotline.runner.worktree import WorktreeError
 from slotline.store import Claim, ClaimResult, StartReport, Store
 
@@ -64,6 +65,8 @@ class Supervisor:
         self.outbox = Outbox(store, changed)
         root = settings.worktree_dir or default_root(settings.log_dir)
         self.isolator = Isolator(store, root, self.outbox.retrying)
+        # Holds new starts while the log directory is full (`SpaceWatch`).
+        self.space = SpaceWatch(settings.log_dir)
         self._stoppers: set[asyncio.Task[None]] = set()
         # Set by the node where other nodes may reclaim its runs: their keepers fence them.
         self.fence: Fence | None = None
@@ -167,7 +170,7 @@ class Supervisor:
         except Exception as exc:  # a bug must not leave the task running forever
             log.exception("attempt crashed", extra={"task_id": task.id})
             outcome = Outcome(None, f"internal error: {exc}")
-        await self.finish(run, outcome)
+        await self.finish(run, outcome, requeue=outcome.requeue)
 
     async def _execute(self, run: Run, log_path: Path) -> Outcome:
         task, attempt = run.task, run.attempt
@@ -305,6 +308,8 @@ class Supervisor:
         run.finishing = True
         if outcome.fenced:
             run.resumable = True  # cut short by its keeper: the next attempt may resume it
+        if outcome.requeue:  # its exit status could not be written: the disk is full
+            self.space.saw_full()
         refused = None
         reading = await read_spent(self.settings.agents, run, self._log_of(run))
         if run.task.isolation is not None:  # closed before the outcome is committed

@@ -31,7 +31,7 @@ from slotline.runner.functions import (
     find_function,
     split_arguments,
 )
-from slotline.runner.wrap import Fence, _pump, _write
+from slotline.runner.wrap import Fence, _pump, _reserve, _write, _write_exit
 
 
 def serve() -> int:
@@ -117,6 +117,7 @@ def _keep(request: dict[str, Any], function: Any, in_session: int) -> None:
         os.closerange(3, max(os.sysconf("SC_OPEN_MAX"), 3))
         os.environ.clear()
         os.environ.update(request["env"])
+        _reserve(request["exit"])  # room for the exit status, as a command's keeper
         if request.get("cwd"):
             os.chdir(request["cwd"])
         # Stop signals reach the worker through the group; the keeper stays to write the
@@ -138,7 +139,7 @@ def _keep(request: dict[str, Any], function: Any, in_session: int) -> None:
         tail = request["exit"].rsplit(".", 1)[0] + ".tail"  # beside N.log, as a command's
         status = _pump(0, pid, int(request["log_max"]), tail, fence, request["exit"])
         exit_code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-        _write(request["exit"], f"{exit_code}\n")
+        _write_exit(request["exit"], exit_code)
         code = 0
     except BaseException:  # the exit file is missing: the run ends without an exit status
         traceback.print_exc()

@@ -35,18 +35,81 @@ CHUNK = 65536
 # The rolling tail of what is dropped past the cap, and how often it is rewritten.
 TAIL = 65536
 TAIL_EVERY = 0.5
+# Room for the exit status, taken when the keeper starts (`N.exit.reserved`): on a disk
+# that fills up during the run the status is written there in place, needing no new block.
+RESERVED = 32
+# Without that room, how long the keeper keeps the status in memory and tries again.
+EXIT_RETRY = 30.0
+EXIT_RETRY_EVERY = 0.5
 
 
 def _write(path: str, text: str | bytes) -> None:
+    """Replace `path` with `text` whole, or raise OSError and leave it as it was: a short
+    write (a full disk) is never renamed over it."""
     tmp = path + ".tmp"
+    data = text.encode() if isinstance(text, str) else text
     # Atomic against a crash of any process (rename); no fsync: a machine crash ends the
     # command too, so there would be nothing left to collect.
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        os.write(fd, text.encode() if isinstance(text, str) else text)
-    finally:
+        done = 0
+        while done < len(data):
+            done += os.write(fd, data[done:])
+    except OSError:
         os.close(fd)
+        _unlink(tmp)
+        raise
+    os.close(fd)
     os.replace(tmp, path)
+
+
+def _unlink(path: str) -> None:
+    try:  # noqa: SIM105 - as in _log
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _reserve(exit_file: str) -> None:
+    """Take room for the exit status now, best effort (a full disk already: none)."""
+    try:  # noqa: SIM105 - as in _log
+        _write(exit_file + ".reserved", b" " * RESERVED)
+    except OSError:
+        pass
+
+
+def _write_exit(exit_file: str, code: int) -> None:
+    """Write the exit status; on a full disk into the room `_reserve` took (overwritten
+    in place, then renamed; a node reads either file), else keep it in memory and try
+    again for `EXIT_RETRY` seconds. A node that finds no status then says why."""
+    text = f"{code}\n"
+    reserved = exit_file + ".reserved"
+    deadline = time.monotonic() + EXIT_RETRY
+    while True:
+        try:
+            _write(exit_file, text)
+        except OSError:
+            pass
+        else:
+            _unlink(reserved)
+            return
+        try:
+            fd = os.open(reserved, os.O_WRONLY)
+            try:
+                whole = os.pwrite(fd, text.ljust(RESERVED).encode(), 0) == RESERVED
+            finally:
+                os.close(fd)
+        except OSError:
+            whole = False
+        if whole:
+            try:  # noqa: SIM105 - as in _log
+                os.replace(reserved, exit_file)
+            except OSError:
+                pass
+            return
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(EXIT_RETRY_EVERY)
 
 
 def _start(command: list[str], memory_mb: str, out: int) -> int:
@@ -306,12 +369,13 @@ def main(argv: list[str]) -> int:
     # The pid file lets a node that crashed between spawning and recording the pid
     # still find (and re-adopt) this run.
     _write(exit_file.removesuffix(".exit") + ".pid", f"{os.getpid()}\n")
+    _reserve(exit_file)
     if cwd:
         try:
             os.chdir(cwd)
         except OSError as exc:
             sys.stderr.write(f"slotline: cannot enter workspace {cwd}: {exc.strerror}\n")
-            _write(exit_file, "127\n")
+            _write_exit(exit_file, 127)
             return 0
     # Ignore stop signals before forking so no window leaves the keeper killable; the
     # command gets the default dispositions back before exec.
@@ -321,7 +385,7 @@ def main(argv: list[str]) -> int:
     pid = _start(command, memory_mb, write_end)
     os.close(write_end)
     if pid < 0:
-        _write(exit_file, "127\n")
+        _write_exit(exit_file, 127)
         return 0
     # The output pipe becomes the keeper's stdin (the command keeps /dev/null): the keeper
     # too holds fds 0, 1 and 2 only.
@@ -331,7 +395,7 @@ def main(argv: list[str]) -> int:
     tail_path = exit_file.removesuffix(".exit") + ".tail"
     status = _pump(read_end, pid, int(log_max), tail_path, fence, exit_file)
     code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-    _write(exit_file, f"{code}\n")
+    _write_exit(exit_file, code)
     return 0
 
 

@@ -15,6 +15,7 @@ from starlette.routing import Route
 from slotline import __version__
 from slotline.config import Config
 from slotline.errors import SlotlineError
+from slotline.runner.space import unwritable
 from slotline.server import (
     board,
     bulk,
@@ -52,11 +53,15 @@ async def healthz() -> dict[str, Any]:
 
 @health.get("/readyz", responses={503: {"description": "The store or event stream is not ready"}})
 async def readyz(state: State) -> JSONResponse:
-    """The store answers and the event stream is following it (no auth, for probes)."""
+    """The store answers, the event stream is following it, and the node's logs and a
+    SQLite store can be written (no auth, for probes)."""
     try:
         seq = await asyncio.wait_for(state.call(state.store.last_seq), 5.0)
     except (SlotlineError, TimeoutError) as exc:
         return JSONResponse({"status": "unavailable", "reason": str(exc) or "timeout"}, 503)
+    full = await asyncio.to_thread(unwritable, state.options.space_dirs)
+    if full is not None:
+        return JSONResponse({"status": "unavailable", "reason": full}, 503)
     if not state.hub.ready.is_set():
         return JSONResponse({"status": "starting", "reason": "event stream not ready"}, 503)
     return JSONResponse({"status": "ready", "last_seq": seq})

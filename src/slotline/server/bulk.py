@@ -13,6 +13,7 @@ from slotline.server.auth import Principal
 from slotline.server.context import Admin, State, Writer, hidden
 from slotline.server.errors import ERROR_RESPONSES
 from slotline.server.fields import PriorityIn, TaskId
+from slotline.server.flags import Flag
 from slotline.server.schemas import PRIORITY_HELP
 from slotline.store import MAX_BULK, Store
 from slotline.taskfilter import TaskFilter
@@ -87,7 +88,7 @@ class BulkBody(BaseModel):
     filter: TaskFilter | None = None
     priority: PriorityIn | None = Field(default=None, description=PRIORITY_HELP)
     reason: str | None = Field(default=None, max_length=500)
-    force: bool = False
+    force: Flag = False
 
     @model_validator(mode="after")
     def _one_target(self) -> BulkBody:

@@ -72,6 +72,9 @@ class ServerOptions:
     compat_start_wait: float = 5.0
     # How often a followed log file is checked for growth.
     log_poll: float = 0.25
+    # Directories `/readyz` checks can be written (a node's logs, a SQLite store's):
+    # a full disk there makes it 503 while it lasts.
+    space_dirs: tuple[Path, ...] = ()
 
 
 @dataclass

@@ -18,6 +18,7 @@ from slotline.reach import bounded, check_merge
 from slotline.server.context import Admin, Reader, State, Writer
 from slotline.server.errors import ERROR_RESPONSES
 from slotline.server.fields import TaskRef
+from slotline.server.flags import Flag, QueryFlag
 from slotline.server.schemas import task_json
 
 router = APIRouter(prefix="/api", tags=["worktrees"], responses=ERROR_RESPONSES)
@@ -30,13 +31,13 @@ class MergeBody(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     into: str | None = Field(None, min_length=1, max_length=255)
-    squash: bool = False
+    squash: Flag = False
 
 
 class PruneBody(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    dry_run: bool = False
+    dry_run: Flag = False
 
 
 @router.get("/tasks/{ref}/diff")
@@ -44,7 +45,7 @@ async def task_diff(
     state: State,
     who: Reader,
     ref: TaskRef,
-    stat: Annotated[bool, Query(description="Only the stat, no patch")] = False,
+    stat: Annotated[QueryFlag, Query(description="Only the stat, no patch")] = False,
     max_bytes: Annotated[
         int, Query(), Range(1, DIFF_MAX_BYTES, whole=True, unit="bytes")
     ] = DIFF_MAX_BYTES,

@@ -19,6 +19,7 @@ from slotline.runlogs import why_no_log
 from slotline.server.context import Reader, ServerState, State, access_lost, presented_token
 from slotline.server.errors import ERROR_RESPONSES
 from slotline.server.fields import TaskRef
+from slotline.server.flags import QueryFlag
 
 CHUNK = 64 * 1024
 
@@ -118,7 +119,7 @@ async def task_log(
     attempt: Annotated[
         int | None, Query(description="Attempt number; default last"), ORDINAL
     ] = None,
-    follow: Annotated[bool, Query(description="Keep streaming while it runs")] = False,
+    follow: Annotated[QueryFlag, Query(description="Keep streaming while it runs")] = False,
     offset: Annotated[int, Query(description="Start at this byte"), OFFSET] = 0,
 ) -> StreamingResponse:
     """The output (stdout and stderr) of a task's attempt. With `follow=true` the response

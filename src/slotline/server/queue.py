@@ -24,6 +24,7 @@ from slotline.server.context import Admin, Reader, ServerState, State
 from slotline.server.errors import ERROR_RESPONSES
 from slotline.server.events import Visibility
 from slotline.server.fields import TASK_ID
+from slotline.server.flags import QueryFlag
 from slotline.server.limit_schemas import LimitsBody, LimitsOut
 from slotline.server.schemas import (
     ClearedOut,
@@ -65,7 +66,7 @@ def status_json(status: QueueStatus, who: Principal) -> dict[str, Any]:
 async def queue_status(
     state: State,
     who: Reader,
-    mine: Annotated[bool, Query(description="Also list the caller's own live tasks")] = False,
+    mine: Annotated[QueryFlag, Query(description="Also list the caller's own live tasks")] = False,
     root: Annotated[
         str | None, TASK_ID, Query(description="With mine: this task's subtree")
     ] = None,

@@ -18,6 +18,7 @@ from slotline.server.context import Reader, ServerState, State, Writer, hidden
 from slotline.server.errors import ERROR_RESPONSES
 from slotline.server.fields import TASK_ID, TaskRef
 from slotline.server.filters import filter_query
+from slotline.server.flags import QueryFlag
 from slotline.server.schemas import (
     BatchBody,
     CancelBody,
@@ -234,9 +235,9 @@ async def list_tasks(
     parent: Annotated[
         str | None, TASK_ID, Query(description="Only subtasks of this task id")
     ] = None,
-    newest: Annotated[bool, Query(description="Newest first")] = False,
+    newest: Annotated[QueryFlag, Query(description="Newest first")] = False,
     ended: Annotated[
-        bool, Query(description="Only ended tasks, the last to end first (beats `newest`)")
+        QueryFlag, Query(description="Only ended tasks, the last to end first (beats `newest`)")
     ] = False,
     limit: Annotated[int, Query(), Range(1, MAX_PAGE, whole=True)] = 100,
     after: Annotated[
@@ -247,7 +248,7 @@ async def list_tasks(
         ),
     ] = None,
     offset: Annotated[int, Query(), OFFSET] = 0,
-    count: Annotated[bool, Query(description="Count every match (`total`)")] = True,
+    count: Annotated[QueryFlag, Query(description="Count every match (`total`)")] = True,
 ) -> dict[str, Any]:
     """Tasks in submission order (or newest first, or `ended`: ended ones, the last to end
     first), filtered, a page at a time: the next

@@ -17,6 +17,7 @@ from slotline.scheduler.cron import MAX_CRON, NAME_PATTERN, Schedule, check_name
 from slotline.server.auth import Principal
 from slotline.server.context import Admin, Reader, State
 from slotline.server.errors import ERROR_RESPONSES
+from slotline.server.flags import Flag
 from slotline.server.routes import build_spec
 from slotline.server.schemas import SubmitBody
 
@@ -42,8 +43,8 @@ class ScheduleBody(BaseModel):
         description="When the previous run has not ended: skip the tick, queue another "
         "run, or cancel it and submit anew",
     )
-    paused: bool = False
-    replace: bool = Field(default=False, description="Change the schedule of that name")
+    paused: Flag = False
+    replace: Flag = Field(default=False, description="Change the schedule of that name")
     task: SubmitBody
 
 

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from slotline.bounds import MAX_INT, ORDINAL
 from slotline.models import Kind, Status, Task
 from slotline.server.fields import PriorityIn, TaskId
+from slotline.server.flags import Flag
 from slotline.server.limit_schemas import BackoffOut, BudgetStateOut, RateStateOut
 
 PriorityName = Literal["urgent", "high", "normal", "low"]
@@ -273,7 +274,7 @@ class TaskList(BaseModel):
 class CancelBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    cascade: bool = False
+    cascade: Flag = False
 
 
 class TerminateBody(BaseModel):
@@ -281,7 +282,7 @@ class TerminateBody(BaseModel):
 
     reason: str = Field(default="by request", max_length=500)
     # Its next attempt (a restart) continues the agent's session (`resume`).
-    resumable: bool = False
+    resumable: Flag = False
 
 
 class FollowupBody(BaseModel):
@@ -310,7 +311,7 @@ class PriorityBody(BaseModel):
 class RestartBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    force: bool = False
+    force: Flag = False
 
 
 class QueueStatusOut(BaseModel):
