@@ -128,7 +128,7 @@ def test_a_keeper_without_room_keeps_the_status_until_it_can_write_it(
     filler, said = small_disk / "filler", tmp_path / "filled"
     command = [sys.executable, "-c", FILL_ALL, str(filler), f"{exit_file}.reserved", str(said)]
     keeper = [sys.executable, "-I", "-S", wrap.__file__, str(exit_file), "0", str(tmp_path),
-              "1000", "--", *command]  # fmt: skip
+              "1000", "", "--", *command]  # fmt: skip
     with (small_disk / "1.log").open("ab") as out:
         process = subprocess.Popen(keeper, stdout=out, stderr=out)
     try:
