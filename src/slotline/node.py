@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from slotline import fencing
 from slotline.admission import Guard, Verdict
 from slotline.agent_types import AgentType
 from slotline.clock import utcnow
@@ -214,10 +215,25 @@ class Node:
 
     def _claim_node_id(self) -> None:
         """Register this node on its store (`registration.register`), learning the store
-        clock's skew on the way."""
+        clock's skew on the way; where other nodes may reclaim its runs, its keepers learn
+        from its fence file that it is alive (`slotline.fencing`)."""
+        sent = fencing.clock()
         self._skew = register(
             self.store, self.node_id, self.lease, self.registry.names(), self.config
         )
+        if self.store.dialect == "postgres":
+            self.supervisor.fence = fencing.Fence(
+                fencing.fence_file(self.log_dir, self.node_id), self.lease
+            )
+            self.supervisor.fence.confirm(sent)
+            if self.heartbeat_interval * 2 > self.lease - self.supervisor.fence.margin:
+                log.warning(
+                    "a heartbeat every %gs leaves a %gs lease no room for a late one: "
+                    "this node's runs may be fenced while it lives",
+                    self.heartbeat_interval,
+                    self.lease,
+                    extra={"node": self.node_id},
+                )
 
     async def _sleep(self, watcher: Any, stop: asyncio.Event, delay: float) -> None:
         waiters = [
@@ -252,6 +268,7 @@ class Node:
             wakes = [w for w in (self._claim_wake, glance.next_wake) if w is not None]
             self._claim_wake = min(wakes, default=None)  # a claim's turn, once due
             return self._claim_wake
+        claimed = fencing.clock()  # what it claims must start within its lease from now
         try:
             result = await asyncio.to_thread(
                 self.store.claim,
@@ -272,7 +289,7 @@ class Node:
             raise
         if result.now is not None:
             self._skew = result.now - utcnow()
-        self.supervisor.settle(batch, result)
+        self.supervisor.settle(batch, result, claimed)
         self._claim_wake = result.next_wake
         return result.next_wake
 
@@ -377,7 +394,10 @@ class Node:
         while not stop.is_set():
             await asyncio.sleep(self.heartbeat_interval)
             try:
+                sent = fencing.clock()
                 await asyncio.to_thread(self.store.heartbeat, self.node_id, lease=self.lease)
+                if self.supervisor.fence is not None:
+                    await asyncio.to_thread(self.supervisor.fence.confirm, sent)
                 await adopt.fence(self.supervisor)
                 await self.supervisor.sample_usage()
                 await adopt.reap_lapsed(self.supervisor)

@@ -45,7 +45,7 @@ def test_output_past_the_cap_shows_in_the_tail_and_its_final_result_is_read(
     # Given a command that prints far past its log's cap, in bursts,
     log = tmp_path / "1.log"
     keeper = [sys.executable, "-I", "-S", wrap.__file__, str(tmp_path / "1.exit"), "0",
-              str(tmp_path), str(CAP), "--", sys.executable, "-c", CHATTER]  # fmt: skip
+              str(tmp_path), str(CAP), "", "--", sys.executable, "-c", CHATTER]  # fmt: skip
     with log.open("ab") as out:
         process = subprocess.Popen(keeper, stdout=out, stderr=out)
     tail = log.with_suffix(".tail")
@@ -130,7 +130,7 @@ def test_a_tail_that_cannot_be_written_never_costs_the_exit_status(tmp_path: Pat
     (tmp_path / "1.tail").mkdir()
     chatter = "import sys; print('x' * 5000, flush=True); sys.exit(7)"
     keeper = [sys.executable, "-I", "-S", wrap.__file__, str(tmp_path / "1.exit"), "0",
-              str(tmp_path), str(CAP), "--", sys.executable, "-c", chatter]  # fmt: skip
+              str(tmp_path), str(CAP), "", "--", sys.executable, "-c", chatter]  # fmt: skip
     with (tmp_path / "1.log").open("ab") as out:
         ended = subprocess.run(keeper, stdout=out, stderr=out, timeout=60, check=False)
     # then the keeper still ends well and records the command's exit status,

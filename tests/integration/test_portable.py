@@ -154,7 +154,7 @@ def test_without_setsid_in_posix_spawn_the_keeper_server_leads_its_own_group(
     server = KeeperServer((sys.executable, "-I", "-S", WRAP, "--serve"), caps=PORTABLE)
     try:
         exit_path = tmp_path / "1.exit"
-        keeper = [str(exit_path), "0", "", "1000000", "--", "sh", "-c", "exit 3"]
+        keeper = [str(exit_path), "0", "", "1000000", "", "--", "sh", "-c", "exit 3"]
         pid = server.start_keeper(keeper, dict(os.environ), tmp_path / "1.log")
         until(exit_path.exists, what="the exit file")
         assert exit_path.read_text() == "3\n"

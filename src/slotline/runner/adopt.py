@@ -19,6 +19,7 @@ from slotline.runner.process import (
     describe_exit,
     process_start_time,
     read_exit_file,
+    read_fenced,
 )
 from slotline.runner.reports import read_spent
 from slotline.runner.run import Run
@@ -59,11 +60,16 @@ async def reconcile(supervisor: Supervisor) -> None:
                 run.watcher = asyncio.create_task(_adopted(supervisor, run, handle))
                 continue
         code = read_exit_file(exit_path)
+        fenced = read_fenced(log_path)
         never_spawned = (
             task.kind is Kind.COMMAND and pid is None and code is None
             and not log_path.with_suffix(".pid").exists()
         )  # fmt: skip
-        if code is not None:
+        if fenced is not None:
+            # Its keeper stopped it (or never started it) while this node was down or
+            # cut off for its lease: another node may have taken the task.
+            action, outcome = "fenced", Outcome(None, fenced, fenced=True)
+        elif code is not None:
             # It ended when its keeper wrote the exit file, not now: the time the node
             # was down is not the run's.
             ended_ago = _age(exit_path)
@@ -114,6 +120,10 @@ async def reap_lapsed(supervisor: Supervisor) -> None:
     for attempt in await asyncio.to_thread(supervisor.store.live_attempts, None):
         if attempt.node_id == supervisor.node_id:
             continue
+        if supervisor.fence is None and _keeper_alive(attempt):
+            # Where keepers do not fence (SQLite: every node on this machine), a run whose
+            # keeper lives is not reclaimed: its node collects it when it comes back.
+            continue
         reading = await _read_reaped(supervisor, attempt)
         with contextlib.suppress(StaleAttempt):
             await asyncio.to_thread(
@@ -129,6 +139,15 @@ async def reap_lapsed(supervisor: Supervisor) -> None:
                     resumable=True,
                 )
             )
+
+
+def _keeper_alive(attempt: Attempt) -> bool:
+    """Whether the attempt's keeper still runs on this machine (same pid and start)."""
+    if attempt.pid is None or attempt.pid_started is None:
+        return False
+    log_path = Path(attempt.log_path or os.devnull)
+    handle = ProcessHandle.adopt(attempt.pid, attempt.pid_started, log_path, log_path)
+    return handle.alive()
 
 
 async def fence(supervisor: Supervisor) -> None:

@@ -213,6 +213,8 @@ class ProcessRun:
     cwd: str | None = None
     # Told the process once it runs (the node samples its CPU and memory).
     started: Callable[[ProcessHandle], None] | None = None
+    # The keeper's FENCE argument (`slotline.fencing.Fence.spec`), if any.
+    fence: str = ""
 
 
 async def run_in_process(ref: FunctionRef, args: dict[str, Any], run: ProcessRun) -> Outcome:
@@ -233,11 +235,19 @@ async def run_in_process(ref: FunctionRef, args: dict[str, Any], run: ProcessRun
         "result": str(result_path),
         "log_max": run.log_max_bytes,
         "memory_mb": run.memory_mb,
+        "fence": run.fence,
     }
     # Off the loop: making the attempt's folder costs a millisecond or more, and the first
     # run of a process starts the worker server.
     starting = asyncio.ensure_future(
-        asyncio.to_thread(_start, request, run.log_path.parent, exit_path, result_path)
+        asyncio.to_thread(
+            _start,
+            request,
+            run.log_path.parent,
+            exit_path,
+            result_path,
+            run.log_path.with_suffix(".fenced"),
+        )
     )
     cancelled = False
     while not starting.done():
@@ -290,8 +300,8 @@ def _outcome(handle: ProcessHandle, ended: Outcome, result_path: Path) -> Outcom
         said = {}
     with contextlib.suppress(OSError):
         result_path.unlink()
-    if handle.stop_reason is not None:
-        return ended  # stopped (a timeout): that is the reason
+    if handle.stop_reason is not None or ended.fenced:
+        return ended  # stopped (a timeout, its keeper's fence): that is the reason
     if "result" in said:
         return Outcome(0, None, said["result"])
     if "error" in said:

@@ -50,6 +50,8 @@ class Outcome:
     # Seconds before now the process ended, when it was found ended later (from its
     # exit file, by a node restarted after it); None: it ended just now.
     ended_ago: float | None = None
+    # Stopped by its own keeper, its node's heartbeats unconfirmed (`slotline.fencing`).
+    fenced: bool = False
 
 
 def describe_exit(code: int | None) -> str | None:
@@ -116,6 +118,14 @@ def read_exit_file(path: Path) -> int | None:
         os.close(fd)
 
 
+def read_fenced(log_path: Path) -> str | None:
+    """Why the run's keeper fenced it (`wrap.Fence`), if it did."""
+    try:
+        return log_path.with_suffix(".fenced").read_text().strip() or "fenced"
+    except OSError:
+        return None
+
+
 class ProcessHandle:
     """A running command (started here or by an earlier node): wait, signal, stop."""
 
@@ -151,6 +161,9 @@ class ProcessHandle:
         # Kill what the command left in its group. While any of it runs, the group id
         # (the keeper's pid) stays taken, so the signal cannot reach a stranger's group.
         self._reap_group()
+        fenced = read_fenced(self.log_path)
+        if fenced is not None:  # its keeper stopped it: the code is of that stop
+            return Outcome(None, fenced, fenced=True)
         code = read_exit_file(self.exit_path)
         reason = self.stop_reason or describe_exit(code)
         return Outcome(code, reason)
@@ -319,14 +332,16 @@ async def spawn(
     log_path: Path,
     memory_mb: int | None = None,
     log_max_bytes: int = DEFAULT_LOG_MAX,
+    fence: str = "",
 ) -> ProcessHandle:
-    """Start `argv` under the exit-code keeper in a new session, output to `log_path`.
+    """Start `argv` under the exit-code keeper in a new session, output to `log_path`;
+    `fence` is the keeper's FENCE argument (`slotline.fencing.Fence.spec`), if any.
 
     Raises:
         SpawnError: the workspace does not exist or the program cannot be found.
     """
     exit_path = log_path.with_suffix(".exit")
-    keeper = [str(exit_path), cwd or "", str(log_max_bytes), "--", *argv]
+    keeper = [str(exit_path), cwd or "", str(log_max_bytes), fence, "--", *argv]
     # The checks, the log folder and the keeper server's answer (after its fork, about a
     # millisecond) are file system calls and waits: all off the loop thread, in one hop.
     pid, started = await asyncio.to_thread(_start, argv, cwd, env, log_path, keeper, memory_mb)
@@ -355,6 +370,7 @@ def _start(
     private_dir(log_path.parent)
     log_path.with_suffix(".exit").unlink(missing_ok=True)  # an earlier run's exit file
     log_path.with_suffix(".tail").unlink(missing_ok=True)  # and its output past the cap
+    log_path.with_suffix(".fenced").unlink(missing_ok=True)  # and why it was fenced
     keeper.insert(1, str(memory_cap(memory_mb, log_path)))
     try:
         pid = KEEPERS.start_keeper(keeper, env, log_path)

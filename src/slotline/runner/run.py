@@ -49,6 +49,8 @@ class Run:
     resumed_session: str | None = None
     # Taken over from an earlier node (`adopt.py`): its output so far was that node's.
     adopted: bool = False
+    # When the claim that took it was sent (`fencing.clock`): its keeper's deadline.
+    claimed: float = 0.0
 
 
 @dataclass(slots=True)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from slotline.errors import InvalidInput, SlotlineError, StaleAttempt
+from slotline.fencing import Fence
 from slotline.models import Attempt, KillRequest, Kind, Task
 from slotline.runlogs import log_file
 from slotline.runner.callable import (
@@ -64,6 +65,8 @@ class Supervisor:
         root = settings.worktree_dir or default_root(settings.log_dir)
         self.isolator = Isolator(store, root, self.outbox.retrying)
         self._stoppers: set[asyncio.Task[None]] = set()
+        # Set by the node where other nodes may reclaim its runs: their keepers fence them.
+        self.fence: Fence | None = None
 
     @property
     def stopping(self) -> bool:
@@ -79,9 +82,9 @@ class Supervisor:
 
     # -- the dispatch loop's side -------------------------------------------------------
 
-    def settle(self, batch: Batch, result: ClaimResult) -> None:
-        """After a claim committed `batch`: answer its waiters, start what it claimed and
-        stop what someone asked to stop."""
+    def settle(self, batch: Batch, result: ClaimResult, claimed: float = 0.0) -> None:
+        """After a claim committed `batch` (sent at `claimed`, on `fencing.clock`): answer
+        its waiters, start what it claimed and stop what someone asked to stop."""
         for (_, done), refused in zip(batch.starts, result.recorded, strict=True):
             if not done.done():  # its waiter may have been cancelled meanwhile
                 done.set_result(refused)
@@ -91,11 +94,11 @@ class Supervisor:
             if not done.done():
                 done.set_result(refused)
         for claim in result.claims:
-            self.begin(claim)
+            self.begin(claim, claimed)
         self.handle_kills(result.kills)
 
-    def begin(self, claim: Claim) -> None:
-        run = Run(claim.task, claim.attempt)
+    def begin(self, claim: Claim, claimed: float = 0.0) -> None:
+        run = Run(claim.task, claim.attempt, claimed=claimed)
         self.runs[claim.attempt.id] = run
         if claim.task.kind is Kind.CALLABLE:
             function = self.settings.registry.get(claim.task.callable or "")
@@ -210,6 +213,7 @@ class Supervisor:
                 log_path,
                 memory_mb=task.memory_mb,
                 log_max_bytes=self.settings.log_max_bytes,
+                fence=self._fence_spec(run),
             )
         except SpawnError as exc:
             return Outcome(None, str(exc))
@@ -247,9 +251,13 @@ class Supervisor:
 
         process = ProcessRun(
             env, log_path, task.timeout, settings.kill_grace, settings.log_max_bytes,
-            task.memory_mb, task.workspace, started,
+            task.memory_mb, task.workspace, started, self._fence_spec(run),
         )  # fmt: skip
         return await run_in_process(function, task.args, process)
+
+    def _fence_spec(self, run: Run) -> str:
+        """The FENCE argument of the run's keeper: none where no other node reclaims."""
+        return "" if self.fence is None else self.fence.spec(run.claimed)
 
     async def _keep_result(self, run: Run, outcome: Outcome) -> Outcome:
         """Store what a function returned before its end is reported (the end makes it
@@ -295,6 +303,8 @@ class Supervisor:
         store that is briefly unreachable must not leave the task 'running' with nothing
         running."""
         run.finishing = True
+        if outcome.fenced:
+            run.resumable = True  # cut short by its keeper: the next attempt may resume it
         refused = None
         reading = await read_spent(self.settings.agents, run, self._log_of(run))
         if run.task.isolation is not None:  # closed before the outcome is committed
@@ -310,6 +320,24 @@ class Supervisor:
             self._release(run, refused)
             if run.task.isolation is not None:
                 self.isolator.closed.set()  # now finished, its worktree may be pruned
+        if outcome.fenced:
+            await self._note_fenced(run, outcome, reclaimed=isinstance(refused, StaleAttempt))
+
+    async def _note_fenced(self, run: Run, outcome: Outcome, reclaimed: bool) -> None:
+        """Record that the run's keeper fenced it (its end was recorded, or another node had
+        already reclaimed it), so that `events` say why its process ended."""
+        log.warning("run fenced by its keeper: %s", outcome.reason, extra={"task_id": run.task.id})
+        try:
+            await asyncio.to_thread(
+                self.store.note_fenced,
+                run.task.id,
+                run.attempt.id,
+                self.node_id,
+                outcome.reason or "fenced",
+                reclaimed,
+            )
+        except SlotlineError:
+            log.exception("fenced run not noted", extra={"task_id": run.task.id})
 
     def _release(self, run: Run, refused: SlotlineError | None) -> None:
         """After an outcome's commit (or its refusal): the run is over."""

@@ -31,7 +31,7 @@ from slotline.runner.functions import (
     find_function,
     split_arguments,
 )
-from slotline.runner.wrap import _pump, _write
+from slotline.runner.wrap import Fence, _pump, _write
 
 
 def serve() -> int:
@@ -123,6 +123,10 @@ def _keep(request: dict[str, Any], function: Any, in_session: int) -> None:
         # exit status.
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, signal.SIG_IGN)
+        fence = Fence(request["fence"], request["exit"]) if request.get("fence") else None
+        if fence is not None and fence.lapsed():
+            fence.fence("not started, its claim being that old")
+            os._exit(0)
         read_end, write_end = os.pipe()
         pid = os.fork()
         if pid == 0:
@@ -132,7 +136,7 @@ def _keep(request: dict[str, Any], function: Any, in_session: int) -> None:
         os.dup2(read_end, 0)
         os.close(read_end)
         tail = request["exit"].rsplit(".", 1)[0] + ".tail"  # beside N.log, as a command's
-        status = _pump(0, pid, int(request["log_max"]), tail)
+        status = _pump(0, pid, int(request["log_max"]), tail, fence, request["exit"])
         exit_code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
         _write(request["exit"], f"{exit_code}\n")
         code = 0

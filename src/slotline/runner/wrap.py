@@ -5,7 +5,7 @@ side file (`N.tail` beside `N.log`), rewritten at most every `TAIL_EVERY` second
 the end: the run's final result (what it spent, its session) is still read from it, and
 its changing mtime shows the stall watch that a capped run still prints.
 
-A keeper runs `main(EXIT_FILE MEMORY_MB CWD LOG_MAX_BYTES -- ARGV...)` in its own session,
+A keeper runs `main(EXIT_FILE MEMORY_MB CWD LOG_MAX_BYTES FENCE -- ARGV...)` in its own session,
 with stdout (and stderr) appended to the attempt's log file. It survives the node that
 started it, so a restarted node can collect the exit status of an agent it re-adopted; it
 ignores SIGTERM/SIGINT/SIGHUP (they reach the command through the process group); and it
@@ -17,6 +17,11 @@ interpreter per command cost 10-60 ms of CPU (more on a loaded machine). The ser
 one request per line on its stdin and answers each with the keeper's pid; it exits when
 its stdin closes (its node stopped or died), and the keepers it forked live on in their
 own sessions. `python -I -S wrap.py EXIT_FILE ...` runs one keeper directly.
+
+FENCE is empty, or `NOT_AFTER:MARGIN:FENCE_FILE` on a store other nodes share: the keeper
+stops its run (TERM to the group, KILL a margin later) once its node has not confirmed a
+heartbeat for the lease less the margin, before another node may reclaim the run; and it
+never starts a run claimed that long ago. The why and the protocol: `slotline/fencing.py`.
 """
 
 # `_signal`, not `signal`: the latter imports enum, which costs ~6 ms at every start.
@@ -82,16 +87,98 @@ def _start(command: list[str], memory_mb: str, out: int) -> int:
     return pid
 
 
-def _pump(source: int, pid: int, cap: int, tail_path: str) -> int:
+# The boot clock, shared with the node (`slotline.fencing.clock`): it counts a suspended
+# machine's sleep, and the wall clock may jump.
+_CLOCK = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
+
+
+class Fence:
+    """When this keeper must stop its run: its deadline, renewed from its node's fence file
+    by heartbeats sent after the keeper started (see `slotline/fencing.py`)."""
+
+    def __init__(self, spec: str, exit_file: str) -> None:
+        not_after, margin, self.path = spec.split(":", 2)
+        self.deadline, self.margin = float(not_after), float(margin)
+        self.started = time.clock_gettime(_CLOCK)
+        self.marker = exit_file.removesuffix(".exit").removesuffix(".fexit") + ".fenced"
+        self.termed_at: float | None = None
+
+    def _renew(self) -> None:
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                sent, lease, margin = (float(x) for x in os.read(fd, 200).split())
+            finally:
+                os.close(fd)
+        except (OSError, ValueError):
+            return  # no later heartbeat confirmed: the deadline stands
+        # A heartbeat sent before this keeper started may have been written before its
+        # run was claimed, and so not have renewed it.
+        if sent >= self.started:
+            self.deadline = max(self.deadline, sent + lease - margin)
+
+    def lapsed(self) -> bool:
+        """Whether the run may no longer go on (re-reading the file once it seems so)."""
+        now = time.clock_gettime(_CLOCK)
+        if now < self.deadline:
+            return False
+        self._renew()
+        return now >= self.deadline
+
+    def fence(self, why: str) -> None:
+        """Say why the run is stopped (the node reads the marker), then TERM its group."""
+        self.termed_at = time.clock_gettime(_CLOCK)
+        text = (
+            f"fenced: its node confirmed no heartbeat for its lease less {self.margin:.1f}s; {why}"
+        )
+        try:  # noqa: SIM105 - no contextlib: the keeper imports only the core
+            _write(self.marker, text + "\n")
+        except OSError:
+            pass
+        _log(f"\n[slotline: {text}]\n".encode())
+
+    def check(self, exit_file: str) -> None:
+        """In the keeper's loop: fence the run once its deadline passed, KILL it (and this
+        keeper, which is in its group) a margin later if it is still there."""
+        if self.termed_at is None:
+            if self.lapsed():
+                self.fence("stopped so that another node may take the task")
+                _signal_group(signal.SIGTERM)
+        elif time.clock_gettime(_CLOCK) >= self.termed_at + self.margin:
+            try:  # noqa: SIM105 - as above
+                _write(exit_file, f"{-signal.SIGKILL}\n")
+            except OSError:
+                pass
+            _signal_group(signal.SIGKILL)
+
+
+def _signal_group(sig: int) -> None:
+    """Signal this keeper's process group, its command's (the keeper ignores TERM)."""
+    try:  # noqa: SIM105 - as in Fence
+        os.killpg(os.getpid(), sig)
+    except OSError:
+        pass
+
+
+def _pump(
+    source: int,
+    pid: int,
+    cap: int,
+    tail_path: str,
+    fence: Fence | None = None,
+    exit_file: str = "",
+) -> int:
     """Copy the command's output to our stdout (the log) up to `cap` bytes, draining the
     rest so the command never blocks on a full pipe; the last `TAIL` bytes of what is
-    dropped go to `tail_path`. Returns the wait status."""
+    dropped go to `tail_path`; fence the run when `fence` says. Returns the wait status."""
     written = dropped = 0
     status = None
     tail = bytearray()
     tail_dirty = False
     tail_at = 0.0
     while True:
+        if fence is not None:
+            fence.check(exit_file)
         ready, _, _ = select.select([source], [], [], 0.2)
         if not ready:
             if tail_dirty:
@@ -208,10 +295,14 @@ def main(argv: list[str]) -> int:
     # outlive the node in this keeper (the node closes them at spawn too; this is the
     # fallback where it cannot list its descriptors).
     os.closerange(3, max(os.sysconf("SC_OPEN_MAX"), 3))
-    exit_file, memory_mb, cwd, log_max, sep, *command = argv
+    exit_file, memory_mb, cwd, log_max, fence_spec, sep, *command = argv
     if sep != "--" or not command:
-        sys.stderr.write("usage: wrap.py EXIT_FILE MEMORY_MB CWD LOG_MAX_BYTES -- ARGV...\n")
+        sys.stderr.write("usage: wrap.py EXIT_FILE MEMORY_MB CWD LOG_MAX_BYTES FENCE -- ARGV...\n")
         return 2
+    fence = Fence(fence_spec, exit_file) if fence_spec else None
+    if fence is not None and fence.lapsed():
+        fence.fence("not started, its claim being that old")
+        return 0
     # The pid file lets a node that crashed between spawning and recording the pid
     # still find (and re-adopt) this run.
     _write(exit_file.removesuffix(".exit") + ".pid", f"{os.getpid()}\n")
@@ -238,7 +329,7 @@ def main(argv: list[str]) -> int:
     os.close(read_end)
     read_end = 0
     tail_path = exit_file.removesuffix(".exit") + ".tail"
-    status = _pump(read_end, pid, int(log_max), tail_path)
+    status = _pump(read_end, pid, int(log_max), tail_path, fence, exit_file)
     code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
     _write(exit_file, f"{code}\n")
     return 0

@@ -43,6 +43,17 @@ class NodeVerbs(StoreCore):
         with self._write() as tx:
             emit(tx, "reconciled", task_id, tx.now(), attempt=attempt_id, action=action, **detail)
 
+    def note_fenced(
+        self, task_id: str, attempt_id: str, node_id: str, reason: str, reclaimed: bool
+    ) -> None:
+        """Log that a run's keeper stopped it, its node's heartbeats unconfirmed for its
+        lease (`slotline.fencing`); `reclaimed`: another node had finished it meanwhile."""
+        with self._write() as tx:
+            emit(
+                tx, "fenced", task_id, tx.now(),
+                attempt=attempt_id, node=node_id, reason=reason, reclaimed=reclaimed,
+            )  # fmt: skip
+
     def set_pressure(
         self, node_id: str, reason: str | None, hold: bool, limit: int | None = None
     ) -> None:

@@ -10,6 +10,7 @@ import random
 import secrets
 from dataclasses import dataclass
 
+from slotline import fencing
 from slotline.bounds import parse_id
 from slotline.errors import InvalidInput, NotFound, StaleAttempt
 from slotline.models import Attempt, Kind, ResumedFrom, Status, Task, Usage
@@ -110,8 +111,9 @@ class RunVerbs(StoreCore):
             requeue: the attempt never ran its command (its node died before spawning it):
                 put the task back in line without counting the attempt.
             reap_after: finish only if the attempt's lease has lapsed and its node has not
-                heartbeated for this many seconds (checked inside the transaction), for a
-                node reaping another node's attempts.
+                heartbeated for this many seconds, each by the fencing margin
+                (`fencing.margin`; checked inside the transaction), for a node reaping
+                another node's attempts.
             output: the end of a failed run's output, which its agent type's back-off
                 pattern is matched against (with `reason`).
             usage, session_id: what the run spent and its agent's session id, recorded
@@ -384,7 +386,12 @@ def _check_reapable(tx: Tx, attempt: Attempt, now: float, grace: float) -> None:
     lease = None if row is None else row["lease_expires_at"]
     node = tx.one("node_get", id=attempt.node_id) if attempt.node_id else None
     beat = None if node is None else float(node["heartbeat_at"])
-    if (lease is not None and lease >= now) or (beat is not None and beat >= now - grace):
+    # Only once the lease lapsed by the fencing margin: the run's keeper has killed it by
+    # the time its lease lapses (`slotline.fencing`), so its copy here never overlaps it.
+    slack = fencing.margin(grace)
+    if (lease is not None and lease >= now - slack) or (
+        beat is not None and beat >= now - grace - slack
+    ):
         raise StaleAttempt(
             f"attempt {attempt.id[:8]} of node {attempt.node_id} is alive (lease or "
             "heartbeat is recent); not reaped"
