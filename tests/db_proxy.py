@@ -2,8 +2,9 @@
 
 `pause()` simulates a partition: every connection stays open and new ones are accepted,
 but no byte crosses either way until `resume()` (what a dropped route looks like to both
-ends: silence, not an error). Threads, one per direction per connection; `close()` ends
-them all.
+ends: silence, not an error). `cut()` is the loud kind: every connection is closed and new
+ones are closed at once, until `resume()`. Threads, one per direction per connection;
+`close()` ends them all.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ class PausableProxy:
         self._flowing = threading.Event()
         self._flowing.set()
         self._closed = threading.Event()
+        self._refusing = threading.Event()
         self._sockets: list[socket.socket] = []
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
@@ -32,8 +34,16 @@ class PausableProxy:
         """Stop forwarding bytes both ways; connections stay open, new ones are accepted."""
         self._flowing.clear()
 
+    def cut(self) -> None:
+        """Close every connection, and each new one at once, until `resume()`."""
+        self._refusing.set()
+        with self._lock:
+            sockets, self._sockets = self._sockets, []
+        _close(sockets)
+
     def resume(self) -> None:
-        """Forward again what waited, and what comes."""
+        """Forward again what waited, and what comes; accept connections again."""
+        self._refusing.clear()
         self._flowing.set()
 
     def close(self) -> None:
@@ -41,10 +51,7 @@ class PausableProxy:
         self._flowing.set()
         with self._lock:
             sockets, self._sockets = [self._listener, *self._sockets], []
-        for sock in sockets:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
+        _close(sockets)
         for thread in self._threads:
             thread.join(timeout=5)
 
@@ -59,6 +66,9 @@ class PausableProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return  # closed
+            if self._refusing.is_set():
+                client.close()
+                continue
             try:
                 server = socket.create_connection(self.upstream)
             except OSError:
@@ -88,3 +98,11 @@ class PausableProxy:
                 break
         with contextlib.suppress(OSError):
             sink.shutdown(socket.SHUT_WR)
+
+
+def _close(sockets: list[socket.socket]) -> None:
+    """Close `sockets`, waking the threads that read them."""
+    for sock in sockets:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+        sock.close()

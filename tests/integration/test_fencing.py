@@ -117,6 +117,7 @@ def assert_a_fenced_its_runs_and_b_finished_them(
     assert {e.task_id for e in events} == set(ids)
     assert {e.data["attempt"] for e in events} == {a.id for a in a_runs}
     assert {e.data["node"] for e in events} == {"a"}
+    assert {e.data["reclaimed"] for e in events} == {True}  # B had, before A resumed
     for run in a_runs:
         assert "[slotline: fenced" in Path(run.log_path or "").read_text()
     until(lambda: all(store.get(i).status.terminal for i in ids), WORK + 60, "the line drains")
@@ -208,14 +209,19 @@ def through(proxy: PausableProxy, url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
+@pytest.mark.parametrize("cut", ["silent", "closed"])
 def test_a_node_cut_off_from_the_database_has_its_runs_fenced_before_another_runs_them(
-    store: Store, nodes: Nodes, witness: Witness, proxy: PausableProxy, pg_url: str
+    store: Store, nodes: Nodes, witness: Witness, proxy: PausableProxy, pg_url: str, cut: str
 ) -> None:
     # Given node A, which reaches the database through a proxy, running three tasks,
     ids = submit_three(store, witness, WORK, max_attempts=3)
     a_runs = a_runs_all_then_b_starts(store, nodes, witness, url=through(proxy, pg_url))
-    # when no byte passes between A and the database until B has run every task again,
-    nodes.between_transactions("a", proxy.pause, proxy.resume)
+    # when A cannot reach the database until B has run every task again: no byte passes
+    # (its connections hang), or its connections are closed and refused,
+    if cut == "silent":
+        nodes.between_transactions("a", proxy.pause, proxy.resume)
+    else:
+        proxy.cut()
     b_runs_the_copies(store, witness)
     # then no task ever had two processes: A lives on, but its agents were gone before
     # their copies started on B,
@@ -276,5 +282,38 @@ def test_runs_whose_node_is_gone_past_its_lease_are_stopped_by_their_keepers(
     assert [store.get(i).status for i in ids] == [Status.FAILED] * LIMIT
     reasons = [store.get(i).attempts[-1].reason or "" for i in ids]
     assert all("fenced" in r for r in reasons), reasons
+    reconciled = [e for e in store.events() if e.kind == "reconciled"]
+    assert sorted(e.task_id or "" for e in reconciled if e.data["action"] == "fenced") == sorted(
+        ids
+    )
     assert len(store.attempts()) == LIMIT
     assert witness.entries("done") == []
+
+
+def test_a_node_resumed_before_anyone_reclaimed_its_runs_ends_them_fenced_and_retries(
+    store: Store, nodes: Nodes, witness: Witness
+) -> None:
+    # Given node A, alone, running three tasks that may be retried once,
+    nodes.lease = LEASE
+    work = 8.0
+    ids = submit_three(store, witness, work, max_attempts=2)
+    nodes.start("a")
+    until(lambda: len(witness.entries("start")) == LIMIT, 60, "a's agents started")
+    first = [e.pid for e in witness.entries("start")]
+    # when A is stopped (SIGSTOP) until its keepers have stopped its agents, then resumed,
+    nodes.freeze("a")
+    until(lambda: not witness.alive(first), LEASE + 30, "the keepers stop the agents")
+    assert witness.entries("done") == []
+    nodes.procs["a"].send_signal(signal.SIGCONT)
+    # then A records its runs fenced (no one had reclaimed them), ends them so, and the
+    # tasks' policy runs them again, one process at a time.
+    until(lambda: len(fenced_events(store)) == LIMIT, what="a records its runs fenced")
+    assert {e.data["reclaimed"] for e in fenced_events(store)} == {False}
+    until(lambda: all(store.get(i).status.terminal for i in ids), work + 60, "the line drains")
+    assert [store.get(i).status for i in ids] == [Status.SUCCEEDED] * LIMIT
+    for task_id in ids:
+        fenced, retried = store.get(task_id).attempts
+        assert "fenced" in (fenced.reason or ""), fenced.reason
+        assert retried.node_id == "a"
+    assert len(witness.entries("done")) == LIMIT
+    assert_ran_alone(witness)
