@@ -1,28 +1,24 @@
 """Several real nodes on one real PostgreSQL store: a node dies or stops, the others go on.
 
-Each node is a `slotline serve` subprocess with a short lease (a setting), so that its
-runs are reaped by another node's `runner/adopt.py` when it stops heartbeating.
+Each node is a `slotline serve` subprocess (`tests/nodes.py`) with a short lease, so that
+its runs are reaped by another node's `runner/adopt.py` when it stops heartbeating.
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import psutil
 import psycopg
 import pytest
 
-from clean_env import without_slotline_variables
+from nodes import APP, Nodes, live_runs, reaped_reason, session_states
 from overlap import peak
-from slotline.models import Attempt, Status
+from slotline.models import Status
 from slotline.store import Store
 from slotline.store.pg_url import split_url
 from waiting import until
@@ -30,107 +26,12 @@ from waiting import until
 pytestmark = pytest.mark.postgres
 
 LEASE = 4.0
-APP = "slotline-node-"
 LIMIT = 3
-
-
-def session_states(conn: psycopg.Connection[Any], app: str) -> list[str]:
-    """The states (idle, active, idle in transaction…) of a program's PostgreSQL sessions."""
-    query = "SELECT state FROM pg_stat_activity WHERE application_name = %s"
-    return [row[0] for row in conn.execute(query, [app]).fetchall()]
-
-
-class Nodes:
-    """`slotline serve` subprocesses on one store, each with its own stderr file."""
-
-    def __init__(self, url: str, tmp_path: Path) -> None:
-        self.url, self.tmp_path = url, tmp_path
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-
-    def start(self, node_id: str, *args: str, clock_offset: float = 0.0) -> subprocess.Popen[bytes]:
-        env = without_slotline_variables()
-        env["XDG_DATA_HOME"] = str(self.tmp_path / "xdg")
-        if clock_offset:
-            env["SLOTLINE_CLOCK_OFFSET"] = str(clock_offset)
-        # Each node's sessions carry its name in pg_stat_activity (see `freeze`).
-        url = f"{self.url}&application_name={APP}{node_id}"
-        with open(self.tmp_path / f"{node_id}.err", "wb") as err:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "slotline", "--store", url, "serve", "--no-http",
-                 "--node-id", node_id, "--lease", str(LEASE), "--log-level", "info",
-                 "--log-dir", str(self.tmp_path / "logs" / node_id), *args],
-                stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=self.tmp_path,
-            )  # fmt: skip
-        self.procs[node_id] = proc
-        return proc
-
-    def kill_with_agents(self, node_id: str) -> None:
-        """SIGKILL the node and every agent it started, as a machine that dies would."""
-        proc = self.procs[node_id]
-        proc.send_signal(signal.SIGSTOP)  # no new spawn between listing and killing
-        keepers = psutil.Process(proc.pid).children()
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-        for keeper in keepers:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(keeper.pid, signal.SIGKILL)
-
-    def freeze(self, node_id: str) -> None:
-        """SIGSTOP the node at a moment when none of its store sessions is inside a
-        transaction, as pg_stat_activity shows: frozen there, it holds no lock another
-        node waits for. (A node frozen inside a transaction is the server's to end, after
-        `idle_in_transaction_session_timeout`; waiting for that is not this test's point.)
-        """
-        proc = self.procs[node_id]
-        conninfo, _ = split_url(self.url)
-        with psycopg.connect(conninfo, autocommit=True) as conn:
-
-            def states() -> list[str]:
-                return session_states(conn, APP + node_id)
-
-            for _ in range(100):
-                until(lambda: set(states()) == {"idle"}, what=f"{node_id} between transactions")
-                proc.send_signal(signal.SIGSTOP)
-                # A query sent just before the stop may still run (or wait for a lock).
-                settled = until(lambda: "active" not in (now := states()) and now, 30, "settled")
-                if set(settled) == {"idle"}:
-                    return
-                proc.send_signal(signal.SIGCONT)
-        raise AssertionError(f"{node_id} was never caught between transactions")
-
-    def stderr(self, node_id: str) -> str:
-        return (self.tmp_path / f"{node_id}.err").read_text()
-
-    def stop_all(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGCONT)
-                proc.send_signal(signal.SIGTERM)
-        for proc in self.procs.values():
-            proc.wait(timeout=60)
 
 
 @pytest.fixture
 def store(pg_store: Store) -> Store:
     return pg_store
-
-
-@pytest.fixture
-def nodes(pg_url: str, tmp_path: Path) -> Iterator[Nodes]:
-    started = Nodes(pg_url, tmp_path)
-    yield started
-    started.stop_all()
-
-
-def live_runs(store: Store, node_id: str) -> list[Attempt]:
-    return [
-        a for a in store.attempts()
-        if a.node_id == node_id and a.finished_at is None and a.pid is not None
-    ]  # fmt: skip
-
-
-def reaped_reason(node_id: str) -> str:
-    return f"interrupted: node {node_id} stopped heartbeating"
 
 
 def assert_never_ran_twice(store: Store, task_ids: list[str]) -> None:
