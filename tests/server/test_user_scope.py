@@ -142,3 +142,29 @@ def test_an_admin_may_share_the_totals_with_users(make_server: ServerFactory) ->
         assert 'slotline_tasks{state="queued"} 3.0' in metrics.text
         assert "ann" not in metrics.text
         assert http.get("/api/charts").json()["samples_withheld"] is None
+
+
+def test_a_user_reads_no_other_users_schedules_or_limits_in_the_configuration(
+    make_server: ServerFactory,
+) -> None:
+    # Given a slotline.yaml with a schedule and a limit for ann, and a schedule for bob
+    nightly = {"cron": "0 3 * * *", "task": {"command": ["true"]}}
+    config = Config.model_validate({
+        "schedules": {
+            "nightly-ann": {**nightly, "task": {"command": ["true"], "user": "ann"}},
+            "nightly-bob": {**nightly, "task": {"command": ["true"], "user": "bob"}},
+        },
+        "limits": [{"key": "user", "value": "ann", "max": 1}],
+    })  # fmt: skip
+    server = make_server(config=config)
+    admin, bob = server.token("root", "admin"), server.token("bob", "user")
+    server.store.set_limit("user", "ann", 1)
+    with server.client(admin) as http:
+        assert set(http.get("/api/config").json()["schedules"]) == {"nightly-ann", "nightly-bob"}
+    # When bob reads the configuration and an export, then neither names ann
+    with server.client(bob) as http:
+        shown = http.get("/api/config").json()
+        exported = http.get("/api/export").json()
+    assert set(shown["schedules"]) == {"nightly-bob"}
+    assert shown["limits"] == []
+    assert exported["settings"]["limits"] == []

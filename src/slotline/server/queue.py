@@ -31,7 +31,7 @@ from slotline.server.schemas import (
     StatsOut,
     task_json,
 )
-from slotline.server.visibility import Visibility, own_entries, own_fairness, sees_totals
+from slotline.server.visibility import Visibility, own_entries, own_settings, sees_totals
 from slotline.spend import Spend, runs_of, sum_spend
 from slotline.store import QueueStatus, Store, check_limit_max, check_setting
 from slotline.store.budgets import check_budget, check_period
@@ -204,12 +204,7 @@ async def clear(state: State, _who: Admin) -> dict[str, Any]:
 async def limits(state: State, who: Reader) -> dict[str, Any]:
     """The global limit, bounds, exempt agent types and per-key limits; a user (a task
     token) gets no limit, rate, budget or fairness weight of another user."""
-    data = (await state.call(state.store.settings)).to_dict()
-    if not who.sees_all:
-        for name in ("limits", "rates", "budgets"):
-            data[name] = own_entries(who, data[name])
-        data["fairness"] = own_fairness(who, data.get("fairness"))
-    return data
+    return own_settings(who, (await state.call(state.store.settings)).to_dict())
 
 
 def _apply_limits(store: Store, body: LimitsBody) -> None:
@@ -291,7 +286,7 @@ def _export(store: Store, config: Config, who: Principal) -> dict[str, Any]:
     return {
         "exported_at": iso(utcnow()),
         "store": url if who.is_admin else None,
-        "settings": store.settings().to_dict(),
+        "settings": own_settings(who, store.settings().to_dict()),
         "last_seq": store.last_seq(),
         "tasks": [task_json(t) for t in tasks],
     }
@@ -306,5 +301,6 @@ async def export(state: State, who: Reader) -> dict[str, Any]:
 @router.get("/config")
 async def config(state: State, who: Reader) -> dict[str, Any]:
     """The effective configuration, with any password in the store URL hidden; the hooks
-    (`notify`, `on_event`) for admins only, never a webhook's secret."""
-    return redacted(state.config, admin=who.is_admin)
+    (`notify`, `on_event`) for admins only, never a webhook's secret; for a user (a
+    task token) nothing that names another user (`own_settings`)."""
+    return own_settings(who, redacted(state.config, admin=who.is_admin))

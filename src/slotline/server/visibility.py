@@ -61,6 +61,27 @@ def own_fairness(who: Principal, fairness: Mapping[str, Any] | None) -> Any:
     return {**fairness, "weights": mine}
 
 
+def own_settings(who: Principal, data: dict[str, Any]) -> dict[str, Any]:
+    """Settings or a configuration as JSON (`limits`, `rates`, `budgets`, `fairness`,
+    `schedules` by name), without what names another user: entries keyed by their name,
+    their fairness weights, the schedules whose task is not the caller's own."""
+    if who.sees_all:
+        return data
+    shown = dict(data)
+    for name in ("limits", "rates", "budgets"):
+        if name in shown:
+            shown[name] = own_entries(who, shown[name])
+    if "fairness" in shown:
+        shown["fairness"] = own_fairness(who, shown["fairness"])
+    if "schedules" in shown:
+        shown["schedules"] = {
+            name: schedule
+            for name, schedule in shown["schedules"].items()
+            if who.role == "user" and (schedule.get("task") or {}).get("user") == who.name
+        }
+    return shown
+
+
 class Visibility:
     """An event as a principal may see it, or None: users only those of their own tasks,
     a task token those of its subtree (which grows as subtasks are submitted); of the
