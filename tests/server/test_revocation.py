@@ -34,7 +34,7 @@ def test_revoking_a_token_ends_an_sse_stream_still_catching_up(
     # server that re-checks tokens often, so that a catch-up of a second or two is long
     server = make_server(options=ServerOptions(heartbeat=0.5, auth_recheck=0.1))
     admin, bob = server.token("root", "admin"), server.token("bob", "user")
-    specs = [{"command": ["true"], "user": "ann", "hold": True} for _ in range(4000)]
+    specs = [{"command": ["true"], "user": "ann", "hold": True} for _ in range(8000)]
     server.store.submit_many(specs)
     last = server.store.submit({"command": ["true"], "user": "bob", "hold": True})
     with (
