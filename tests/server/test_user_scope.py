@@ -168,3 +168,20 @@ def test_a_user_reads_no_other_users_schedules_or_limits_in_the_configuration(
     assert set(shown["schedules"]) == {"nightly-bob"}
     assert shown["limits"] == []
     assert exported["settings"]["limits"] == []
+
+
+def test_a_drained_queue_names_no_other_users_task(make_server: ServerFactory) -> None:
+    # Given ann's run, the last one, ending with nothing in line
+    server = make_server()
+    admin, bob = server.token("root", "admin"), server.token("bob", "user")
+    task = server.store.submit({"command": ["true"], "user": "ann"})
+    (started,) = server.store.claim("a-node").claims
+    server.store.finish(started.attempt.id, started.attempt.token, 0)
+    with server.client(admin) as http:
+        (drained,) = [e for e in http.get("/api/events").json()["events"] if e["kind"] == "drained"]
+        assert drained["data"]["last_task"] == task.id
+    # When bob reads the events, then the queue drained, without naming ann's task
+    with server.client(bob) as http:
+        for events in (http.get("/api/events").json()["events"], _streamed(http)):
+            (drained,) = [e for e in events if e["kind"] == "drained"]
+            assert drained["data"]["last_task"] is None
