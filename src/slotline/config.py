@@ -120,6 +120,9 @@ class Config(BaseModel):
     env_allow: EnvAllow = Field(default_factory=list)
     # Who may submit raw commands (argv lists, env) over HTTP; others submit agent types.
     raw_commands: Literal["all", "admins"] = "admins"
+    # Whether user and task tokens read queue-wide totals (every user's task counts in
+    # /api/stats, the charts' samples, /metrics); by default they read their own only.
+    share_totals: bool = False
     # Host names the HTTP API answers to beyond loopback and the bind address (a DNS name
     # for `serve --host 0.0.0.0`), and browser origins allowed to change state.
     allowed_hosts: list[str] = Field(default_factory=list)

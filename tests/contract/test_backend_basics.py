@@ -114,6 +114,16 @@ def test_the_counts_per_status_follow_submits_claims_and_finishes(store: Store) 
     assert store.status().active == 1
 
 
+def test_the_counts_of_one_user_are_of_their_tasks_only(store: Store) -> None:
+    for user in ("ann", "ann", "bob"):
+        store.submit({**COMMAND, "user": user})
+    store.claim("node-a", limit=1)  # ann's first
+
+    assert store.counts("ann") == {"queued": 1, "running": 1}
+    assert store.counts("bob") == {"queued": 1}
+    assert store.counts("nobody") == {}
+
+
 def test_what_a_run_spent_is_recorded_on_its_attempt(store: Store) -> None:
     task = store.submit(COMMAND)
     claim = store.claim("node-a").claims[0]

@@ -248,11 +248,10 @@ def test_a_task_token_sees_and_steers_only_its_subtree(make_server: ServerFactor
         assert http.post(f"/api/tasks/{child['id']}/release").status_code == 200
         assert http.post("/api/pause").status_code == 403
         assert http.get("/api/status").status_code == 200
-        # Metrics: the aggregates only, like a user's; no other user's name as a label.
+        # Metrics count every user's tasks: refused, like a user's, unless shared.
         seen = http.get("/metrics")
-        assert seen.status_code == 200
-        assert "slotline_active" in seen.text
-        assert 'value="ann"' not in seen.text
+        assert seen.status_code == 403
+        assert "share_totals" in seen.json()["detail"]
     store.finish(claim[0].attempt.id, claim[0].attempt.token, 0, None)
     with server.client(token) as http:
         assert http.get("/api/status").status_code == 401

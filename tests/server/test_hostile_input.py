@@ -220,8 +220,12 @@ def test_another_users_attempt_is_answered_like_an_unknown_one(
     assert server.store.get(claim["task"]["id"]).status is Status.RUNNING
 
 
-def test_metrics_for_a_user_name_no_other_users(make_server: ServerFactory) -> None:
-    server, admin, ann, bob = _users(make_server)
+def test_metrics_shared_with_a_user_name_no_other_users(make_server: ServerFactory) -> None:
+    from slotline.config import Config
+
+    server = make_server(config=Config(raw_commands="all", share_totals=True))
+    admin = server.token("root", "admin")
+    ann, bob = server.token("ann", "user"), server.token("bob", "user")
     _running_external(server, admin, ann)
     with server.client(admin) as http:
         full = http.get("/metrics").text

@@ -65,7 +65,8 @@ export function Charts() {
       <button type="button" class="btn" aria-pressed=${window === "day"} onClick=${pick("day")}>Last day</button>
     </div>
     ${!data && html`<p>Loading…</p>`}
-    ${data && samples.length < 2 && html`<p class="muted">Fewer than two samples yet: nodes write one every few seconds.</p>`}
+    ${data && data.samples_withheld && html`<p class="muted">${data.samples_withheld}</p>`}
+    ${data && !data.samples_withheld && samples.length < 2 && html`<p class="muted">Fewer than two samples yet: nodes write one every few seconds.</p>`}
     ${data && samples.length >= 2 && html`
       <h3>Queue depth and running</h3>
       <${Plot} label="Queue depth and running over time" data=${[times, samples.map((s) => s.queued), samples.map((s) => s.running)]}

@@ -18,6 +18,7 @@ from slotline.server.errors import ERROR_RESPONSES
 from slotline.server.filters import filter_query
 from slotline.server.queue import status_json
 from slotline.server.schemas import task_json
+from slotline.server.visibility import TOTALS_WITHHELD, sees_totals
 from slotline.store import Settings, Store
 from slotline.taskfilter import TaskFilter
 
@@ -98,14 +99,15 @@ async def whoami(who: Reader) -> dict[str, Any]:
     }
 
 
-def _charts(store: Store, who: Principal, window: float) -> dict[str, Any]:
+def _charts(store: Store, who: Principal, window: float, totals: bool) -> dict[str, Any]:
     now = store.clock()
     since = now - window
     ended = [t for t in store.finished_since(since) if who.sees(t)]
     return {
         "now": now,
         "since": since,
-        "samples": [s.to_dict() for s in store.samples(since)],
+        "samples": [s.to_dict() for s in store.samples(since)] if totals else [],
+        "samples_withheld": None if totals else TOTALS_WITHHELD,
         "agents": [a.to_dict() for a in stats.compute(ended, now).agents],
     }
 
@@ -117,5 +119,8 @@ async def charts(
     """The history the charts draw, on the store's clock (epoch seconds): samples of
     queue depth, running and tasks ended per interval (written by the nodes, kept a
     day), and wait and run time p50/p95 per agent type of the tasks ended in the window.
-    Queue-wide counts are shown to every reader; the timings cover visible tasks."""
-    return await state.call(_charts, state.store, who, WINDOWS[window])
+    The samples count every user's tasks: a user (a task token) gets none, and
+    `samples_withheld` says why, unless slotline.yaml shares the totals
+    (`share_totals: true`); the timings cover the tasks the caller sees."""
+    totals = sees_totals(state, who)
+    return await state.call(_charts, state.store, who, WINDOWS[window], totals)

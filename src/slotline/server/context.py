@@ -14,7 +14,7 @@ from starlette.requests import HTTPConnection
 
 from slotline.bounds import parse_id
 from slotline.config import Config
-from slotline.errors import NotFound, SlotlineError
+from slotline.errors import NotFound
 from slotline.models import Attempt, Task
 from slotline.server.auth import OPEN_MODE, Principal, TokenBook
 from slotline.store import Store
@@ -255,20 +255,6 @@ async def authenticate(conn: HTTPConnection) -> Principal:
                 "subprotocols ['slotline', 'slotline-token.TOKEN']"
             ) from exc
         raise
-
-
-async def access_lost(state: ServerState, token: str | None) -> str:
-    """Wait until a stream opened with `token` may no longer be served (the token was
-    revoked, its attempt ended, or open mode ended) and return why. Checked every
-    `auth_recheck` seconds: a token file change or an attempt's end is seen that fast."""
-    while True:
-        await asyncio.sleep(state.options.auth_recheck)
-        try:
-            await resolve(state, token)
-        except HTTPException as exc:
-            return f"access ended: {exc.detail}"
-        except SlotlineError:  # the store is briefly unavailable: check again later
-            log.warning("cannot re-check a stream's token; retrying", exc_info=True)
 
 
 async def _reader(conn: HTTPConnection) -> Principal:

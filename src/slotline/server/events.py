@@ -12,28 +12,29 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Header, HTTPException, Query, Request, WebSocket
 from starlette.responses import StreamingResponse
 
 from slotline.bounds import OFFSET
-from slotline.errors import NotFound, SlotlineError
+from slotline.errors import SlotlineError
 from slotline.models import Event
+from slotline.server.access import AccessWatch
 from slotline.server.auth import Principal
 from slotline.server.context import (
     SUBPROTOCOL,
     Reader,
     ServerState,
     State,
-    access_lost,
     authenticate,
     presented_token,
     server_state,
 )
 from slotline.server.errors import ERROR_RESPONSES
 from slotline.server.schemas import MAX_SEQ
+from slotline.server.visibility import Visibility
 from slotline.store import Store
 
 log = logging.getLogger("slotline.server.events")
@@ -76,14 +77,20 @@ class Subscriber:
             self.reason, self.code = reason, code
             self.gone.set()
 
+    def check(self) -> None:
+        """Raises:
+        Dropped: the subscriber was cut off (also while it catches up, when nothing
+            waits on its queue)."""
+        if self.reason is not None:
+            raise Dropped(self.reason)
+
     async def get(self, timeout: float) -> Event | None:
         """The next live event, or None after `timeout` seconds of silence.
 
         Raises:
             Dropped: the subscriber was cut off.
         """
-        if self.reason is not None:
-            raise Dropped(self.reason)
+        self.check()
         if not self.queue.empty():
             return self.queue.get_nowait()
         getter = asyncio.create_task(self.queue.get())
@@ -96,8 +103,7 @@ class Subscriber:
                 getter.cancel()
         if getter.done() and not getter.cancelled():
             return getter.result()
-        if self.reason is not None:
-            raise Dropped(self.reason)
+        self.check()
         return None
 
 
@@ -162,34 +168,6 @@ class EventHub:
             watcher.close()
 
 
-class Visibility:
-    """Whether a principal may see an event: users only those of their own tasks, a task
-    token those of its subtree (which grows as subtasks are submitted)."""
-
-    def __init__(self, state: ServerState, who: Principal) -> None:
-        self.state = state
-        self.who = who
-        self.owned: dict[str, bool] = dict.fromkeys(who.subtree, True)
-
-    async def __call__(self, event: Event) -> bool:
-        if self.who.sees_all or event.task_id is None:
-            return True
-        known = self.owned.get(event.task_id)
-        if known is None:
-            try:
-                task = await self.state.call(self.state.store.get, event.task_id)
-                if self.who.role == "task":  # a parent is always seen before its child
-                    known = task.parent_id is not None and self.owned.get(task.parent_id, False)
-                else:
-                    known = self.who.sees(task)
-            except NotFound:
-                known = False
-            if len(self.owned) > 10_000:
-                self.owned.clear()
-            self.owned[event.task_id] = known
-        return known
-
-
 async def stream(
     state: ServerState, who: Principal, since: int | None, subscriber: Subscriber
 ) -> AsyncIterator[Event | None]:
@@ -203,13 +181,15 @@ async def stream(
     sent = subscriber.sent = since
     # Catch up from the store without holding a queue slot, then attach and fill the gap
     # between the last page and the attach point; live events at or below `sent` are
-    # duplicates of what the catch-up read and are skipped.
+    # duplicates of what the catch-up read and are skipped. A subscriber cut off (its
+    # token revoked) ends here too: a catch-up through a long log takes seconds.
     while True:
         batch = await state.call(store.events, sent, PAGE)
         for event in batch:
+            subscriber.check()
             sent = event.seq
-            if await visible(event):
-                yield event
+            if shown := await visible(event):
+                yield shown
         if len(batch) < PAGE:
             break
     attached_at = hub.attach(subscriber)
@@ -219,9 +199,10 @@ async def stream(
             if not batch:
                 break
             for event in batch:
+                subscriber.check()
                 sent = event.seq
-                if await visible(event):
-                    yield event
+                if shown := await visible(event):
+                    yield shown
         while True:
             live = await subscriber.get(state.options.heartbeat)
             if live is None:
@@ -230,8 +211,8 @@ async def stream(
             if live.seq <= sent:
                 continue
             sent = live.seq
-            if await visible(live):
-                yield live
+            if shown := await visible(live):
+                yield shown
     finally:
         hub.detach(subscriber)
 
@@ -268,20 +249,18 @@ async def events_sse(
 
     async def body() -> AsyncIterator[str]:
         yield "retry: 2000\n\n"
-        guard = asyncio.create_task(_revoke_when_lost(state, token, subscriber))
         try:
-            async for event in stream(state, who, since, subscriber):
-                if event is None:
-                    yield ": heartbeat\n\n"
-                else:
-                    yield f"id: {event.seq}\ndata: {json.dumps(event.to_dict())}\n\n"
-                    subscriber.sent = event.seq  # written to the client: resume after it
+            async with AccessWatch(state, token, refuse(subscriber)):
+                async for event in stream(state, who, since, subscriber):
+                    if event is None:
+                        yield ": heartbeat\n\n"
+                    else:
+                        yield f"id: {event.seq}\ndata: {json.dumps(event.to_dict())}\n\n"
+                        subscriber.sent = event.seq  # written to the client: resume after it
         except Dropped as exc:
             kind = "refused" if subscriber.code == WS_REFUSED else "dropped"
             dropped = {"reason": str(exc), "since": subscriber.sent}
             yield f"event: {kind}\ndata: {json.dumps(dropped)}\n\n"
-        finally:
-            guard.cancel()
 
     return StreamingResponse(
         body(),
@@ -290,11 +269,9 @@ async def events_sse(
     )
 
 
-async def _revoke_when_lost(state: ServerState, token: str | None, subscriber: Subscriber) -> None:
-    """Drop `subscriber` with code 1008 once its token no longer grants access."""
-    reason = await access_lost(state, token)
-    log.info("closing an event stream: %s", reason)
-    subscriber.drop(reason, WS_REFUSED)
+def refuse(subscriber: Subscriber) -> Callable[[str], None]:
+    """What ends `subscriber` once its token no longer grants access: a drop, code 1008."""
+    return lambda reason: subscriber.drop(reason, WS_REFUSED)
 
 
 @router.websocket("/api/events/ws")
@@ -331,18 +308,18 @@ async def events_ws(websocket: WebSocket, since: int | None = None) -> None:
         while (await websocket.receive())["type"] != "websocket.disconnect":
             pass
 
-    tasks = [
-        asyncio.create_task(pump()),
-        asyncio.create_task(listen()),
-        asyncio.create_task(subscriber.gone.wait()),
-        asyncio.create_task(_revoke_when_lost(state, presented_token(websocket), subscriber)),
-    ]
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+    async with AccessWatch(state, presented_token(websocket), refuse(subscriber)):
+        tasks = [
+            asyncio.create_task(pump()),
+            asyncio.create_task(listen()),
+            asyncio.create_task(subscriber.gone.wait()),
+        ]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
     if subscriber.reason is not None:
         reason = subscriber.reason
         if subscriber.code != WS_REFUSED:

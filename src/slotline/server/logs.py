@@ -16,7 +16,8 @@ from slotline.bounds import OFFSET, ORDINAL
 from slotline.errors import NotFound
 from slotline.models import Attempt, Task
 from slotline.runlogs import why_no_log
-from slotline.server.context import Reader, ServerState, State, access_lost, presented_token
+from slotline.server.access import AccessWatch
+from slotline.server.context import Reader, ServerState, State, presented_token
 from slotline.server.errors import ERROR_RESPONSES
 from slotline.server.fields import TaskRef
 from slotline.server.flags import QueryFlag
@@ -70,37 +71,35 @@ async def _follow(
     request is answered 401 with the reason."""
     watcher = state.store.watcher()
     handle: BinaryIO | None = None
-    lost = asyncio.create_task(access_lost(state, token)) if follow else None
     try:
-        while True:
-            attempt = _pick(task, number)
-            if attempt is not None:
-                number = attempt.number  # a retry's new attempt is another log
-            finished = not follow or task.status.terminal
-            finished = finished or (attempt is not None and attempt.finished_at is not None)
-            if handle is None and attempt is not None and attempt.log_path:
-                try:
-                    handle = Path(attempt.log_path).open("rb")  # noqa: SIM115 - closed below
-                    handle.seek(offset)
-                except FileNotFoundError:
-                    handle = None
-            while handle is not None:
-                chunk = await asyncio.to_thread(_read, handle)
-                if not chunk:
-                    break
-                yield chunk
-            if finished or state.closing.is_set():
-                return
-            if lost is not None and lost.done():
-                log.info("ending a log follow: %s", lost.result(), extra={"task_id": task.id})
-                return
-            # Wake on any store change (the attempt ending) or after a short poll for
-            # growth of the file, which the store is not told about.
-            await watcher.wait(state.options.log_poll)
-            task = await state.call(state.store.get, task.id)
+        async with AccessWatch(state, token) as access:
+            while True:
+                attempt = _pick(task, number)
+                if attempt is not None:
+                    number = attempt.number  # a retry's new attempt is another log
+                finished = not follow or task.status.terminal
+                finished = finished or (attempt is not None and attempt.finished_at is not None)
+                if handle is None and attempt is not None and attempt.log_path:
+                    try:
+                        handle = Path(attempt.log_path).open("rb")  # noqa: SIM115 - closed below
+                        handle.seek(offset)
+                    except FileNotFoundError:
+                        handle = None
+                while handle is not None and access.reason is None:
+                    chunk = await asyncio.to_thread(_read, handle)
+                    if not chunk:
+                        break
+                    yield chunk
+                if finished or state.closing.is_set():
+                    return
+                if access.reason is not None:
+                    log.info("ending a log follow: %s", access.reason, extra={"task_id": task.id})
+                    return
+                # Wake on any store change (the attempt ending) or after a short poll for
+                # growth of the file, which the store is not told about.
+                await watcher.wait(state.options.log_poll)
+                task = await state.call(state.store.get, task.id)
     finally:
-        if lost is not None:
-            lost.cancel()
         watcher.close()
         if handle is not None:
             handle.close()

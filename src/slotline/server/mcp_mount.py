@@ -3,11 +3,15 @@
 Every request to `/mcp` is authenticated as any API request is (Bearer token, task
 tokens included); the tools then call the REST routes' own functions as that principal,
 so each check (roles, a user's own tasks, a task's subtree, raw commands) is the same
-one. A viewer reads and is refused every change.
+one. A viewer reads and is refused every change. A call that lasts (`wait_for_task`)
+re-checks the token as every stream does (`slotline.server.access`): once it is revoked,
+the call ends with a tool error saying so within about a second, and reports no more
+progress.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from typing import Any
 
@@ -24,6 +28,7 @@ from starlette.types import Receive, Scope, Send
 from slotline import mcp, mcp_calls
 from slotline.models import Priority, Status
 from slotline.server import board, landing, queue, routes
+from slotline.server.access import AccessEnded, AccessWatch
 from slotline.server.auth import Principal
 from slotline.server.context import ServerState, presented_token, resolve
 from slotline.server.errors import error_body
@@ -40,14 +45,17 @@ from slotline.store import Watcher
 from slotline.taskfilter import TaskFilter
 
 PRINCIPAL = "slotline.principal"
+ACCESS = "slotline.access"
 
 
 class RouteCalls:
-    """The tools' calls as the REST routes make them, for one principal."""
+    """The tools' calls as the REST routes make them, for one principal, while `access`
+    (the request's token, re-checked) lasts."""
 
-    def __init__(self, state: ServerState, who: Principal) -> None:
+    def __init__(self, state: ServerState, who: Principal, access: AccessWatch) -> None:
         self.state = state
         self.who = who
+        self.access = access
 
     def _writer(self) -> Principal:
         if not self.who.can_write:
@@ -98,7 +106,7 @@ class RouteCalls:
         return mcp_calls.tail(task.attempts[-1].log_path if task.attempts else None, max_bytes)
 
     def watcher(self) -> Watcher:
-        return self.state.store.watcher()
+        return _UntilAccessEnds(self.state.store.watcher(), self.access)
 
     async def steer(self, verb: str, ref: str, **options: Any) -> dict[str, Any]:
         who, state = self._writer(), self.state
@@ -129,19 +137,44 @@ class RouteCalls:
         return await landing.task_merge(self.state, self._writer(), ref, body)
 
 
+class _UntilAccessEnds(Watcher):
+    """A store watcher that also wakes once access is lost, so that a wait between two
+    looks at the store (`wait_for_task`) ends then, not at its next tick."""
+
+    def __init__(self, inner: Watcher, access: AccessWatch) -> None:
+        self.inner = inner
+        self.access = access
+
+    async def wait(self, timeout: float | None) -> bool:
+        changed = asyncio.create_task(self.inner.wait(timeout))
+        lost = asyncio.create_task(self.access.lost.wait())
+        try:
+            await asyncio.wait((changed, lost), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            lost.cancel()
+            changed.cancel()
+            await asyncio.gather(changed, lost, return_exceptions=True)
+        return lost.done() or (changed.done() and not changed.cancelled() and changed.result())
+
+    def close(self) -> None:
+        self.inner.close()
+
+
 def _calls_for(state: ServerState) -> Any:
     def calls(ctx: Context[Any, Any, Any]) -> mcp_calls.Calls:
         request = ctx.request_context.request
-        who = None if request is None else request.scope.get(PRINCIPAL)
-        if not isinstance(who, Principal):
+        scope = {} if request is None else request.scope
+        who, access = scope.get(PRINCIPAL), scope.get(ACCESS)
+        if not isinstance(who, Principal) or not isinstance(access, AccessWatch):
             raise ToolError("no caller: /mcp is reached through the server's authentication")
-        return _Refusing(RouteCalls(state, who))
+        return _Refusing(RouteCalls(state, who, access))
 
     return calls
 
 
 class _Refusing:
-    """RouteCalls with the routes' HTTP refusals (403, 404…) as tool errors."""
+    """RouteCalls with the routes' HTTP refusals (403, 404…) as tool errors, and every
+    call refused once the token it came with no longer grants access."""
 
     def __init__(self, inner: RouteCalls) -> None:
         self.inner = inner
@@ -153,7 +186,10 @@ class _Refusing:
 
         async def refused(*args: Any, **kwargs: Any) -> Any:
             try:
+                self.inner.access.check()
                 return await method(*args, **kwargs)
+            except AccessEnded as exc:
+                raise ToolError(f"not allowed: {exc}") from None
             except HTTPException as exc:
                 why = "not allowed" if exc.status_code == 403 else f"refused ({exc.status_code})"
                 raise ToolError(f"{why}: {exc.detail}") from None
@@ -170,15 +206,19 @@ class McpEndpoint:
         self.manager = manager
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        token = presented_token(HTTPConnection(scope))
         try:
-            who = await resolve(self.state, presented_token(HTTPConnection(scope)))
+            who = await resolve(self.state, token)
         except HTTPException as exc:
             body = error_body(str(exc.detail), "Unauthorized")
             response = JSONResponse(body, exc.status_code, headers=exc.headers)
             await response(scope, receive, send)
             return
         scope[PRINCIPAL] = who
-        await self.manager.handle_request(scope, receive, send)
+        # The tool runs while the request's response is open: as long as this block.
+        async with AccessWatch(self.state, token) as access:
+            scope[ACCESS] = access
+            await self.manager.handle_request(scope, receive, send)
 
 
 def mcp_server(state: ServerState) -> tuple[FastMCP, McpEndpoint]:

@@ -22,7 +22,6 @@ from slotline.scheduler.rates import check_rate_key
 from slotline.server.auth import Principal
 from slotline.server.context import Admin, Reader, ServerState, State
 from slotline.server.errors import ERROR_RESPONSES
-from slotline.server.events import Visibility
 from slotline.server.fields import TASK_ID
 from slotline.server.flags import QueryFlag
 from slotline.server.limit_schemas import LimitsBody, LimitsOut
@@ -34,6 +33,7 @@ from slotline.server.schemas import (
     StatsOut,
     task_json,
 )
+from slotline.server.visibility import Visibility, own_entries, own_settings, sees_totals
 from slotline.spend import Spend, runs_of, sum_spend
 from slotline.store import QueueStatus, Store, check_limit_max, check_setting
 from slotline.store.budgets import check_budget, check_period
@@ -57,6 +57,9 @@ def status_json(status: QueueStatus, who: Principal) -> dict[str, Any]:
     data = status.to_dict()
     if not who.sees_all:  # why a run failed is its owner's to see
         data["backoff"] = [{**b, "reason": None} for b in data["backoff"]]
+        # What another user spent, or how fast they start runs, is theirs to see.
+        data["budgets"] = own_entries(who, data["budgets"])
+        data["rates"] = own_entries(who, data["rates"])
     data["running"] = [task_json(t) for t in status.running]
     data["queued"] = [task_json(t) for t in status.queued]
     return data
@@ -108,11 +111,17 @@ async def own_tasks(state: ServerState, who: Principal, root: str | None) -> lis
 SUBTREE_READ = 10_000
 
 
-def _stats(store: Store, who: Principal) -> dict[str, Any]:
-    counts = store.counts()
+def _stats(store: Store, who: Principal, totals: bool) -> dict[str, Any]:
     status = store.status()
-    by_agent = Counter(t.agent or "" for t in status.running)
-    oldest = min((t.queued_at for t in status.queued if t.queued_at is not None), default=None)
+    running, queued = status.running, status.queued
+    if totals:
+        counts = store.counts()
+    else:  # the caller's own tasks; capacity and the line's length as /api/status says
+        counts = _own_counts(store, who)
+        running = [t for t in running if who.sees(t)]
+        queued = [t for t in queued if who.sees(t)]
+    by_agent = Counter(t.agent or "" for t in running)
+    oldest = min((t.queued_at for t in queued if t.queued_at is not None), default=None)
     return {
         "counts": counts,
         "total": sum(counts.values()),
@@ -129,6 +138,15 @@ def _stats(store: Store, who: Principal) -> dict[str, Any]:
     }
 
 
+def _own_counts(store: Store, who: Principal) -> dict[str, int]:
+    """Tasks per status of a user's own, or of a task token's subtree."""
+    if who.role == "user":
+        return store.counts(who.name)
+    owner, root = who.scope
+    tasks = store.list_page(owner=owner, root=root, limit=SUBTREE_READ).tasks
+    return dict(Counter(t.status.value for t in tasks if who.sees(t)))
+
+
 def _spend(store: Store, who: Principal) -> Spend:
     """What the runs the caller sees spent: a light row per run that reported any, for
     every task or a user's own; a task token's subtree through its tasks."""
@@ -143,8 +161,9 @@ def _spend(store: Store, who: Principal) -> Spend:
 async def stats(state: State, who: Reader) -> dict[str, Any]:
     """Tasks per status, capacity, queue depth and running tasks per agent type, and
     what the runs the caller sees spent (`spend`: cost and tokens per agent type, user,
-    workspace and day)."""
-    return await state.call(_stats, state.store, who)
+    workspace and day). A user (a task token) gets the counts of their own tasks (its
+    subtree), unless slotline.yaml shares the totals (`share_totals: true`)."""
+    return await state.call(_stats, state.store, who, sees_totals(state, who))
 
 
 @router.get("/events", response_model=EventList)
@@ -160,7 +179,7 @@ async def events(
     found = await state.call(state.store.events, since, limit) if limit else []
     if not who.sees_all:
         visible = Visibility(state, who)
-        found = [e for e in found if await visible(e)]
+        found = [shown for e in found if (shown := await visible(e)) is not None]
     last = await state.call(state.store.last_seq)
     return {"events": [e.to_dict() for e in found], "last_seq": last}
 
@@ -186,9 +205,10 @@ async def clear(state: State, _who: Admin) -> dict[str, Any]:
 
 
 @router.get("/limits", response_model=LimitsOut)
-async def limits(state: State, _who: Reader) -> dict[str, Any]:
-    """The global limit, bounds, exempt agent types and per-key limits."""
-    return (await state.call(state.store.settings)).to_dict()
+async def limits(state: State, who: Reader) -> dict[str, Any]:
+    """The global limit, bounds, exempt agent types and per-key limits; a user (a task
+    token) gets no limit, rate, budget or fairness weight of another user."""
+    return own_settings(who, (await state.call(state.store.settings)).to_dict())
 
 
 def _apply_limits(store: Store, body: LimitsBody) -> None:
@@ -270,7 +290,7 @@ def _export(store: Store, config: Config, who: Principal) -> dict[str, Any]:
     return {
         "exported_at": iso(utcnow()),
         "store": url if who.is_admin else None,
-        "settings": store.settings().to_dict(),
+        "settings": own_settings(who, store.settings().to_dict()),
         "last_seq": store.last_seq(),
         "tasks": [task_json(t) for t in tasks],
     }
@@ -285,5 +305,6 @@ async def export(state: State, who: Reader) -> dict[str, Any]:
 @router.get("/config")
 async def config(state: State, who: Reader) -> dict[str, Any]:
     """The effective configuration, with any password in the store URL hidden; the hooks
-    (`notify`, `on_event`) for admins only, never a webhook's secret."""
-    return redacted(state.config, admin=who.is_admin)
+    (`notify`, `on_event`) for admins only, never a webhook's secret; for a user (a
+    task token) nothing that names another user (`own_settings`)."""
+    return own_settings(who, redacted(state.config, admin=who.is_admin))

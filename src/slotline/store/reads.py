@@ -330,10 +330,14 @@ class ReadVerbs(StoreCore):
         with self._transaction(write=False) as tx:
             return [attempt_from_row(r) for r in tx.rows("attempts_all")]
 
-    def counts(self) -> dict[str, int]:
-        """Number of tasks in each status."""
+    def counts(self, owner: str | None = None) -> dict[str, int]:
+        """Number of tasks in each status (only `owner`'s tasks when given)."""
         with self._transaction(write=False) as tx:
-            return {r["status"]: int(r["n"]) for r in tx.rows("count_by_status")}
+            if owner is None:
+                rows = tx.rows("count_by_status")
+            else:
+                rows = tx.rows("count_by_status_of_user", user=owner)
+            return {r["status"]: int(r["n"]) for r in rows}
 
 
 def _next_up(tx: Tx, now: float, etas: Mapping[str, eta.Estimate]) -> str | None:

@@ -162,7 +162,8 @@ class ScheduleVerbs(StoreCore):
             next_at = current.next_at if paused else cron.next_tick(current.cron, current.tz, now)
             tx.run("schedule_set_paused", name=name, paused=paused, next_at=next_at, now=now)
             kind = "schedule_paused" if paused else "schedule_resumed"
-            emit(tx, kind, None, now, name=name, next_at=None if paused else iso(next_at))
+            next_iso = None if paused else iso(next_at)
+            emit(tx, kind, None, now, name=name, next_at=next_iso, user=_user(current))
             return _with_live(tx, _get(tx, name))
 
     def remove_schedule(self, name: str, now: float | None = None) -> Schedule:
@@ -175,7 +176,7 @@ class ScheduleVerbs(StoreCore):
             now = tx.now() if now is None else now
             removed = _with_live(tx, _get(tx, name))
             tx.run("schedule_delete", name=name)
-            emit(tx, "schedule_removed", None, now, name=name)
+            emit(tx, "schedule_removed", None, now, name=name, user=_user(removed))
             return removed
 
     def sync_schedules(
@@ -212,7 +213,11 @@ class ScheduleVerbs(StoreCore):
             for row in tx.rows("schedules_all"):
                 if row["origin"] == "config" and row["name"] not in names:
                     tx.run("schedule_delete", name=row["name"])
-                    emit(tx, "schedule_removed", None, now, name=row["name"], origin="config")
+                    user = _user(schedule_from_row(row))
+                    emit(
+                        tx, "schedule_removed", None, now, name=row["name"], origin="config",
+                        user=user,
+                    )  # fmt: skip
                     changed.append(row["name"])
             tx.notify = bool(changed)
         return changed
@@ -274,9 +279,11 @@ def _put(
             next_at = float(row["next_at"])
         tx.run("schedule_update", **values, paused=paused, origin=origin, next_at=next_at, now=now)
         kind = "schedule_changed"
+    schedule = _with_live(tx, _get(tx, values["name"]))
     data = {"cron": values["cron"], "tz": values["tz"], "overlap": values["overlap"]}
-    emit(tx, kind, None, now, name=values["name"], origin=origin, next_at=iso(next_at), **data)
-    return _with_live(tx, _get(tx, values["name"]))
+    data.update(origin=origin, next_at=iso(next_at), user=_user(schedule))
+    emit(tx, kind, None, now, name=values["name"], **data)
+    return schedule
 
 
 def _fire(tx: Tx, schedule: Schedule, now: float) -> Fired | None:
@@ -286,7 +293,7 @@ def _fire(tx: Tx, schedule: Schedule, now: float) -> Fired | None:
         following = cron.next_tick(schedule.cron, schedule.tz, now)
     except InvalidInput as exc:  # a zone the machine no longer knows: pause, say why
         tx.run("schedule_set_paused", name=name, paused=True, next_at=tick, now=now)
-        emit(tx, "schedule_failed", None, now, name=name, tick=iso(tick), reason=str(exc))
+        emit(tx, "schedule_failed", None, now, **_about(schedule, tick), reason=str(exc))
         return Fired(name, tick, None, str(exc))
     if tx.one("schedule_advance", name=name, next_at=following, tick=tick) is None:
         return None  # another writer took this tick
@@ -294,7 +301,7 @@ def _fire(tx: Tx, schedule: Schedule, now: float) -> Fired | None:
     decision = cron.decide(schedule.overlap, live)
     late = round(max(0.0, now - tick), 3)
     if not decision.submit:
-        emit(tx, "schedule_skipped", None, now, name=name, tick=iso(tick), reason=decision.reason)
+        emit(tx, "schedule_skipped", None, now, **_about(schedule, tick), reason=decision.reason)
         return Fired(name, tick, None, decision.reason)
     from slotline.spec import parse_spec
 
@@ -307,7 +314,7 @@ def _fire(tx: Tx, schedule: Schedule, now: float) -> Fired | None:
     except StoreError:
         raise
     except SlotlineError as exc:
-        emit(tx, "schedule_failed", None, now, name=name, tick=iso(tick), reason=str(exc))
+        emit(tx, "schedule_failed", None, now, **_about(schedule, tick), reason=str(exc))
         return Fired(name, tick, None, str(exc))
     tx.run("schedule_set_last_task", name=name, task_id=task.id)
     replaced = list(decision.cancel)
@@ -315,6 +322,18 @@ def _fire(tx: Tx, schedule: Schedule, now: float) -> Fired | None:
         tx, "schedule_fired", task.id, now, name=name, tick=iso(tick), late=late, replaced=replaced
     )
     return Fired(name, tick, task)
+
+
+def _user(schedule: Schedule) -> str | None:
+    """Whom a schedule's task runs as: named in its events, which only that user (and
+    admins, viewers) may see."""
+    user = schedule.spec.get("user")
+    return None if user is None else str(user)
+
+
+def _about(schedule: Schedule, tick: float) -> dict[str, Any]:
+    """What an event on one tick of `schedule` says of it."""
+    return {"name": schedule.name, "tick": iso(tick), "user": _user(schedule)}
 
 
 def _get(tx: Tx, name: str) -> dict[str, Any]:

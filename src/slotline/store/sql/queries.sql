@@ -119,6 +119,9 @@ SELECT status, CAST(SUM(n) AS BIGINT) AS n FROM (
     SELECT status, n FROM status_counts UNION ALL SELECT status, d FROM status_deltas
 ) AS c GROUP BY status HAVING SUM(n) > 0;
 
+-- name: count_by_status_of_user
+SELECT status, COUNT(*) AS n FROM tasks WHERE owner = :user GROUP BY status;
+
 -- name: task_set_status
 UPDATE tasks SET status = :status, status_reason = :status_reason WHERE id = :id;
 
