@@ -222,8 +222,10 @@ def test_another_users_attempt_is_answered_like_an_unknown_one(
 
 def test_metrics_shared_with_a_user_name_no_other_users(make_server: ServerFactory) -> None:
     from slotline.config import Config
+    from slotline.reach import UsersConfig
 
-    server = make_server(config=Config(raw_commands="all", share_totals=True))
+    users = UsersConfig(workspaces=["/secret"])
+    server = make_server(config=Config(raw_commands="all", share_totals=True, users=users))
     admin = server.token("root", "admin")
     ann, bob = server.token("ann", "user"), server.token("bob", "user")
     _running_external(server, admin, ann)
