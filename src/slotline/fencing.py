@@ -52,30 +52,53 @@ def fence_file(folder: Path, node_id: str) -> Path:
     return folder / f".fence-{safe}-{digest}"
 
 
+# The fence file's one record, written in place at a fixed width: a full disk (no room
+# for a new file to rename over it) must not keep a live node from confirming its beats.
+RECORD = 80
+
+
 class Fence:
     """A node's side: its fence file, renewed after each confirmed heartbeat, and the
     spec each of its keepers is given (`wrap.py`'s FENCE argument)."""
 
     def __init__(self, path: Path, lease: float) -> None:
-        self.path = path
+        self.path = path.resolve()  # keepers read it from their run's workspace
         self.lease = lease
         self.margin = margin(lease)
+        # The send time of the last heartbeat the store confirmed (None: none yet).
+        self.last_sent: float | None = None
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        os.pwrite(self._fd, b" " * (RECORD - 1) + b"\n", 0)  # the record's room, at once
 
     def confirm(self, sent: float) -> None:
-        """The store renewed this node's leases in a heartbeat sent at `sent`."""
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, f"{sent!r} {self.lease!r} {self.margin!r}\n".encode())
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
+        """The store renewed every lease of this node's runs in a heartbeat sent at
+        `sent`: keepers may count from it."""
+        record = f"{sent!r} {self.lease!r} {self.margin!r}".ljust(RECORD - 1) + "\n"
+        os.pwrite(self._fd, record.encode(), 0)
+        self.last_sent = sent
 
-    def spec(self, claimed: float) -> str:
-        """The keeper's FENCE argument for a run claimed in a claim sent at `claimed`:
-        when it must be stopped unless a later heartbeat renewed it, the margin, the file."""
-        return f"{claimed + self.lease - self.margin!r}:{self.margin!r}:{self.path}"
+    def deadline(self, claimed: float, committed: float) -> float:
+        """When a run claimed in a claim sent at `claimed` (and committed by `committed`)
+        must be stopped, as things stand: only a heartbeat sent after the commit surely
+        renewed it."""
+        since = claimed
+        if self.last_sent is not None and self.last_sent >= committed:
+            since = max(since, self.last_sent)
+        return since + self.lease - self.margin
 
-    def lapsed(self, claimed: float) -> bool:
-        """Whether a run claimed at `claimed` may no longer start (its keeper refuses)."""
-        return clock() >= claimed + self.lease - self.margin
+    def spec(self, claimed: float, committed: float) -> str:
+        """The keeper's FENCE argument for a run claimed at `claimed`, committed by
+        `committed`: its deadline, the margin, the commit, the file."""
+        return f"{self.deadline(claimed, committed)!r}:{self.margin!r}:{committed!r}:{self.path}"
+
+    def lapsed(self, claimed: float, committed: float) -> bool:
+        """Whether such a run may no longer start (its keeper would refuse)."""
+        return clock() >= self.deadline(claimed, committed)
+
+    def overdue(self) -> bool:
+        """Whether this node's runs are past their deadline: no heartbeat confirmed for
+        the lease less the margin (runs inside the node are then stopped by the node)."""
+        return self.last_sent is not None and clock() >= self.last_sent + self.lease - self.margin
+
+    def close(self) -> None:
+        os.close(self._fd)

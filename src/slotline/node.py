@@ -15,6 +15,7 @@ import math
 import signal
 import socket
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +106,8 @@ class Node:
         self.ready = asyncio.Event()
         # Set once the node has reconciled the attempts it had when it last stopped.
         self.reconciled = asyncio.Event()
+        # The heartbeat's own thread (`_heartbeat`), while the loop runs.
+        self._beats = ThreadPoolExecutor(1, thread_name_prefix="slotline-heartbeat")
         settings = RunSettings(
             log_dir=log_dir or default_log_dir(store),
             registry=self.registry,
@@ -151,7 +154,8 @@ class Node:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Dispatch until `stop` is set. Commands keep running after the node stops and
-        are re-adopted by the next node with the same id; callables are interrupted."""
+        are re-adopted by the next node with the same id (on PostgreSQL, if it comes
+        within the lease less its margin: `slotline.fencing`); callables are interrupted."""
         await self._loop(stop, until_idle=False)
 
     async def run_until_idle(self, timeout: float | None = None) -> None:
@@ -160,11 +164,14 @@ class Node:
         await asyncio.wait_for(self._loop(stop, until_idle=True), timeout)
 
     async def _loop(self, stop: asyncio.Event, until_idle: bool) -> None:
+        self._beats = ThreadPoolExecutor(1, thread_name_prefix="slotline-heartbeat")
         await asyncio.to_thread(self._claim_node_id)
         self.ready.set()
         watcher = self.store.watcher(dispatching=True)
         log.info("node started", extra={"node": self.node_id, "store": self.store.url})
         beat = asyncio.create_task(self._heartbeat(stop))
+        chores = asyncio.create_task(self._chores(stop))
+        in_node = asyncio.create_task(self._fence_in_node(stop))
         guard = asyncio.create_task(self._guard(stop))
         charts = asyncio.create_task(self._sample_line(stop))
         sweeper = asyncio.create_task(self._sweep_worktrees(stop))
@@ -199,7 +206,7 @@ class Node:
                         delay = max(0.0, min(delay, wake - self._store_now()))
                 await self._sleep(watcher, stop, delay)
         finally:
-            for background in (beat, guard, charts, sweeper):
+            for background in (beat, chores, in_node, guard, charts, sweeper):
                 background.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await background
@@ -208,6 +215,7 @@ class Node:
                     await asyncio.to_thread(self.store.set_pressure, self.node_id, None, False)
             await self.supervisor.shutdown()
             await asyncio.to_thread(self.awake.release)
+            self._beats.shutdown(wait=False)  # a beat hung on the store must not hold exit
             watcher.close()
             with contextlib.suppress(SlotlineError):
                 await asyncio.to_thread(self.store.unregister_node, self.node_id)
@@ -216,8 +224,8 @@ class Node:
     def _claim_node_id(self) -> None:
         """Register this node on its store (`registration.register`), learning the store
         clock's skew on the way; where other nodes may reclaim its runs, its keepers learn
-        from its fence file that it is alive (`slotline.fencing`)."""
-        sent = fencing.clock()
+        from its fence file that it is alive (`slotline.fencing`), from a first heartbeat
+        (registering renews no lease of the runs it will re-adopt)."""
         self._skew = register(
             self.store, self.node_id, self.lease, self.registry.names(), self.config
         )
@@ -225,7 +233,6 @@ class Node:
             self.supervisor.fence = fencing.Fence(
                 fencing.fence_file(self.log_dir, self.node_id), self.lease
             )
-            self.supervisor.fence.confirm(sent)
             if self.heartbeat_interval * 2 > self.lease - self.supervisor.fence.margin:
                 log.warning(
                     "a heartbeat every %gs leaves a %gs lease no room for a late one: "
@@ -234,6 +241,15 @@ class Node:
                     self.lease,
                     extra={"node": self.node_id},
                 )
+        self._beat()
+
+    def _beat(self) -> None:
+        """Renew the node's liveness and its runs' leases; tell its keepers once every
+        lease was renewed (a run passed over, being ended or reaped, keeps its last)."""
+        sent = fencing.clock()
+        renewed = self.store.heartbeat(self.node_id, lease=self.lease)
+        if self.supervisor.fence is not None and renewed:
+            self.supervisor.fence.confirm(sent)
 
     async def _sleep(self, watcher: Any, stop: asyncio.Event, delay: float) -> None:
         waiters = [
@@ -271,7 +287,7 @@ class Node:
         full = self.supervisor.space.reason is not None and await asyncio.to_thread(
             self.supervisor.space.holding
         )
-        claimed = fencing.clock()  # what it claims must start within its lease from now
+        sent = fencing.clock()  # what it claims must start within its lease from now
         try:
             result = await asyncio.to_thread(
                 self.store.claim,
@@ -292,7 +308,7 @@ class Node:
             raise
         if result.now is not None:
             self._skew = result.now - utcnow()
-        self.supervisor.settle(batch, result, claimed)
+        self.supervisor.settle(batch, result, (sent, fencing.clock()))
         self._claim_wake = result.next_wake
         return result.next_wake
 
@@ -394,21 +410,41 @@ class Node:
                 waiting.cancel()
 
     async def _heartbeat(self, stop: asyncio.Event) -> None:
+        """Beat on a fixed cadence, on a thread of its own: neither the chores below nor
+        the functions on the default thread pool may delay a beat past its lease, or
+        this node's keepers would fence its runs while it lives."""
+        loop = asyncio.get_running_loop()
         while not stop.is_set():
             await asyncio.sleep(self.heartbeat_interval)
             try:
-                sent = fencing.clock()
-                await asyncio.to_thread(self.store.heartbeat, self.node_id, lease=self.lease)
-                if self.supervisor.fence is not None:
-                    await asyncio.to_thread(self.supervisor.fence.confirm, sent)
+                await loop.run_in_executor(self._beats, self._beat)
+            except Exception:
+                # Whatever failed (the store, a bug), the next beat must come: a node that
+                # stops heartbeating is taken for dead and its runs are started elsewhere.
+                log.exception("heartbeat failed", extra={"node": self.node_id})
+
+    async def _chores(self, stop: asyncio.Event) -> None:
+        """Once a heartbeat interval: stop runs finished elsewhere, sample usage, reap
+        gone nodes' runs, learn of schedules."""
+        while not stop.is_set():
+            await asyncio.sleep(self.heartbeat_interval)
+            try:
                 await adopt.fence(self.supervisor)
                 await self.supervisor.sample_usage()
                 await adopt.reap_lapsed(self.supervisor)
                 await self._watch_schedules()  # last: what fails here skips nothing
             except Exception:
-                # Whatever failed (the store, a bug), the next beat must come: a node that
-                # stops heartbeating is taken for dead and its runs are started elsewhere.
-                log.exception("heartbeat failed", extra={"node": self.node_id})
+                log.exception("heartbeat chores failed", extra={"node": self.node_id})
+
+    async def _fence_in_node(self, stop: asyncio.Event) -> None:
+        """Functions run inside this node have no keeper: the node stops them itself at
+        their deadline (`Supervisor.fence_in_node`)."""
+        fence = self.supervisor.fence
+        if fence is None:
+            return
+        while not stop.is_set():
+            await asyncio.sleep(min(0.25, fence.margin / 2))
+            self.supervisor.fence_in_node()
 
 
 def install_signal_handlers(stop: asyncio.Event) -> None:

@@ -736,8 +736,8 @@ def test_the_heartbeat_outlives_an_error_that_is_not_the_stores(
 
     with caplog.at_level(logging.ERROR, logger="slotline.node"):
         asyncio.run(scenario())
-    # and the failure is in the log, with its cause.
-    assert "heartbeat failed" in caplog.text
+    # and the failure is in the log, with its cause (the chores beside the heartbeat).
+    assert "heartbeat chores failed" in caplog.text
     assert "Too many open files" in caplog.text
 
 

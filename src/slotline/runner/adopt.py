@@ -70,7 +70,7 @@ async def reconcile(supervisor: Supervisor) -> None:
         if fenced is not None:
             # Its keeper stopped it (or never started it) while this node was down or
             # cut off for its lease: another node may have taken the task.
-            action, outcome = "fenced", Outcome(None, fenced, fenced=True)
+            action, outcome = "fenced", fenced
         elif code is not None:
             # It ended when its keeper wrote the exit file, not now: the time the node
             # was down is not the run's.

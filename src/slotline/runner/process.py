@@ -31,6 +31,7 @@ import psutil
 from slotline.runner.capabilities import CAPS, Capabilities, exit_notice, memory_cap, open_fds
 from slotline.runner.files import private_dir
 from slotline.runner.space import NO_SPACE, no_space
+from slotline.runner.wrap import NOT_STARTED
 
 WRAP = str(Path(__file__).with_name("wrap.py"))
 DEFAULT_LOG_MAX = 50 * 1024 * 1024
@@ -144,12 +145,29 @@ def read_exit_file(path: Path) -> int | None:
         os.close(fd)
 
 
-def read_fenced(log_path: Path) -> str | None:
-    """Why the run's keeper fenced it (`wrap.Fence`), if it did."""
+def read_fenced(log_path: Path) -> Outcome | None:
+    """The outcome of a run its keeper fenced (`wrap.Fence`), if it did: one never
+    started goes back in line uncounted."""
     try:
-        return log_path.with_suffix(".fenced").read_text().strip() or "fenced"
+        reason = log_path.with_suffix(".fenced").read_text().strip() or "fenced"
     except OSError:
         return None
+    return Outcome(None, reason, requeue=reason.endswith(NOT_STARTED), fenced=True)
+
+
+def stale_claim() -> Outcome:
+    """A run its node did not start, its claim being too old (`slotline.fencing`)."""
+    return Outcome(
+        None, f"fenced: its node confirmed no heartbeat for its lease; {NOT_STARTED}",
+        requeue=True, fenced=True,
+    )  # fmt: skip
+
+
+# Why the node stopped a function run inside it (no keeper to) at its deadline.
+IN_NODE_FENCED = (
+    "fenced: its node confirmed no heartbeat for its lease; stopped so that another node "
+    "may take the task"
+)
 
 
 class ProcessHandle:
@@ -189,7 +207,7 @@ class ProcessHandle:
         self._reap_group()
         fenced = read_fenced(self.log_path)
         if fenced is not None:  # its keeper stopped it: the code is of that stop
-            return Outcome(None, fenced, fenced=True)
+            return fenced
         code = read_exit_status(self.exit_path)
         if code is None and self.stop_reason is None:
             return unknown_exit(self.exit_path)

@@ -49,8 +49,11 @@ class Run:
     resumed_session: str | None = None
     # Taken over from an earlier node (`adopt.py`): its output so far was that node's.
     adopted: bool = False
-    # When the claim that took it was sent (`fencing.clock`): its keeper's deadline.
-    claimed: float = 0.0
+    # When the claim that took it was sent, and by when it had committed (`fencing.clock`):
+    # its keeper's deadline. None: not claimed by this node (re-adopted).
+    claimed: tuple[float, float] | None = None
+    # A function run inside the node (its loop or a thread): no keeper fences it.
+    in_node: bool = False
 
 
 @dataclass(slots=True)

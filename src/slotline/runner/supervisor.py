@@ -26,7 +26,14 @@ from slotline.runner.functions import FunctionRef, ProcessRun, run_in_process
 from slotline.runner.isolate import Isolator
 from slotline.runner.orphans import default_root
 from slotline.runner.outbox import Batch, Outbox
-from slotline.runner.process import Outcome, ProcessHandle, SpawnError, spawn
+from slotline.runner.process import (
+    IN_NODE_FENCED,
+    Outcome,
+    ProcessHandle,
+    SpawnError,
+    spawn,
+    stale_claim,
+)
 from slotline.runner.proctree import TreeSampler
 from slotline.runner.reports import end_report, read_spent, resumable
 from slotline.runner.resume import ResumePlan, ResumeRefused, plan_resume
@@ -85,9 +92,12 @@ class Supervisor:
 
     # -- the dispatch loop's side -------------------------------------------------------
 
-    def settle(self, batch: Batch, result: ClaimResult, claimed: float = 0.0) -> None:
-        """After a claim committed `batch` (sent at `claimed`, on `fencing.clock`): answer
-        its waiters, start what it claimed and stop what someone asked to stop."""
+    def settle(
+        self, batch: Batch, result: ClaimResult, claimed: tuple[float, float] | None = None
+    ) -> None:
+        """After a claim committed `batch` (`claimed`: when it was sent and when it had
+        committed, on `fencing.clock`): answer its waiters, start what it claimed and stop
+        what someone asked to stop."""
         for (_, done), refused in zip(batch.starts, result.recorded, strict=True):
             if not done.done():  # its waiter may have been cancelled meanwhile
                 done.set_result(refused)
@@ -100,17 +110,17 @@ class Supervisor:
             self.begin(claim, claimed)
         self.handle_kills(result.kills)
 
-    def begin(self, claim: Claim, claimed: float = 0.0) -> None:
+    def begin(self, claim: Claim, claimed: tuple[float, float] | None = None) -> None:
         run = Run(claim.task, claim.attempt, claimed=claimed)
         self.runs[claim.attempt.id] = run
         if claim.task.kind is Kind.CALLABLE:
             function = self.settings.registry.get(claim.task.callable or "")
-            if (
-                function is not None
-                and not isinstance(function, FunctionRef)
-                and not inspect.iscoroutinefunction(function)
-            ):
-                self._begin_in_thread(run, function)
+            run.in_node = function is not None and not isinstance(function, FunctionRef)
+            if run.in_node and not inspect.iscoroutinefunction(function):
+                if self._stale(run):  # a thread cannot be stopped once started
+                    run.watcher = asyncio.create_task(self.finish(run, stale_claim()))
+                    return
+                self._begin_in_thread(run, function)  # type: ignore[arg-type]
                 return
         run.watcher = asyncio.create_task(self._supervise(run))
 
@@ -174,6 +184,8 @@ class Supervisor:
 
     async def _execute(self, run: Run, log_path: Path) -> Outcome:
         task, attempt = run.task, run.attempt
+        if self._stale(run):
+            return stale_claim()
         if task.kind is Kind.CALLABLE:
             function = self.settings.registry.get(task.callable or "")
             if function is None:
@@ -260,7 +272,27 @@ class Supervisor:
 
     def _fence_spec(self, run: Run) -> str:
         """The FENCE argument of the run's keeper: none where no other node reclaims."""
-        return "" if self.fence is None else self.fence.spec(run.claimed)
+        if self.fence is None:
+            return ""
+        if run.claimed is None:
+            raise RuntimeError(f"attempt {run.attempt.id} was not claimed by this node")
+        return self.fence.spec(*run.claimed)
+
+    def _stale(self, run: Run) -> bool:
+        """Whether the run's claim is too old to start (`slotline.fencing`): its node
+        froze or was cut off since, and another node may have taken the task."""
+        return (
+            self.fence is not None and run.claimed is not None and self.fence.lapsed(*run.claimed)
+        )
+
+    def fence_in_node(self) -> None:
+        """Stop the runs inside this node (functions on its loop or threads, which have
+        no keeper) once their deadline passed. A thread cannot be stopped: it ends with
+        the fenced reason once it returns."""
+        for run in list(self.runs.values()):
+            if run.in_node and not (run.stopping or run.finishing) and self._stale(run):
+                log.warning("fencing a function run in the node", extra={"task_id": run.task.id})
+                self.stop(run, IN_NODE_FENCED)
 
     async def _keep_result(self, run: Run, outcome: Outcome) -> Outcome:
         """Store what a function returned before its end is reported (the end makes it

@@ -31,7 +31,7 @@ from slotline.runner.functions import (
     find_function,
     split_arguments,
 )
-from slotline.runner.wrap import Fence, _pump, _reserve, _write, _write_exit
+from slotline.runner.wrap import NOT_STARTED, Fence, _pump, _reserve, _write, _write_exit, ended
 
 
 def serve() -> int:
@@ -126,7 +126,7 @@ def _keep(request: dict[str, Any], function: Any, in_session: int) -> None:
             signal.signal(sig, signal.SIG_IGN)
         fence = Fence(request["fence"], request["exit"]) if request.get("fence") else None
         if fence is not None and fence.lapsed():
-            fence.fence("not started, its claim being that old")
+            fence.fence(NOT_STARTED)
             os._exit(0)
         read_end, write_end = os.pipe()
         pid = os.fork()
@@ -140,6 +140,7 @@ def _keep(request: dict[str, Any], function: Any, in_session: int) -> None:
         status = _pump(0, pid, int(request["log_max"]), tail, fence, request["exit"])
         exit_code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
         _write_exit(request["exit"], exit_code)
+        ended(fence)
         code = 0
     except BaseException:  # the exit file is missing: the run ends without an exit status
         traceback.print_exc()

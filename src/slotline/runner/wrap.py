@@ -18,10 +18,12 @@ one request per line on its stdin and answers each with the keeper's pid; it exi
 its stdin closes (its node stopped or died), and the keepers it forked live on in their
 own sessions. `python -I -S wrap.py EXIT_FILE ...` runs one keeper directly.
 
-FENCE is empty, or `NOT_AFTER:MARGIN:FENCE_FILE` on a store other nodes share: the keeper
-stops its run (TERM to the group, KILL a margin later) once its node has not confirmed a
-heartbeat for the lease less the margin, before another node may reclaim the run; and it
-never starts a run claimed that long ago. The why and the protocol: `slotline/fencing.py`.
+FENCE is empty, or `NOT_AFTER:MARGIN:COMMITTED:FENCE_FILE` on a store other nodes share:
+the keeper stops its run (TERM to the group, KILL at the lease) once its node has not
+confirmed a heartbeat for the lease less the margin, before another node may reclaim the
+run; it never starts a run claimed that long ago; and once its command exits it KILLs
+what the command left in its group (and itself), as the node would. The why and the
+protocol: `slotline/fencing.py`.
 """
 
 # `_signal`, not `signal`: the latter imports enum, which costs ~6 ms at every start.
@@ -155,16 +157,21 @@ def _start(command: list[str], memory_mb: str, out: int) -> int:
 _CLOCK = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
 
 
+# Why a keeper whose claim is too old did not start its command: the node puts such a
+# run back in line uncounted (`runner/process.py`).
+NOT_STARTED = "not started, its claim being that old"
+
+
 class Fence:
     """When this keeper must stop its run: its deadline, renewed from its node's fence file
-    by heartbeats sent after the keeper started (see `slotline/fencing.py`)."""
+    by heartbeats sent after its claim committed (see `slotline/fencing.py`)."""
 
     def __init__(self, spec: str, exit_file: str) -> None:
-        not_after, margin, self.path = spec.split(":", 2)
+        not_after, margin, committed, self.path = spec.split(":", 3)
         self.deadline, self.margin = float(not_after), float(margin)
-        self.started = time.clock_gettime(_CLOCK)
+        self.committed = float(committed)
         self.marker = exit_file.removesuffix(".exit").removesuffix(".fexit") + ".fenced"
-        self.termed_at: float | None = None
+        self.kill_at: float | None = None
 
     def _renew(self) -> None:
         try:
@@ -175,9 +182,8 @@ class Fence:
                 os.close(fd)
         except (OSError, ValueError):
             return  # no later heartbeat confirmed: the deadline stands
-        # A heartbeat sent before this keeper started may have been written before its
-        # run was claimed, and so not have renewed it.
-        if sent >= self.started:
+        # A heartbeat sent before the claim committed may not have renewed the run.
+        if sent >= self.committed:
             self.deadline = max(self.deadline, sent + lease - margin)
 
     def lapsed(self) -> bool:
@@ -189,8 +195,9 @@ class Fence:
         return now >= self.deadline
 
     def fence(self, why: str) -> None:
-        """Say why the run is stopped (the node reads the marker), then TERM its group."""
-        self.termed_at = time.clock_gettime(_CLOCK)
+        """Say why the run is stopped (the node reads the marker); KILL is due at the
+        lease, a margin past the deadline, however late this keeper noticed."""
+        self.kill_at = self.deadline + self.margin
         text = (
             f"fenced: its node confirmed no heartbeat for its lease less {self.margin:.1f}s; {why}"
         )
@@ -201,13 +208,15 @@ class Fence:
         _log(f"\n[slotline: {text}]\n".encode())
 
     def check(self, exit_file: str) -> None:
-        """In the keeper's loop: fence the run once its deadline passed, KILL it (and this
-        keeper, which is in its group) a margin later if it is still there."""
-        if self.termed_at is None:
-            if self.lapsed():
-                self.fence("stopped so that another node may take the task")
-                _signal_group(signal.SIGTERM)
-        elif time.clock_gettime(_CLOCK) >= self.termed_at + self.margin:
+        """In the keeper's loop: fence the run once its deadline passed (TERM to its
+        group), and KILL the group, this keeper included, at the lease if it is still
+        there."""
+        if self.kill_at is None:
+            if not self.lapsed():
+                return
+            self.fence("stopped so that another node may take the task")
+            _signal_group(signal.SIGTERM)
+        if time.clock_gettime(_CLOCK) >= (self.kill_at or 0.0):
             try:  # noqa: SIM105 - as above
                 _write(exit_file, f"{-signal.SIGKILL}\n")
             except OSError:
@@ -221,6 +230,27 @@ def _signal_group(sig: int) -> None:
         os.killpg(os.getpid(), sig)
     except OSError:
         pass
+
+
+def _wait(pid: int, fence: Fence | None, exit_file: str) -> int:
+    """The command's wait status, once it exits; a command that closed its output goes
+    on being fenced meanwhile."""
+    if fence is None:
+        return os.waitpid(pid, 0)[1]
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        fence.check(exit_file)
+        time.sleep(0.2)
+
+
+def ended(fence: Fence | None) -> None:
+    """After the exit status is written: where runs are fenced, what the command left in
+    its group goes now, with this keeper, as a node does once a keeper exits; a frozen
+    node could not, and another node may start the task again."""
+    if fence is not None:
+        _signal_group(signal.SIGKILL)
 
 
 def _pump(
@@ -276,7 +306,7 @@ def _pump(
     if tail_dirty:
         _save_tail(tail_path, tail)
     if status is None:
-        _, status = os.waitpid(pid, 0)
+        status = _wait(pid, fence, exit_file)
     if dropped:
         _log(f"[slotline: {dropped} bytes of output dropped]\n".encode())
     return status
@@ -364,7 +394,7 @@ def main(argv: list[str]) -> int:
         return 2
     fence = Fence(fence_spec, exit_file) if fence_spec else None
     if fence is not None and fence.lapsed():
-        fence.fence("not started, its claim being that old")
+        fence.fence(NOT_STARTED)
         return 0
     # The pid file lets a node that crashed between spawning and recording the pid
     # still find (and re-adopt) this run.
@@ -396,6 +426,7 @@ def main(argv: list[str]) -> int:
     status = _pump(read_end, pid, int(log_max), tail_path, fence, exit_file)
     code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
     _write_exit(exit_file, code)
+    ended(fence)
     return 0
 
 

@@ -20,15 +20,20 @@ class NodeVerbs(StoreCore):
 
     def heartbeat(
         self, node_id: str, now: float | None = None, lease: float = LEASE_SECONDS
-    ) -> None:
-        """Renew the node's liveness and the leases of its running attempts."""
+    ) -> bool:
+        """Renew the node's liveness and the leases of its running attempts. False when
+        it passed over one (locked by a transaction ending or reaping it): its keepers
+        must not count on this beat (`slotline.fencing`)."""
         with self._transaction(write=True, serial=Serial.ROWS) as tx:
             now = tx.now() if now is None else now
             if tx.one("node_heartbeat", id=node_id, now=now) is None:
                 tx.run(
                     "node_insert", id=node_id, host=socket.gethostname(), pid=os.getpid(), now=now
                 )
-            tx.run("attempt_renew", node_id=node_id, lease_expires_at=now + lease)
+            expires = now + lease
+            tx.run("attempt_renew", node_id=node_id, lease_expires_at=expires)
+            missed = tx.one("attempts_not_renewed", node_id=node_id, lease_expires_at=expires)
+            return missed is None or not missed["n"]
 
     def record_usage(self, usage: dict[str, tuple[float, int]]) -> None:
         """Latest CPU% and RSS of running attempts' process trees ({attempt id: (cpu, rss)});

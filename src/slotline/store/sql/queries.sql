@@ -204,6 +204,12 @@ WHERE id = :id;
 -- name: attempts_all
 SELECT * FROM attempts ORDER BY started_at, id;
 
+-- name: attempts_not_renewed
+-- The node's runs a heartbeat passed over (another transaction is ending or reaping
+-- them): the node then does not tell its keepers that their leases were renewed.
+SELECT count(*) AS n FROM attempts
+WHERE node_id = :node_id AND finished_at IS NULL AND lease_expires_at < :lease_expires_at;
+
 -- name: attempts_live_of_node
 SELECT * FROM attempts WHERE node_id = :node_id AND finished_at IS NULL;
 
