@@ -201,6 +201,8 @@ class Supervisor:
                     raise
                 if self.stopping:
                     return Outcome(None, "interrupted: the node stopped")
+                if run.stop_reason == IN_NODE_FENCED:
+                    return Outcome(None, IN_NODE_FENCED, fenced=True)
                 return Outcome(None, "stopped by request")
         settings = self.settings
         allow = settings.env_allow_of(task)
