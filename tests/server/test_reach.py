@@ -15,6 +15,7 @@ from gitrepos import make_repo
 from slotline.config import Config, load_config
 from slotline.errors import InvalidInput
 from slotline.reach import UsersConfig
+from slotline.runner.env import build_env
 
 from .conftest import Running, ServerFactory, mcp_tool
 
@@ -226,3 +227,22 @@ def test_users_settings_are_checked_at_load(tmp_path: Path) -> None:
         path.write_text(text)
         with pytest.raises(InvalidInput, match=rf"slotline.yaml:\d+: {said}"):
             load_config(path)
+
+
+def test_an_agent_starts_nothing_over_the_limit_through_its_task_token(
+    make_server: ServerFactory,
+) -> None:
+    # Given ann's five tasks at a limit of 3, three running, and the task token of one run
+    server = make_server(config=config())
+    _five_of_ann_three_running(server)
+    (running, *_) = [t for t in server.store.list_tasks() if t.status.value == "running"]
+    attempt = server.store.get(running.id).attempts[-1]
+    token = build_env(running, attempt, "", api_url=server.url)["SLOTLINE_TOKEN"]
+    with server.client(token) as http:
+        # when the agent submits a subtask and starts it now, over the limit,
+        child = http.post("/api/tasks", json={"command": ["true"]}).json()
+        refused = http.post(f"/api/tasks/{child['id']}/bump")
+    # then it is refused as ann's own start now would be (no sandbox bounds a quota).
+    assert refused.status_code == 403, refused.text
+    assert "(users.start_now: 0; user 'ann' has 0)" in refused.json()["detail"]
+    assert not server.store.get(child["id"]).start_now

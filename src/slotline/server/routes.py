@@ -350,9 +350,10 @@ async def bump(state: State, who: Writer, ref: TaskRef) -> dict[str, Any]:
 
 
 def start_now_allowance(state: ServerState, who: Principal) -> int | None:
-    """How many runs `who` may have started over the limit at once: a user's are bounded
-    by `users.start_now`; None (no bound) for anyone else."""
-    return state.config.users.start_now if bounded(who.role) else None
+    """How many runs `who` may have started over the limit at once: a user's, and a task
+    token's (an agent's, counted against its task's user: no sandbox bounds a quota), by
+    `users.start_now`; None (no bound) for an admin."""
+    return state.config.users.start_now if bounded(who.role) or who.role == "task" else None
 
 
 @router.post("/{ref}/move", response_model=MovedOut)
