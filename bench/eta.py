@@ -24,7 +24,7 @@ if __package__ in (None, ""):  # run as a script: make the `bench` package impor
 
 from bench.machine import describe, load_average
 from bench.stats import median, percentile
-from slotline.api import open_queue
+from slotline.api.queue import open_queue
 from slotline.clock import utcnow
 from slotline.errors import InvalidTransition
 from slotline.scheduler import eta

@@ -136,7 +136,7 @@ def lists(store: Any, repeat: int) -> dict[str, list[float]]:
 
 def node_child(url: str, seconds: float) -> dict[str, float]:
     """Run one node for `seconds` (in this child process); tasks finished per second."""
-    from slotline.node import Node
+    from slotline.node.node import Node
     from slotline.store import open_store
 
     store = open_store(url)

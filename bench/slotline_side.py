@@ -15,7 +15,7 @@ from typing import Any
 from bench.stats import gaps_between
 from bench.workloads import NOOP, SLEEP, STAMP, Drained
 from slotline.models import TERMINAL
-from slotline.node import Node
+from slotline.node.node import Node
 from slotline.store import open_store
 
 

@@ -1,7 +1,7 @@
 """Real `slotline serve` nodes on one PostgreSQL store, for fault tests (shared).
 
 Each node is a subprocess with a short lease (a setting), so that its runs are reaped by
-another node's `runner/adopt.py` when it stops heartbeating, and a name its PostgreSQL
+another node's `node/adopt.py` when it stops heartbeating, and a name its PostgreSQL
 sessions carry in pg_stat_activity (`between_transactions`).
 """
 

@@ -27,28 +27,28 @@ from slotline.errors import (
 from slotline.models import Attempt, Event, Priority, Status, Task
 
 if typing.TYPE_CHECKING:
-    from slotline.api import Queue, open_queue
-    from slotline.app import App, TaskHandle
-    from slotline.node import Node
+    from slotline.api.app import App, TaskHandle
+    from slotline.api.queue import Queue, open_queue
+    from slotline.api.sync import SyncQueue, open
+    from slotline.api.unserved import UnservedWarning
+    from slotline.node.node import Node
     from slotline.scheduler.cron import Schedule
     from slotline.spec import TaskSpec
-    from slotline.sync_api import SyncQueue, open
-    from slotline.unserved import UnservedWarning
 
 __version__ = "0.1.0"
 
 # The exports that are imported when first used: name -> module.
 _LAZY = {
-    "App": "slotline.app",
-    "Node": "slotline.node",
-    "Queue": "slotline.api",
+    "App": "slotline.api.app",
+    "Node": "slotline.node.node",
+    "Queue": "slotline.api.queue",
     "Schedule": "slotline.scheduler.cron",
-    "SyncQueue": "slotline.sync_api",
-    "TaskHandle": "slotline.app",
+    "SyncQueue": "slotline.api.sync",
+    "TaskHandle": "slotline.api.app",
     "TaskSpec": "slotline.spec",
-    "UnservedWarning": "slotline.unserved",
-    "open": "slotline.sync_api",
-    "open_queue": "slotline.api",
+    "UnservedWarning": "slotline.api.unserved",
+    "open": "slotline.api.sync",
+    "open_queue": "slotline.api.queue",
 }
 
 

@@ -13,8 +13,8 @@ from slotline.limits import limit_key_value
 from slotline.sessions import SESSION_PLACEHOLDER, refused_tools
 
 if TYPE_CHECKING:
-    from slotline.isolation import Isolation, Worktree
     from slotline.transitions import StopRequest
+    from slotline.worktrees.isolation import Isolation, Worktree
 
 
 class Status(enum.StrEnum):

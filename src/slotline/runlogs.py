@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from slotline.models import Attempt, Kind, Task
@@ -25,3 +26,13 @@ def why_no_log(task: Task, attempt: Attempt) -> str:
             return f"{where} failed to start: {reason}"
         return f"{where} ended before its command started ({attempt.outcome}: {reason})"
     return f"{where} has no log file (a {task.kind} task)"
+
+
+def default_log_dir(store: object) -> Path:
+    """Where a node keeps its runs' logs (and, beside them, its worktrees) by default:
+    beside a SQLite store's file, else in the user's data folder."""
+    path = getattr(store, "path", None)
+    if isinstance(path, Path):
+        return path.parent / "logs"
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "slotline" / "logs"

@@ -20,8 +20,8 @@ from slotline.bounds import (
     normalize_workspace,
 )
 from slotline.errors import InvalidInput
-from slotline.isolation import KeepPolicy
 from slotline.models import Kind, Priority
+from slotline.worktrees.isolation import KeepPolicy
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NAME = re.compile(r"^[A-Za-z0-9_.:@/+-]{1,128}$")

@@ -9,7 +9,7 @@ from typing import Any
 
 from slotline.clock import iso
 from slotline.models import Status, Task
-from slotline.spend import Spend, Spent, runs_of, sum_spend
+from slotline.pacing.spend import Spend, Spent, runs_of, sum_spend
 
 NO_AGENT = "-"
 HOUR = 3600.0

@@ -8,10 +8,10 @@ import asyncio
 
 import pytest
 
-from slotline.agent_types import AgentType
+from slotline.config.agent_types import AgentType
 from slotline.errors import InvalidInput
 from slotline.models import ResumedFrom, Status, Usage
-from slotline.runner.resume import plan_resume
+from slotline.node.resume import plan_resume
 from slotline.store import Store
 
 AGENT = {"command": ["true"], "agent": "claude"}

@@ -10,8 +10,8 @@ import pytest
 
 from gitrepos import make_repo, run
 from slotline.errors import InvalidInput, NotFound, StaleAttempt
-from slotline.isolation import DiffStat, KeepPolicy, WorktreeState
 from slotline.store import Store
+from slotline.worktrees.isolation import DiffStat, KeepPolicy, WorktreeState
 
 from .conftest import ClaimFn, Clock, FinishFn, SubmitFn, titles
 

@@ -13,8 +13,8 @@ import slotline
 from e2e.conftest import Run, Serve, ok
 from e2e.test_cli_resume import write_config
 from gitrepos import make_repo
-from slotline.api import open_queue
-from slotline.config import load_config
+from slotline.api.queue import open_queue
+from slotline.config.file import load_config
 from slotline.errors import InvalidInput
 from slotline.models import Status
 from waiting import until

@@ -13,9 +13,9 @@ import uuid
 from pathlib import Path
 
 from gitrepos import make_repo, run
-from slotline.isolation import WorktreeState
-from slotline.runner import worktree
 from slotline.store import Store
+from slotline.worktrees import worktree
+from slotline.worktrees.isolation import WorktreeState
 from waiting import until
 
 from .conftest import Run, Serve, claim_one, ok

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import slotline
-from slotline.api import open_queue
+from slotline.api.queue import open_queue
 from slotline.errors import InvalidInput
 
 

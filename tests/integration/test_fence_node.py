@@ -13,7 +13,7 @@ import pytest
 
 from slotline.errors import StoreError
 from slotline.models import Status
-from slotline.node import Node
+from slotline.node.node import Node
 from slotline.store import Store
 from waiting import until_async
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from slotline.errors import StoreError
-from slotline.node import Node
+from slotline.node.node import Node
 from slotline.spec import TaskSpec
 from slotline.store import Store, open_store
 

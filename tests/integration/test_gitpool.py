@@ -12,10 +12,9 @@ from pathlib import Path
 import pytest
 
 from gitrepos import make_repo
-from slotline.api import open_queue
-from slotline.landing import gitpool, inventory
-from slotline.runner import worktree
-from slotline.runner.orphans import store_root
+from slotline.api.queue import open_queue
+from slotline.worktrees import gitpool, inventory, worktree
+from slotline.worktrees.orphans import store_root
 from waiting import until_async
 
 

@@ -17,8 +17,8 @@ import psutil
 import pytest
 
 from slotline.models import Status
-from slotline.node import Node
-from slotline.runner.awake import KeepAwake, inhibitor_argv
+from slotline.node.awake import KeepAwake, inhibitor_argv
+from slotline.node.node import Node
 from slotline.store import Store, open_store
 from waiting import until, until_async
 
@@ -168,7 +168,7 @@ def test_an_inhibitor_that_refuses_is_said_once_and_not_tried_again(
     refusing = "echo 'Failed to connect to bus: No such file or directory' >&2; exit 1"
     record = standins(tmp_path, monkeypatch, then=refusing)
     awake = KeepAwake(True, platform="linux")
-    caplog.set_level(logging.INFO, "slotline.node")
+    caplog.set_level(logging.INFO, "slotline.node.node")
 
     awake.update(1)
     [(pid, _)] = until(lambda: started(record), what="systemd-inhibit")

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from gitrepos import agent_command, agent_script, branches, make_repo, run, show
-from slotline.api import open_queue
+from slotline.api.queue import open_queue
 from slotline.clock import utcnow
 from slotline.errors import MergeConflict
-from slotline.landing import verbs
-from slotline.landing.prune import WorktreePolicy
 from slotline.models import Status
-from slotline.node import Node
+from slotline.node.node import Node
+from slotline.worktrees import verbs
+from slotline.worktrees.prune import WorktreePolicy
 from waiting import until_async
 
 

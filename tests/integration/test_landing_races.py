@@ -16,14 +16,13 @@ import pytest
 
 from gitrepos import commit_file, make_repo, run
 from slotline.errors import InvalidTransition
-from slotline.isolation import Worktree, WorktreeState
-from slotline.landing import inventory, removal, verbs
-from slotline.landing.prune import WorktreePolicy
 from slotline.models import Attempt, Task
-from slotline.runner import orphans, repolock, worktree
-from slotline.runner.isolate import Isolator
-from slotline.runner.orphans import store_root
 from slotline.store import Store
+from slotline.worktrees import inventory, orphans, removal, repolock, verbs, worktree
+from slotline.worktrees.isolate import Isolator
+from slotline.worktrees.isolation import Worktree, WorktreeState
+from slotline.worktrees.orphans import store_root
+from slotline.worktrees.prune import WorktreePolicy
 from waiting import until_async
 
 

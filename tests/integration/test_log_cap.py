@@ -13,14 +13,14 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import cast
 
-from slotline.config_notify import StallRule
+from slotline.node.run import Run
+from slotline.node.stall import StallWatch
+from slotline.node.supervisor import Supervisor
+from slotline.pacing.usage import UsageConfig, read_log
 from slotline.runner import wrap
 from slotline.runner.process import ProcessHandle
-from slotline.runner.run import Run
-from slotline.runner.stall import StallWatch
-from slotline.runner.supervisor import Supervisor
 from slotline.store import open_store
-from slotline.usage import UsageConfig, read_log
+from slotline.webhooks.config import StallRule
 from waiting import until
 
 CAP = 1000

@@ -12,9 +12,9 @@ import pytest
 from mcp.shared.memory import create_connected_server_and_client_session
 from mcp.types import TextContent
 
-from slotline.config import Config
-from slotline.mcp import build_server
-from slotline.mcp_calls import BackendCalls
+from slotline.config.file import Config
+from slotline.mcp.calls import BackendCalls
+from slotline.mcp.tools import build_server
 from slotline.models import Status
 from slotline.spec import TaskSpec
 from slotline.store import Store, open_store

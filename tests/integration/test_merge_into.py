@@ -10,12 +10,11 @@ import pytest
 
 from gitrepos import commit_file, make_repo, run
 from slotline.errors import InvalidInput
-from slotline.isolation import WorktreeState, branch_tip
-from slotline.landing import verbs
-from slotline.landing.prune import WorktreePolicy
-from slotline.runner import worktree
-from slotline.runner.orphans import store_root
 from slotline.store import Store
+from slotline.worktrees import verbs, worktree
+from slotline.worktrees.isolation import WorktreeState, branch_tip
+from slotline.worktrees.orphans import store_root
+from slotline.worktrees.prune import WorktreePolicy
 
 
 @pytest.mark.parametrize("into", ["main~1", "main@{1}", "main^", "HEAD", "-main", "a..b"])

@@ -1,7 +1,7 @@
 """Several real nodes on one real PostgreSQL store: a node dies or stops, the others go on.
 
 Each node is a `slotline serve` subprocess (`tests/nodes.py`) with a short lease, so that
-its runs are reaped by another node's `runner/adopt.py` when it stops heartbeating.
+its runs are reaped by another node's `node/adopt.py` when it stops heartbeating.
 """
 
 from __future__ import annotations

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 
 from overlap import peak
-from slotline.admission import Guard, Sample
-from slotline.config import Admission
+from slotline.config.file import Admission
 from slotline.errors import InvalidInput, StoreError
 from slotline.models import Status, Task
-from slotline.node import Node
+from slotline.node.admission import Guard, Sample
+from slotline.node.node import Node
 from slotline.runner.capabilities import CAPS
 from slotline.runner.process import process_start_time
 from slotline.store import Store, open_store
@@ -450,16 +450,16 @@ def test_a_cancel_that_arrives_while_the_process_is_being_spawned_is_not_lost(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given a node whose spawn of the command is held back,
-    import slotline.runner.supervisor
+    import slotline.node.supervisor
 
-    real_spawn = slotline.runner.supervisor.spawn
+    real_spawn = slotline.node.supervisor.spawn
     gate = asyncio.Event()
 
     async def slow_spawn(*args: object, **kwargs: object) -> object:
         await gate.wait()
         return await real_spawn(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(slotline.runner.supervisor, "spawn", slow_spawn)
+    monkeypatch.setattr(slotline.node.supervisor, "spawn", slow_spawn)
     agent = submit(store, "sleep", "30")
 
     async def scenario() -> None:
@@ -734,7 +734,7 @@ def test_the_heartbeat_outlives_an_error_that_is_not_the_stores(
             store.cancel(task.id)
             await until_async(lambda: store.get(task.id).status is Status.CANCELLED)
 
-    with caplog.at_level(logging.ERROR, logger="slotline.node"):
+    with caplog.at_level(logging.ERROR, logger="slotline.node.node"):
         asyncio.run(scenario())
     # and the failure is in the log, with its cause (the chores beside the heartbeat).
     assert "heartbeat chores failed" in caplog.text

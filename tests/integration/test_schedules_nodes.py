@@ -11,7 +11,7 @@ import pytest
 
 from slotline.clock import utcnow
 from slotline.models import Status
-from slotline.node import Node
+from slotline.node.node import Node
 from slotline.store import Store, open_store
 from waiting import until_async
 

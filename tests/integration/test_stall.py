@@ -13,10 +13,10 @@ from typing import Any
 
 import yaml
 
-from slotline.config import load_config
+from slotline.config.file import load_config
+from slotline.config.templates import expand_agent_type
 from slotline.models import Status, Task
 from slotline.store import Store, open_store
-from slotline.templates import expand_agent_type
 from waiting import until
 
 AGENT = str(Path(__file__).parent.parent / "stalling_agent.py")

@@ -19,13 +19,13 @@ import pytest
 
 from clean_env import without_slotline_variables
 from gitrepos import agent_command, agent_script, branches, make_repo, run, show, worktree_paths
-from slotline.isolation import DiffStat, WorktreeState
 from slotline.models import Status, Task
-from slotline.node import Node
-from slotline.runner import repolock, worktree
-from slotline.runner.isolate import Isolator
-from slotline.runner.orphans import default_root, store_root
+from slotline.node.node import Node
 from slotline.store import Store, open_store
+from slotline.worktrees import repolock, worktree
+from slotline.worktrees.isolate import Isolator
+from slotline.worktrees.isolation import DiffStat, WorktreeState
+from slotline.worktrees.orphans import default_root, store_root
 from waiting import until, until_async
 
 
@@ -237,7 +237,7 @@ def test_the_sweep_keeps_an_orphan_holding_work_and_warns_once_with_its_path(
     (Path(dirty.path) / "notes.txt").write_text("base\nunsaved\n")
     clean = worktree.create(isolator.root, str(repo), "HEAD", "c" * 32, 1)
     # When the sweep runs, twice,
-    with caplog.at_level(logging.INFO, logger="slotline.node"):
+    with caplog.at_level(logging.INFO, logger="slotline.node.node"):
         assert isolator.sweep(set()) == 1
         assert isolator.sweep(set()) == 0
     # Then the clean one is gone, the dirty one kept as it was, with one warning naming it.

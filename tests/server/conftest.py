@@ -24,10 +24,10 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import TextContent
 
-from slotline.config import Config
+from slotline.config.file import Config
 from slotline.errors import InvalidTransition, StaleAttempt
 from slotline.models import Status
-from slotline.node import Node
+from slotline.node.node import Node
 from slotline.server import ServerOptions, create_token, serve_http
 from slotline.store import Store, open_store
 from waiting import until

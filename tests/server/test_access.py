@@ -16,7 +16,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
-from slotline.config import Config
+from slotline.config.file import Config
 from slotline.errors import InvalidInput
 from slotline.models import Status
 from slotline.runner.env import build_env

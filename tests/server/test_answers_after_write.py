@@ -14,11 +14,11 @@ import pytest
 
 import slotline
 from slotline.cli import main as cli_main
-from slotline.config import Config
-from slotline.mcp_calls import BackendCalls
-from slotline.readback import read_back
+from slotline.config.file import Config
+from slotline.mcp.calls import BackendCalls
 from slotline.scheduler import eta
 from slotline.store import open_store
+from slotline.store.readback import read_back
 
 from .conftest import Running
 

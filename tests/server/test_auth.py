@@ -14,7 +14,7 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 from websockets.typing import Subprotocol
 
-from slotline.config import Config, load_config
+from slotline.config.file import Config, load_config
 from slotline.errors import InvalidInput
 from slotline.server import ServerOptions, create_token, revoke_token, serve_http, verify_token
 from slotline.server.auth import TokenBook, list_tokens

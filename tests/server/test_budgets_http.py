@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from slotline.client import SlotlineClient as Client
+from slotline.client.http import SlotlineClient as Client
 from slotline.errors import InvalidInput
 from slotline.models import Usage
 

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-import slotline.client as client_module
-from slotline.client import SlotlineClient
+import slotline.client.http as client_module
+from slotline.client.http import SlotlineClient
 from slotline.errors import (
     AccessDenied,
     BoundExceeded,

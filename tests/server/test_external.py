@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-from slotline.config import Config
+from slotline.config.file import Config
 from slotline.reach import UsersConfig
 
 from .conftest import Running, ServerFactory

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from slotline.config import load_config
+from slotline.config.file import load_config
 from slotline.models import Status
 
 from .conftest import Running, ServerFactory
@@ -142,7 +142,7 @@ def test_a_dashed_uuid_is_an_id_on_every_route(server: Running, http: httpx.Clie
 
 
 def _users(make_server: ServerFactory) -> tuple[Running, str, str, str]:
-    from slotline.config import Config
+    from slotline.config.file import Config
     from slotline.reach import UsersConfig
 
     users = UsersConfig(workspaces=["/secret"])
@@ -221,7 +221,7 @@ def test_another_users_attempt_is_answered_like_an_unknown_one(
 
 
 def test_metrics_shared_with_a_user_name_no_other_users(make_server: ServerFactory) -> None:
-    from slotline.config import Config
+    from slotline.config.file import Config
     from slotline.reach import UsersConfig
 
     users = UsersConfig(workspaces=["/secret"])

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from slotline.client import SlotlineClient
+from slotline.client.http import SlotlineClient
 from slotline.errors import InvalidInput, NotFound
 from slotline.runner.env import build_env
 from slotline.server import ServerOptions

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from gitrepos import make_repo, run, show
-from slotline.config import Config
+from slotline.config.file import Config
 from slotline.errors import InvalidTransition
-from slotline.mcp_calls import BackendCalls
+from slotline.mcp.calls import BackendCalls
 from slotline.reach import UsersConfig
 from waiting import until
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from slotline.config import Config
+from slotline.config.file import Config
 from slotline.store import Delivery
 
 from .conftest import ServerFactory

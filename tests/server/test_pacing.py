@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from slotline.client import SlotlineClient as Client
+from slotline.client.http import SlotlineClient as Client
 from slotline.errors import InvalidInput
 
 from .conftest import Running
@@ -98,7 +98,7 @@ def _fairness_and_backoff(client: Client) -> None:
 def test_the_mcp_queue_status_says_which_rates_hold_starts_back(
     http: httpx.Client, server: Running
 ) -> None:
-    from slotline.mcp_calls import status_summary
+    from slotline.mcp.calls import status_summary
 
     http.post(
         "/api/limits",

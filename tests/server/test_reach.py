@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from gitrepos import make_repo
-from slotline.config import Config, load_config
+from slotline.config.file import Config, load_config
 from slotline.errors import InvalidInput
 from slotline.reach import UsersConfig
 from slotline.runner.env import build_env

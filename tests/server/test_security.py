@@ -16,7 +16,7 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 from websockets.typing import Origin
 
-from slotline.config import Config, load_config
+from slotline.config.file import Config, load_config
 from slotline.errors import InvalidInput
 from slotline.models import Status
 from slotline.runner.env import build_env

@@ -12,7 +12,7 @@ import httpx
 
 from gitrepos import make_repo
 from server.conftest import Running, ServerFactory
-from slotline.config import Config
+from slotline.config.file import Config
 from slotline.models import Usage
 from waiting import until
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from slotline.config import Config
+from slotline.config.file import Config
 from slotline.models import Usage
 
 from .conftest import Running, ServerFactory

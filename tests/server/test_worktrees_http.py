@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from gitrepos import make_repo, run, show
-from slotline.client import SlotlineClient
-from slotline.isolation import DiffStat, WorktreeState
+from slotline.client.http import SlotlineClient
+from slotline.worktrees.isolation import DiffStat, WorktreeState
 from waiting import until
 
 from .conftest import ServerFactory, command

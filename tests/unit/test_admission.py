@@ -1,5 +1,5 @@
-from slotline.admission import Guard, Sample
-from slotline.config import Admission
+from slotline.config.file import Admission
+from slotline.node.admission import Guard, Sample
 
 
 def guard(samples: list[Sample], **thresholds: object) -> Guard:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from slotline.agent_types import AgentType
+from slotline.config.agent_types import AgentType
+from slotline.node.run import RunSettings
 from slotline.runner.callable import Registry
 from slotline.runner.env import BASE_ALLOW, allow_list, build_env
-from slotline.runner.run import RunSettings
 from slotline.store import open_store
 
 NODE_ENV = {

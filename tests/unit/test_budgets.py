@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slotline.errors import InvalidInput
-from slotline.scheduler.budgets import (
+from slotline.pacing.budgets import (
     Budget,
     BudgetBook,
     Spend,

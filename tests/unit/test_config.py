@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from slotline.config import load_config, redacted
+from slotline.config.file import load_config, redacted
 from slotline.errors import InvalidInput
 
 EXAMPLE = """\
@@ -113,7 +113,7 @@ def test_not_yaml_is_a_clear_error(tmp_path: Path) -> None:
 def test_a_prompt_that_would_be_an_option_is_refused_unless_the_type_opts_in(
     tmp_path: Path,
 ) -> None:
-    from slotline.templates import expand_agent_type
+    from slotline.config.templates import expand_agent_type
 
     config = load_config(
         write(
@@ -136,7 +136,7 @@ def test_a_prompt_that_would_be_an_option_is_refused_unless_the_type_opts_in(
 def test_a_title_or_user_or_a_prompt_inside_an_argument_is_no_option_either(
     tmp_path: Path,
 ) -> None:
-    from slotline.templates import expand_agent_type
+    from slotline.config.templates import expand_agent_type
 
     config = load_config(
         write(

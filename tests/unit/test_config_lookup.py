@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from slotline.config import find_config_file, load_config, lookup_places, redacted
+from slotline.config.file import find_config_file, load_config, lookup_places, redacted
 from slotline.errors import InvalidInput
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from slotline.cli.apply import apply_config
-from slotline.config import load_config
+from slotline.config.file import load_config
 from slotline.errors import InvalidInput
 from slotline.store import open_store
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from gitrepos import make_repo
-from slotline.isolation import GitFailed, git_env
-from slotline.landing import diff
+from slotline.worktrees import diff
+from slotline.worktrees.isolation import GitFailed, git_env
 
 
 def _alias(tmp_path: Path, code: str) -> list[str]:

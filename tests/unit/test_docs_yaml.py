@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 import yaml
 
-from slotline.agent_types import AgentType
 from slotline.cli.apply import apply_config
-from slotline.config import Config, load_config
+from slotline.config.agent_types import AgentType
+from slotline.config.file import Config, load_config
 from slotline.errors import InvalidInput
 from slotline.store import open_store
 

@@ -12,10 +12,10 @@ import pytest
 
 from slotline.limits import Limit
 from slotline.models import Status
+from slotline.pacing.rates import RateBook, RateLimit
 from slotline.scheduler import durations, eta
 from slotline.scheduler.policy import Limits
 from slotline.scheduler.ranks import seq_rank
-from slotline.scheduler.rates import RateBook, RateLimit
 from slotline.store import Store
 from slotline.store.estimates import line_task
 

@@ -12,11 +12,12 @@ from hypothesis import strategies as st
 
 from slotline.errors import InvalidInput
 from slotline.models import Kind, Priority, Status, Task
-from slotline.scheduler import backoff, policy
+from slotline.pacing import backoff
+from slotline.pacing.rates import RateBook, RateLimit, parse_period, parse_rate
+from slotline.scheduler import policy
 from slotline.scheduler.fairness import Fairness, charged, check_fairness
 from slotline.scheduler.policy import Limits, Snapshot
 from slotline.scheduler.ranks import seq_rank
-from slotline.scheduler.rates import RateBook, RateLimit, parse_period, parse_rate
 
 NOW = 1_000_000.0
 USERS = ("alice", "bob", "carol")

@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from slotline.config import load_config
-from slotline.isolation import KeepPolicy
-from slotline.templates import expand_agent_type
+from slotline.config.file import load_config
+from slotline.config.templates import expand_agent_type
+from slotline.worktrees.isolation import KeepPolicy
 
 GUIDE = Path(__file__).parents[2] / "docs" / "coding-agents.md"
 

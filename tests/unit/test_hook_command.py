@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from slotline.config import load_config
-from slotline.config_notify import WebhookConfig, fill_hook_command
+from slotline.config.file import load_config
 from slotline.errors import InvalidInput
-from slotline.runner.notify import _refused_for_good, deliver_until
 from slotline.store import open_store
+from slotline.webhooks.config import WebhookConfig, fill_hook_command
+from slotline.webhooks.deliver import _refused_for_good, deliver_until
 
 HOOK = ["notify-send", "slotline", "{title} failed"]
 

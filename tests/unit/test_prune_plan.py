@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from slotline.errors import InvalidInput
-from slotline.isolation import KeepPolicy, WorktreeState
-from slotline.landing.prune import Candidate, Removal, WorktreePolicy, parse_size, plan
+from slotline.worktrees.isolation import KeepPolicy, WorktreeState
+from slotline.worktrees.prune import Candidate, Removal, WorktreePolicy, parse_size, plan
 
 DAY = 86_400.0
 NOW = 100 * DAY

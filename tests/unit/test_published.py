@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from slotline.api import Queue
-from slotline.config import Config, load_config
+from slotline.api.queue import Queue
+from slotline.config.file import Config, load_config
+from slotline.config.published import agent_config, differences, publication
+from slotline.config.templates import expand_agent_type
 from slotline.errors import InvalidInput
-from slotline.mcp_calls import BackendCalls
-from slotline.published import agent_config, differences, publication
+from slotline.mcp.calls import BackendCalls
 from slotline.store import PublishedConfig, Store, open_store
-from slotline.templates import expand_agent_type
 from unit.test_docs_yaml import PAGES, yaml_blocks
 
 NODE_YAML = """\

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slotline.scheduler import backoff
-from slotline.scheduler.backoff import BackoffRule
-from slotline.scheduler.resets import JUST_PASSED, MAX_AHEAD, parse_reset
+from slotline.pacing import backoff
+from slotline.pacing.backoff import BackoffRule
+from slotline.pacing.resets import JUST_PASSED, MAX_AHEAD, parse_reset
 
 PARIS = ZoneInfo("Europe/Paris")
 # 2025-03-10 10:20:00 in Paris (UTC+1)

@@ -12,12 +12,12 @@ from typing import cast
 
 import pytest
 
-from slotline.config_notify import StallRule
+from slotline.node.run import Run
+from slotline.node.stall import StallWatch
+from slotline.node.supervisor import Supervisor
 from slotline.runner.process import ProcessHandle
-from slotline.runner.run import Run
-from slotline.runner.stall import StallWatch
-from slotline.runner.supervisor import Supervisor
 from slotline.store import Store, open_store
+from slotline.webhooks.config import StallRule
 
 RULE = StallRule(pattern=r"waiting for input$")
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from slotline.config import load_config
+from slotline.config.file import load_config
 from slotline.errors import InvalidInput
 from slotline.models import Usage
-from slotline.spend import run_share
-from slotline.usage import TAIL_BYTES, UsageConfig, read_log, read_usage
+from slotline.pacing.spend import run_share
+from slotline.pacing.usage import TAIL_BYTES, UsageConfig, read_log, read_usage
 
 CLAUDE = UsageConfig.model_validate(
     {

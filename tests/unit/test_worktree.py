@@ -1,4 +1,4 @@
-"""runner/worktree.py and the submit check, against real git repositories in tmp_path."""
+"""worktrees/worktree.py and the submit check, against real git repositories in tmp_path."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 
 from gitrepos import branches, commit_file, make_repo, run, show, worktree_paths
 from slotline.errors import InvalidInput
-from slotline.isolation import DiffStat, GitFailed, KeepPolicy, WorktreeState, pin
-from slotline.runner import changes, worktree
-from slotline.runner.worktree import Checkout, WorktreeError
 from slotline.spec import parse_spec
+from slotline.worktrees import changes, worktree
+from slotline.worktrees.isolation import DiffStat, GitFailed, KeepPolicy, WorktreeState, pin
+from slotline.worktrees.worktree import Checkout, WorktreeError
 
 TASK = "a" * 32
 
@@ -290,8 +290,8 @@ def test_submit_refuses_what_cannot_become_a_worktree(tmp_path: Path, repo: Path
 
 
 def test_an_agent_type_gives_its_worktree_settings_as_defaults(tmp_path: Path) -> None:
-    from slotline.config import load_config
-    from slotline.templates import expand_agent_type
+    from slotline.config.file import load_config
+    from slotline.config.templates import expand_agent_type
 
     path = tmp_path / "slotline.yaml"
     path.write_text(

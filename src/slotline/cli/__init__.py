@@ -58,7 +58,7 @@ COMMANDS = {
     "diff": ("landing:diff", "Show what the task's latest worktree run changed."),
     "merge": ("landing:merge", "Merge the branch of the task's latest run into a branch."),
     "worktrees": ("landing:worktrees", "List the worktrees of runs on disk."),
-    "notify": ("notify:notify", "Webhooks (`notify:` in slotline.yaml) and command hooks."),
+    "notify": ("webhooks:notify", "Webhooks (`notify:` in slotline.yaml) and command hooks."),
     "agents": ("agents:agents", "The agent types of slotline.yaml (`agents:`)."),
 }
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from slotline.config import Config
+    from slotline.config.file import Config
     from slotline.store import Store
 
 
@@ -34,7 +34,7 @@ def apply_config(store: Store, config: Config) -> str | None:
         store.set_exempt_agents(exempt)
     apply_rates_and_backoff(store, config)
     if "schedules" in given:  # a file without the key leaves the declared ones alone
-        from slotline.templates import declared_schedules
+        from slotline.config.templates import declared_schedules
 
         store.sync_schedules(declared_schedules(config))
     return config.source
@@ -47,7 +47,7 @@ def apply_rates_and_backoff(store: Store, config: Config) -> None:
     type's back-off rule left out of the file does. A node started without a file leaves
     the declared ones alone."""
     if config.source is not None:
-        from slotline.config_pacing import declared_budgets, declared_limits, declared_rates
+        from slotline.pacing.config import declared_budgets, declared_limits, declared_rates
 
         store.sync_declared(
             declared_rates(config), declared_budgets(config), declared_limits(config)

@@ -13,11 +13,11 @@ import yaml
 from slotline.cli.context import CliState, json_option, pass_state
 from slotline.cli.plain import print_json, printable, timestamp
 from slotline.clock import utcnow
-from slotline.config import load_config, lookup_places, redacted, shown_store
+from slotline.config.file import load_config, lookup_places, redacted, shown_store
 from slotline.errors import SlotlineError
 
 if TYPE_CHECKING:
-    from slotline.config import Config
+    from slotline.config.file import Config
     from slotline.store import PublishedConfig
 
 
@@ -105,7 +105,7 @@ class RunningNodes:
 
 def running_nodes(state: CliState, local: Config) -> RunningNodes:
     """What the running nodes of the store published, compared with `local`."""
-    from slotline.published import differences
+    from slotline.config.published import differences
 
     try:
         published = state.local_store.published_configs()

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 if TYPE_CHECKING:  # imported when first used: not every command needs them
-    from slotline.cli.backend import Backend
-    from slotline.client import SlotlineClient
-    from slotline.config import Config
+    from slotline.client.backend import Backend
+    from slotline.client.http import SlotlineClient
+    from slotline.config.file import Config
     from slotline.store import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -37,7 +37,7 @@ class CliState:
     def config(self) -> Config:
         """slotline.yaml (as `config.find_config_file` finds it), loaded once."""
         if self._config is None:
-            from slotline.config import load_config
+            from slotline.config.file import load_config
 
             self._config = load_config(self.config_path)
         return self._config
@@ -63,7 +63,7 @@ class CliState:
         if self.url is None:
             return None
         if self._client is None:
-            from slotline.client import SlotlineClient
+            from slotline.client.http import SlotlineClient
 
             self._client = SlotlineClient(self.url, self.token)
         return self._client

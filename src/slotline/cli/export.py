@@ -10,11 +10,11 @@ from typing import Any
 import click
 
 from slotline import __version__
-from slotline.cli.backend import Backend
 from slotline.cli.context import CliState, json_option, pass_state
 from slotline.cli.plain import print_json, strict_json
+from slotline.client.backend import Backend
 from slotline.clock import iso, utcnow
-from slotline.config import redact_url
+from slotline.config.file import redact_url
 from slotline.models import Status
 
 ALL_TASKS = 1_000_000_000

@@ -3,43 +3,13 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 
 import click
 
-from slotline.cli.backend import Backend
 from slotline.cli.context import CliState, json_option, pass_state, report_warning
 from slotline.cli.plain import print_json, short_id
-from slotline.config import Config
-from slotline.models import Task
-from slotline.readback import read_back
-
-
-def submit_followup(
-    backend: Backend,
-    config: Config,
-    ref: str,
-    prompt: str,
-    warn: Callable[[str], None] | None = None,
-) -> Task:
-    """A follow-up of `ref`: on a store, made from its agent type in the local
-    configuration, else as a running node published it (`published.agent_config`: `warn`
-    hears when both have it and they differ); through a server, by the server from its
-    own (`POST /api/tasks/{ref}/followup`)."""
-    from slotline.client import SlotlineClient
-    from slotline.store import Store
-    from slotline.templates import followup_fields
-
-    if isinstance(backend, SlotlineClient):
-        return backend.followup(ref, prompt)
-    assert isinstance(backend, Store)
-    followed = backend.get(ref)
-    if followed.agent is not None:
-        from slotline.published import store_agent_config
-
-        config = store_agent_config(backend, config, followed.agent, warn)
-    fields = followup_fields(config, followed, prompt)
-    return backend.submit_followup(followed.id, prompt, fields)
+from slotline.client.followup import submit_followup
+from slotline.store.readback import read_back
 
 
 @click.command()

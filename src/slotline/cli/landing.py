@@ -9,8 +9,8 @@ import click
 
 from slotline.cli.context import CliState, json_option, pass_state
 from slotline.cli.plain import print_json
+from slotline.client.wire import task_path
 from slotline.clock import utcnow
-from slotline.wire import task_path
 
 
 @click.command("diff")
@@ -27,7 +27,7 @@ def diff(state: CliState, task_id: str, stat_only: bool) -> None:
         params = {"stat": "true"} if stat_only else {}
         data = remote.call("GET", task_path(task_id, "diff"), params=params)
     else:
-        from slotline.landing import verbs
+        from slotline.worktrees import verbs
 
         data = verbs.diff(state.local_store, task_id, stat_only).to_dict()
     if state.json:
@@ -69,7 +69,7 @@ def merge(state: CliState, task_id: str, into: str | None, squash: bool) -> None
         data = remote.call("POST", task_path(task_id, "merge"), json=body)
         data.pop("task", None)
     else:
-        from slotline.landing import verbs
+        from slotline.worktrees import verbs
 
         result, _ = verbs.merge(state.local_store, task_id, into, squash)
         data = result.to_dict()
@@ -99,7 +99,7 @@ def worktrees(ctx: click.Context, state: CliState) -> None:
     if remote is not None:
         found = remote.call("GET", "/api/worktrees")["worktrees"]
     else:
-        from slotline.landing import verbs
+        from slotline.worktrees import verbs
 
         found = verbs.worktrees(state.local_store, utcnow())
     if state.json:
@@ -123,7 +123,7 @@ def prune(state: CliState, dry_run: bool) -> None:
     if remote is not None:
         found = remote.call("POST", "/api/worktrees/prune", json={"dry_run": dry_run})["pruned"]
     else:
-        from slotline.landing import verbs
+        from slotline.worktrees import verbs
 
         policy = state.config.worktree_policy()
         found = verbs.prune(state.local_store, policy, utcnow(), dry_run)

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import click
 
-from slotline.cli.backend import Backend
 from slotline.cli.context import CliState, json_option, pass_state
 from slotline.cli.pacing import Pacing, parse_pacing
 from slotline.cli.plain import print_json
+from slotline.client.backend import Backend
 from slotline.errors import InvalidInput
 from slotline.limits import LIMIT_KEYS
 from slotline.store import NONE_MEANS_NO_BOUND, SETTING_RULES, check_limit_max
@@ -118,7 +118,7 @@ def limits(state: CliState, assignments: tuple[str, ...]) -> None:
         assignment.apply(store)
     settings = store.settings()
     if parsed and settings["max_concurrent"] == 0:
-        from slotline.config import warn_no_slots
+        from slotline.config.file import warn_no_slots
 
         warn_no_slots("set now")
     if state.json:

@@ -12,17 +12,17 @@ from typing import TYPE_CHECKING, Protocol
 import click
 
 from slotline.bounds import ORDINAL
-from slotline.cli.backend import Backend
 from slotline.cli.context import CliState, pass_state
 from slotline.cli.interrupt import run_until_interrupted
 from slotline.cli.numbers import Number
 from slotline.cli.plain import describe_place, printable, short_id
+from slotline.client.backend import Backend
 from slotline.errors import NotFound
 from slotline.models import Attempt, Status, Task
 from slotline.runlogs import why_no_log
 
 if TYPE_CHECKING:
-    from slotline.client import SlotlineClient
+    from slotline.client.http import SlotlineClient
 
 POLL_SECONDS = 0.2
 CHUNK = 1 << 16
@@ -201,7 +201,7 @@ def _local_copier(out: Sink) -> Copier:
 def _remote_copier(client: SlotlineClient, out: Sink) -> Copier:
     """Stream the log through the server's log route; it returns when the attempt has
     ended or the stream was dropped (the next call resumes from the offset)."""
-    from slotline.remote import follow_log
+    from slotline.client.remote import follow_log
 
     async def copy(task: Task, attempt: Attempt, offset: int) -> int | None:
         if attempt.log_path is None:

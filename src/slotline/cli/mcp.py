@@ -19,8 +19,8 @@ def mcp_command(state: CliState) -> None:
     $SLOTLINE_URL and $SLOTLINE_TOKEN, as every run has them). Inside a run, your tasks
     are the subtree of $SLOTLINE_TASK_ID and subtasks are submitted under it.
     """
-    from slotline.mcp import build_server
-    from slotline.mcp_calls import BackendCalls
+    from slotline.mcp.calls import BackendCalls
+    from slotline.mcp.tools import build_server
 
     calls = BackendCalls(state.store, state.config, os.environ.get("SLOTLINE_TASK_ID") or None)
     build_server(lambda _ctx: calls, log_level="WARNING").run("stdio")

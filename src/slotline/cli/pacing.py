@@ -15,15 +15,15 @@ import click
 from slotline.clock import utcnow
 from slotline.errors import InvalidInput
 from slotline.limits import GLOBAL
-from slotline.scheduler.backoff import BackoffRule
-from slotline.scheduler.budgets import format_amount, parse_budget
+from slotline.pacing.backoff import BackoffRule
+from slotline.pacing.budgets import format_amount, parse_budget
+from slotline.pacing.rates import check_rate_key, parse_period, parse_rate
 from slotline.scheduler.fairness import check_fairness
-from slotline.scheduler.rates import check_rate_key, parse_period, parse_rate
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from slotline.cli.backend import Backend
+    from slotline.client.backend import Backend
     from slotline.store import QueueStatus, Settings
 
 

@@ -33,7 +33,7 @@ from slotline.cli.plain import (
 from slotline.limits import Limit
 from slotline.line import NO_SLOTS
 from slotline.models import Kind, ResumedFrom, Status, Task
-from slotline.spend import describe
+from slotline.pacing.spend import describe
 
 if TYPE_CHECKING:
     from slotline.store import QueueStatus, Settings

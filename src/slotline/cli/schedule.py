@@ -126,7 +126,7 @@ def add(
     command: tuple[str, ...],
 ) -> None:
     """Add a schedule: schedule add NAME --cron EXPR [OPTIONS] -- CMD ARGS…"""
-    from slotline.cli.backend import agent_type_fields
+    from slotline.client.backend import agent_type_fields
 
     if not command and prompt is None:
         raise click.UsageError("give the command after --, or --agent NAME --prompt TEXT")

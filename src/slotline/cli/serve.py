@@ -19,11 +19,11 @@ from slotline.cli.context import CliState, json_option, pass_state
 from slotline.cli.numbers import Number, seconds, whole
 from slotline.errors import SlotlineError
 from slotline.runner.env import allow_list
-from slotline.runner.isolate import SWEEP_INTERVAL
+from slotline.worktrees.isolate import SWEEP_INTERVAL
 
 if TYPE_CHECKING:
-    from slotline.config import Config
-    from slotline.node import Node
+    from slotline.config.file import Config
+    from slotline.node.node import Node
     from slotline.runner.callable import Entry
     from slotline.server.context import ServerOptions
 
@@ -166,9 +166,9 @@ def serve(
     name re-adopts them. With --app, it also runs the app's Python functions (they
     cannot outlive the node: a stop interrupts them).
     """
-    from slotline.config import load_config, warn_no_slots
-    from slotline.logfmt import configure as configure_logging
-    from slotline.node import Node
+    from slotline.cli.logfmt import configure as configure_logging
+    from slotline.config.file import load_config, warn_no_slots
+    from slotline.node.node import Node
     from slotline.server.context import ServerOptions
     from slotline.server.serve import open_listener
 
@@ -273,7 +273,7 @@ def serve_apps(state: CliState, references: tuple[str, ...]) -> dict[str, Entry]
     """The functions of the apps named by `--app`, by task name. An app's store is served
     when none is given; an app of another store than the one served is refused (its
     tasks would never be seen)."""
-    from slotline.app import load_app
+    from slotline.api.app import load_app
 
     functions: dict[str, Entry] = {}
     for reference in references:
@@ -321,7 +321,7 @@ async def _run(
     on_ready: Callable[[str, int], None],
     options: ServerOptions,
 ) -> None:
-    from slotline.node import install_signal_handlers
+    from slotline.node.node import install_signal_handlers
 
     stop = asyncio.Event()
     install_signal_handlers(stop)
@@ -345,8 +345,8 @@ async def _run(
 def _hear(node: Node, config: Config, stop: asyncio.Event) -> list[asyncio.Task[None]]:
     """The node's hooks (`notify`, `on_event`) and its watch for stalled runs, each in a
     task of its own beside the dispatch loop."""
-    from slotline.runner.notify import deliver_until
-    from slotline.runner.stall import StallWatch
+    from slotline.node.stall import StallWatch
+    from slotline.webhooks.deliver import deliver_until
 
     rules = {name: agent.stall for name, agent in config.agents.items() if agent.stall}
     hooks = deliver_until(

@@ -14,7 +14,7 @@ from slotline.cli.plain import ago, print_json
 from slotline.cli.render import STATUS_STYLES, keep_widths, show, text
 from slotline.clock import utcnow
 from slotline.models import Status
-from slotline.spend import BY, Spend, describe
+from slotline.pacing.spend import BY, Spend, describe
 
 ALL_TASKS = 1_000_000_000
 

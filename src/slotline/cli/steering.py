@@ -14,7 +14,7 @@ from slotline.cli.plain import describe_place, print_json, short_id
 from slotline.cli.submit import parse_priority
 from slotline.errors import InvalidInput
 from slotline.models import PENDING, Priority, Status, Task
-from slotline.readback import read_back
+from slotline.store.readback import read_back
 
 task_argument = click.argument("task_id", metavar="ID")
 

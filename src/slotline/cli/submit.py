@@ -10,15 +10,15 @@ from typing import Any
 import click
 
 from slotline.bounds import ATTEMPTS, MEMORY_MB, SECONDS
-from slotline.cli.backend import Backend, agent_type_fields
 from slotline.cli.context import CliState, json_option, pass_state, report_warning
 from slotline.cli.numbers import Number
 from slotline.cli.plain import describe_place, print_json, short_id
 from slotline.cli.when import at_option
+from slotline.client.backend import Backend, agent_type_fields
 from slotline.clock import utcnow
 from slotline.errors import BoundExceeded, InvalidInput
 from slotline.models import Priority, Task
-from slotline.readback import read_back
+from slotline.store.readback import read_back
 
 # How long to wait between tries for room when no estimate says (seconds), and at most.
 ROOM_RETRY_DEFAULT = 5.0

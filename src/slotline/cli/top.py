@@ -17,12 +17,12 @@ from rich.console import Console, RenderableType
 from rich.live import Live
 from rich.text import Text
 
-from slotline.cli.backend import Backend
 from slotline.cli.context import CliState, pass_state
 from slotline.cli.interrupt import run_until_interrupted
 from slotline.cli.plain import short_id
 from slotline.cli.render import show
 from slotline.cli.top_view import View, render, selectable
+from slotline.client.backend import Backend
 from slotline.clock import utcnow
 from slotline.errors import SlotlineError
 from slotline.models import Status

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 import click
 
 from slotline.bounds import OFFSET, ORDINAL
-from slotline.cli.backend import Backend
 from slotline.cli.context import CliState, json_option, pass_state
 from slotline.cli.filters import filter_options, task_filter
 from slotline.cli.numbers import Number
 from slotline.cli.plain import event_line, print_json, strict_json
+from slotline.client.backend import Backend
 from slotline.clock import utcnow
 from slotline.models import Event
 

@@ -8,9 +8,9 @@ from collections.abc import Callable
 import click
 from rich.console import Console
 
-from slotline.cli.backend import Backend
 from slotline.cli.interrupt import run_until_interrupted
 from slotline.cli.plain import describe_place, duration, print_json, short_id
+from slotline.client.backend import Backend
 from slotline.clock import utcnow
 from slotline.models import Status, Task
 

@@ -8,8 +8,8 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 
-from slotline.agent_types import AgentType
-from slotline.config import holds_secret
+from slotline.config.agent_types import AgentType
+from slotline.config.file import holds_secret
 from slotline.models import Attempt, Task
 from slotline.tasktoken import mint_task_token
 

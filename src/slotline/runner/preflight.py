@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal
 
-from slotline.agent_types import AgentType
+from slotline.config.agent_types import AgentType
 from slotline.runner.env import BASE_ALLOW, allow_list, allowed_env
 
 # A dry run that takes longer than this failed: `--version` answers in a second or two.

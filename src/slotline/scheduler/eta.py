@@ -31,12 +31,12 @@ from typing import NamedTuple
 
 from slotline.limits import limit_key_value
 from slotline.models import Status, WaitingReason
+from slotline.pacing.budgets import BudgetBook
+from slotline.pacing.rates import RateBook
 from slotline.scheduler import policy, waiting
-from slotline.scheduler.budgets import BudgetBook
 from slotline.scheduler.durations import RunTimes
 from slotline.scheduler.fairness import Fairness
 from slotline.scheduler.pending import Pending
-from slotline.scheduler.rates import RateBook
 
 # A running task past its estimate is expected to need at least this share of it more.
 REMAINING_FLOOR = 0.1

@@ -16,9 +16,9 @@ from slotline.clock import iso
 from slotline.limits import Limit
 from slotline.line import NO_SLOTS
 from slotline.models import Status, WaitingReason
-from slotline.scheduler.budgets import BudgetBook
+from slotline.pacing.budgets import BudgetBook
+from slotline.pacing.rates import RateBook
 from slotline.scheduler.fairness import Fairness, fair_line
-from slotline.scheduler.rates import RateBook
 
 
 class Placeable(Protocol):
@@ -87,17 +87,17 @@ class Snapshot(Generic[T]):
     start_now: Sequence[T] = ()
     paused: bool = False
     aging_interval: float | None = None
-    # Rate limits and the starts in their windows (scheduler/rates.py); the plan counts
+    # Rate limits and the starts in their windows (pacing/rates.py); the plan counts
     # its own starts in a copy, so the snapshot is left as it was.
     rates: RateBook | None = None
     # Agent types backing off from their provider: no start before the instant given
-    # (scheduler/backoff.py; their lowered caps are in `limits`).
+    # (pacing/backoff.py; their lowered caps are in `limits`).
     holds: Mapping[str, float] = field(default_factory=dict)
     # Fair dispatch within each band of the line (see `order`), and each value's pass
     # (scheduler/fairness.py); None: rank order.
     fairness: Fairness | None = None
     passes: Mapping[str, float] = field(default_factory=dict)
-    # Budgets and the spend of finished runs in their windows (scheduler/budgets.py):
+    # Budgets and the spend of finished runs in their windows (pacing/budgets.py):
     # a task whose budget is reached waits until enough spend ages out.
     budgets: BudgetBook | None = None
 

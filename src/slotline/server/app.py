@@ -13,7 +13,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from slotline import __version__
-from slotline.config import Config
+from slotline.config.file import Config
 from slotline.errors import SlotlineError
 from slotline.runner.space import unwritable
 from slotline.server import (
@@ -26,11 +26,11 @@ from slotline.server import (
     landing,
     logs,
     metrics,
-    notify,
     queue,
     routes,
     schedules,
 )
+from slotline.server import webhooks as notify
 from slotline.server.auth import TokenBook, default_tokens_path
 from slotline.server.context import ServerOptions, ServerState, State
 from slotline.server.errors import BodyLimit, install_error_handlers

@@ -22,13 +22,13 @@ from slotline.clock import iso
 from slotline.errors import InvalidTransition
 from slotline.line import next_up
 from slotline.models import PENDING, Priority, Status, Task
-from slotline.readback import read_back
 from slotline.server.auth import Principal
 from slotline.server.context import Reader, ServerState, State, Writer
 from slotline.server.errors import ERROR_RESPONSES
 from slotline.server.fields import TaskId
 from slotline.server.routes import start_now_allowance
 from slotline.server.schemas import WaitingReasonOut
+from slotline.store.readback import read_back
 
 router = APIRouter(prefix="/api", tags=["hephaestus compatibility"], responses=ERROR_RESPONSES)
 

@@ -13,7 +13,7 @@ from fastapi import Depends, HTTPException
 from starlette.requests import HTTPConnection
 
 from slotline.bounds import parse_id
-from slotline.config import Config
+from slotline.config.file import Config
 from slotline.errors import NotFound
 from slotline.models import Attempt, Task
 from slotline.server.auth import OPEN_MODE, Principal, TokenBook

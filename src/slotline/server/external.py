@@ -16,11 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from slotline.bounds import Range
 from slotline.clock import iso
 from slotline.models import Kind, Task
-from slotline.readback import read_back
 from slotline.server.auth import Principal
 from slotline.server.context import Admin, ServerState, State, Writer
 from slotline.server.errors import ERROR_RESPONSES
 from slotline.server.schemas import TaskOut, task_json
+from slotline.store.readback import read_back
 
 router = APIRouter(prefix="/api/external", tags=["external runners"], responses=ERROR_RESPONSES)
 

@@ -11,15 +11,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from slotline.bounds import Range
 from slotline.clock import utcnow
-from slotline.landing import verbs
-from slotline.landing.diff import DIFF_MAX_BYTES
-from slotline.landing.gitpool import run_git
 from slotline.reach import bounded, check_merge
 from slotline.server.context import Admin, Reader, State, Writer
 from slotline.server.errors import ERROR_RESPONSES
 from slotline.server.fields import TaskRef
 from slotline.server.flags import Flag, QueryFlag
 from slotline.server.schemas import task_json
+from slotline.worktrees import verbs
+from slotline.worktrees.diff import DIFF_MAX_BYTES
+from slotline.worktrees.gitpool import run_git
 
 router = APIRouter(prefix="/api", tags=["worktrees"], responses=ERROR_RESPONSES)
 

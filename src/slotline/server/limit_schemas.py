@@ -10,8 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from slotline.bounds import COUNT, MAX_COUNT, Range, Spelled
 from slotline.limits import check_limit_key, key_pattern
+from slotline.pacing.rates import check_rate_key
 from slotline.scheduler.fairness import check_fairness
-from slotline.scheduler.rates import check_rate_key
 from slotline.server.fields import StrictWhole
 
 

@@ -25,7 +25,8 @@ from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
-from slotline import mcp, mcp_calls
+from slotline.mcp import calls as mcp_calls
+from slotline.mcp import tools as mcp
 from slotline.models import Priority, Status
 from slotline.server import board, landing, queue, routes
 from slotline.server.access import AccessEnded, AccessWatch

@@ -11,14 +11,15 @@ from fastapi import APIRouter, Query
 
 from slotline.bounds import OFFSET, Range
 from slotline.clock import iso, utcnow
-from slotline.config import Config, redacted
+from slotline.config.file import Config, redacted
 from slotline.errors import InvalidInput
 from slotline.limits import check_limit_key
 from slotline.line import next_up
 from slotline.models import Task
-from slotline.scheduler.backoff import BackoffRule
+from slotline.pacing.backoff import BackoffRule
+from slotline.pacing.rates import check_rate_key
+from slotline.pacing.spend import Spend, runs_of, sum_spend
 from slotline.scheduler.fairness import check_fairness
-from slotline.scheduler.rates import check_rate_key
 from slotline.server.auth import Principal
 from slotline.server.context import Admin, Reader, ServerState, State
 from slotline.server.errors import ERROR_RESPONSES
@@ -34,7 +35,6 @@ from slotline.server.schemas import (
     task_json,
 )
 from slotline.server.visibility import Visibility, own_entries, own_settings, sees_totals
-from slotline.spend import Spend, runs_of, sum_spend
 from slotline.store import QueueStatus, Store, check_limit_max, check_setting
 from slotline.store.budgets import check_budget, check_period
 from slotline.store.rates import check_rate

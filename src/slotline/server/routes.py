@@ -8,11 +8,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, HTTPException, Query, Response
 
 from slotline.bounds import OFFSET, Range
-from slotline.config import Config
+from slotline.config.file import Config
+from slotline.config.templates import expand_agent_type, followup_fields
 from slotline.errors import NotFound, UnknownDependency
 from slotline.models import Priority, Task
 from slotline.reach import bounded, check_submit
-from slotline.readback import read_back
 from slotline.server.auth import Principal
 from slotline.server.context import Reader, ServerState, State, Writer, hidden
 from slotline.server.errors import ERROR_RESPONSES
@@ -37,8 +37,8 @@ from slotline.server.schemas import (
 )
 from slotline.spec import TaskSpec, parse_spec
 from slotline.store import Store
+from slotline.store.readback import read_back
 from slotline.taskfilter import MAX_PAGE, TaskFilter
-from slotline.templates import expand_agent_type, followup_fields
 
 router = APIRouter(prefix="/api/tasks", tags=["tasks"], responses=ERROR_RESPONSES)
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 
 import uvicorn
 
-from slotline.config import Config
+from slotline.config.file import Config
 from slotline.errors import InvalidInput
 from slotline.server.app import create_app
 from slotline.server.auth import TokenBook, default_tokens_path

@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from slotline.store.claim import Claim, ClaimResult
     from slotline.store.core import Watcher
     from slotline.store.followups import Followup
-    from slotline.store.notify import Delivery
     from slotline.store.reads import Line, QueueStatus
     from slotline.store.runs import Report, StartReport
     from slotline.store.schedules import Fired, FireResult
@@ -34,6 +33,7 @@ if TYPE_CHECKING:
         check_limit_max,
         check_setting,
     )
+    from slotline.store.webhooks import Delivery
 
 # Each exported name, and the module that defines it.
 _HOMES = {
@@ -46,7 +46,7 @@ _HOMES = {
     "Claim": "slotline.store.claim",
     "ClaimResult": "slotline.store.claim",
     "Watcher": "slotline.store.core",
-    "Delivery": "slotline.store.notify",
+    "Delivery": "slotline.store.webhooks",
     "Followup": "slotline.store.followups",
     "Line": "slotline.store.reads",
     "QueueStatus": "slotline.store.reads",

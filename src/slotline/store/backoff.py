@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from slotline.errors import InvalidInput
-from slotline.scheduler.backoff import BackoffRule, Throttle, normal_cap, on_success, on_throttled
-from slotline.scheduler.resets import parse_reset
+from slotline.pacing.backoff import BackoffRule, Throttle, normal_cap, on_success, on_throttled
+from slotline.pacing.resets import parse_reset
 from slotline.store.core import StoreCore
 from slotline.store.events import emit
 from slotline.store.queries import Tx

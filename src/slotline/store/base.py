@@ -24,7 +24,6 @@ from slotline.store.events import EventVerbs
 from slotline.store.fairness import FairnessVerbs
 from slotline.store.followups import FollowupVerbs
 from slotline.store.nodes import NodeVerbs
-from slotline.store.notify import NotifyVerbs
 from slotline.store.rates import RateVerbs
 from slotline.store.reads import ReadVerbs
 from slotline.store.runs import RunVerbs
@@ -34,6 +33,7 @@ from slotline.store.serving import ServingVerbs
 from slotline.store.settings import SettingsVerbs
 from slotline.store.steering import SteeringVerbs
 from slotline.store.submit import SubmitVerbs
+from slotline.store.webhooks import NotifyVerbs
 from slotline.store.worktrees import WorktreeVerbs
 
 

@@ -21,8 +21,8 @@ from slotline.clock import iso
 from slotline.errors import InvalidInput
 from slotline.limits import GLOBAL, limit_key_value
 from slotline.models import Status, Task
-from slotline.scheduler.budgets import UNITS, Budget, BudgetBook, Reached, Spend, check_amount
-from slotline.scheduler.rates import check_rate_key, parse_period
+from slotline.pacing.budgets import UNITS, Budget, BudgetBook, Reached, Spend, check_amount
+from slotline.pacing.rates import check_rate_key, parse_period
 from slotline.store.core import StoreCore
 from slotline.store.events import emit
 from slotline.store.queries import Tx

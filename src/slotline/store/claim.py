@@ -13,8 +13,9 @@ from pathlib import Path
 
 from slotline.errors import SlotlineError, StoreError
 from slotline.models import Attempt, KillRequest, Kind, Status, Task
+from slotline.pacing import backoff
 from slotline.runlogs import log_file
-from slotline.scheduler import backoff, policy
+from slotline.scheduler import policy
 from slotline.scheduler.fairness import Fairness
 from slotline.store import backoff as provider
 from slotline.store import budgets, estimates, rates, read_ahead

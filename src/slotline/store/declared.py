@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from slotline.limits import Limit
-from slotline.scheduler.budgets import Budget
-from slotline.scheduler.rates import RateLimit
+from slotline.pacing.budgets import Budget
+from slotline.pacing.rates import RateLimit
 from slotline.store import budgets, rates
 from slotline.store.core import StoreCore
 from slotline.store.events import emit

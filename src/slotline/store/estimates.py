@@ -15,7 +15,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from slotline.models import Priority, Status, Task
-from slotline.scheduler import backoff, durations, eta, policy
+from slotline.pacing import backoff
+from slotline.scheduler import durations, eta, policy
 from slotline.scheduler.fairness import Fairness, virtual_times
 from slotline.store import backoff as provider
 from slotline.store import budgets, rates, serving

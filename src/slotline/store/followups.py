@@ -1,6 +1,6 @@
 """Follow-up tasks: a task that runs after another one and continues its agent session
 with a prompt of its own (`slotline followup`). The session and the worktree are found
-when the follow-up starts (`runner/resume.py`), not at submit: the followed task may not
+when the follow-up starts (`node/resume.py`), not at submit: the followed task may not
 have run yet."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from slotline.errors import InvalidInput
 from slotline.models import Task, Usage
-from slotline.spend import NO_VALUE, Spent, SpentRun
+from slotline.pacing.spend import NO_VALUE, Spent, SpentRun
 from slotline.store.core import Serial, StoreCore
 from slotline.store.events import emit
 from slotline.store.statements import Where
@@ -67,8 +67,8 @@ class FollowupVerbs(StoreCore):
             InvalidInput: the followed task has no agent type, the prompt is empty, or
                 the spec is malformed.
         """
-        from slotline.isolation import pin
         from slotline.spec import parse_spec
+        from slotline.worktrees.isolation import pin
 
         if not prompt.strip():
             raise InvalidInput("prompt: give the follow-up's prompt")

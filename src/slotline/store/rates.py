@@ -14,7 +14,7 @@ from typing import Any
 from slotline.bounds import normalize_workspace
 from slotline.errors import InvalidInput
 from slotline.limits import GLOBAL
-from slotline.scheduler.rates import (
+from slotline.pacing.rates import (
     RateBook,
     RateLimit,
     check_max_starts,

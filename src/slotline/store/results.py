@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from slotline.models import Attempt, ResumedFrom, Task, Usage
-from slotline.spend import run_share
+from slotline.pacing.spend import run_share
 from slotline.store.events import emit
 from slotline.store.queries import Tx
 

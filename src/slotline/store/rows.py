@@ -6,9 +6,16 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from slotline.isolation import DiffStat, Isolation, KeepPolicy, Merged, Worktree, WorktreeState
 from slotline.models import Attempt, Event, Kind, Priority, ResumedFrom, Status, Task, Usage
 from slotline.transitions import StopRequest
+from slotline.worktrees.isolation import (
+    DiffStat,
+    Isolation,
+    KeepPolicy,
+    Merged,
+    Worktree,
+    WorktreeState,
+)
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), sort_keys=True)
 

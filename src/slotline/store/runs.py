@@ -15,7 +15,8 @@ from slotline.bounds import parse_id
 from slotline.errors import InvalidInput, NotFound, StaleAttempt
 from slotline.models import Attempt, Kind, ResumedFrom, Status, Task, Usage
 from slotline.sessions import refused_tools
-from slotline.store import backoff, deps, estimates, notify, results
+from slotline.store import backoff, deps, estimates, results
+from slotline.store import webhooks as notify
 from slotline.store.core import Serial, StoreCore
 from slotline.store.events import change, emit
 from slotline.store.queries import Tx

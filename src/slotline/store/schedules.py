@@ -58,8 +58,8 @@ def check_schedule_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
         InvalidInput: a field is wrong, or one that a recurring task cannot have, or a
             worktree task's repository or base is (the message says which).
     """
-    from slotline.isolation import locate
     from slotline.spec import parse_spec
+    from slotline.worktrees.isolation import locate
 
     for name in _NOT_FOR_SCHEDULES:
         if spec.get(name):

@@ -10,9 +10,9 @@ from typing import Any
 from slotline.bounds import MAX_COUNT, MAX_SECONDS, check_number, normalize_workspace
 from slotline.errors import InvalidInput
 from slotline.limits import Limit, check_limit_key
+from slotline.pacing.budgets import Budget
+from slotline.pacing.rates import RateLimit
 from slotline.scheduler import policy
-from slotline.scheduler.budgets import Budget
-from slotline.scheduler.rates import RateLimit
 from slotline.store import budgets as budget_rules
 from slotline.store.core import StoreCore
 from slotline.store.events import emit

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 from slotline.clock import iso
 from slotline.errors import BoundExceeded, InvalidInput
-from slotline.isolation import Isolation, KeepPolicy
 from slotline.models import Status, Task
 from slotline.store import dedup, deps, estimates, serving
 from slotline.store.core import Ahead, Serial, StoreCore
@@ -19,6 +18,7 @@ from slotline.store.rows import dumps, isolation_to_text
 from slotline.store.settings import Settings, read_settings
 from slotline.store.statements import Read
 from slotline.store.tasks import count_of, next_ranks, resolve
+from slotline.worktrees.isolation import Isolation, KeepPolicy
 
 if TYPE_CHECKING:  # imported when used: a read needs no pydantic model
     from slotline.spec import TaskSpec
@@ -65,8 +65,8 @@ class SubmitVerbs(StoreCore):
         statement each (`executemany`), and the tasks returned are built from what was
         written, not read back.
         """
-        from slotline.isolation import pin
         from slotline.spec import parse_spec
+        from slotline.worktrees.isolation import pin
 
         # A worktree task's repository and base commit are checked (and pinned) here,
         # before the transaction: the git calls never hold the writer.

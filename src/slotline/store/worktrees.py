@@ -7,13 +7,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from slotline.errors import NotFound
-from slotline.isolation import DiffStat, WorktreeState
 from slotline.models import Attempt
 from slotline.store.core import StoreCore
 from slotline.store.events import emit
 from slotline.store.queries import Tx
 from slotline.store.rows import attempt_from_row
 from slotline.store.runs import live_attempt
+from slotline.worktrees.isolation import DiffStat, WorktreeState
 
 
 class WorktreeVerbs(StoreCore):

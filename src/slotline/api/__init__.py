@@ -1,0 +1,1 @@
+"""The Python API: `Queue`, `SyncQueue`, `App` and the landing verbs over a store."""

@@ -1,0 +1,1 @@
+"""Configuration: slotline.yaml, agent types and their templates, what a node publishes."""

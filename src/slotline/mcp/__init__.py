@@ -1,0 +1,1 @@
+"""The MCP tools: the queue's verbs for a supervising agent."""

@@ -1,0 +1,1 @@
+"""A node: its loop, its supervisor of runs, admission, registration, adoption."""

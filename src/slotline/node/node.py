@@ -1,0 +1,455 @@
+"""One node: the dispatch loop that claims tasks from the store and supervises their runs.
+
+Dispatch is event-driven: the loop sleeps until the store signals a change (a submit or a
+steering verb from any process, an attempt ending), a timer it asked for (a retry backoff
+or a queue TTL running out) or its heartbeat, then fills every free slot in one claim.
+Supervising each attempt is in `node/supervisor.py`; restart handling in `node/adopt.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import signal
+import socket
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from slotline import fencing
+from slotline.clock import utcnow
+from slotline.config.agent_types import AgentType
+from slotline.config.file import Admission, Config
+from slotline.errors import InvalidInput, SlotlineError
+from slotline.models import Kind
+from slotline.node import adopt
+from slotline.node.admission import Guard, Verdict
+from slotline.node.awake import KeepAwake
+from slotline.node.outbox import Batch
+from slotline.node.registration import register
+from slotline.node.run import RunSettings
+from slotline.node.supervisor import Supervisor
+from slotline.runlogs import default_log_dir
+from slotline.runner.callable import Entry, Registry, TaskFunction
+from slotline.runner.env import BASE_ALLOW
+from slotline.runner.process import DEFAULT_LOG_MAX
+from slotline.store import LEASE_SECONDS, Store
+from slotline.worktrees.gitpool import run_git
+from slotline.worktrees.isolate import SWEEP_INTERVAL
+from slotline.worktrees.prune import WorktreePolicy
+
+log = logging.getLogger("slotline.node")
+
+
+def default_node_id() -> str:
+    """Stable across restarts on one host, so a restarted node finds its own attempts."""
+    return socket.gethostname()
+
+
+class Node:
+    """Claims tasks from a store and runs them; see `run` and `run_until_idle`."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        node_id: str | None = None,
+        log_dir: Path | None = None,
+        callables: Mapping[str, Entry] | None = None,
+        kill_grace: float = 10.0,
+        heartbeat: float | None = None,
+        lease: float = LEASE_SECONDS,
+        slots: int | None = None,
+        env_allow: Sequence[str] = BASE_ALLOW,
+        log_max_bytes: int = DEFAULT_LOG_MAX,
+        admission: Admission | None = None,
+        guard: Guard | None = None,
+        api_url: str | None = None,
+        sample_interval: float = 10.0,
+        sweep_interval: float = SWEEP_INTERVAL,
+        worktree_policy: WorktreePolicy | None = None,
+        agents: Mapping[str, AgentType] | None = None,
+        config: Config | None = None,
+        keep_awake: bool = False,
+    ) -> None:
+        self.store = store
+        # The configuration it serves, published to the store when it starts (`published`).
+        self.config = config
+        self.node_id = node_id or default_node_id()
+        self.registry = Registry(callables)
+        if not (math.isfinite(lease) and lease > 0):
+            raise InvalidInput(f"lease must be a positive number of seconds, not {lease!r}")
+        if slots is not None and slots < 0:
+            raise InvalidInput(f"slots must be 0 or more, not {slots}")
+        # A few heartbeats per lease: one late beat must not get a live node reaped.
+        self.heartbeat_interval = heartbeat if heartbeat is not None else min(5.0, lease / 3)
+        self.slots = slots
+        # The store's clock minus ours: timeouts and wake-ups are measured on the store's.
+        self._skew = 0.0
+        self.guard_interval = 2.0
+        # How often the line is sampled for the dashboard's charts (0: never).
+        self.sample_interval = sample_interval
+        # Seconds between sweeps of the node's worktrees besides those after a run's
+        # worktree closed (0: none but those, and the one at the start).
+        self.sweep_interval = sweep_interval
+        self.lease = lease
+        self.guard = guard or Guard(admission or Admission())
+        self._verdict = Verdict()
+        self._changed = asyncio.Event()
+        # The next tick of a recurring schedule (store clock); NaN until first asked.
+        self._schedules_due: float | None = math.nan
+        # When the last claim said to look at the line again (store clock), if ever.
+        self._claim_wake: float | None = None
+        # Set once the node is registered (with the functions it serves) and dispatching.
+        self.ready = asyncio.Event()
+        # Set once the node has reconciled the attempts it had when it last stopped.
+        self.reconciled = asyncio.Event()
+        # The heartbeat's own thread (`_heartbeat`), while the loop runs.
+        self._beats = ThreadPoolExecutor(1, thread_name_prefix="slotline-heartbeat")
+        settings = RunSettings(
+            log_dir=log_dir or default_log_dir(store),
+            registry=self.registry,
+            kill_grace=kill_grace,
+            lease=lease,
+            env_allow=tuple(env_allow),
+            api_url=api_url,
+            log_max_bytes=log_max_bytes,
+            agents=dict(agents or {}),
+        )
+        self.supervisor = Supervisor(store, self.node_id, settings, self._changed, self._store_now)
+        self.supervisor.isolator.policy = worktree_policy
+        # Held from the first run's start to the last one's end (`keep_awake` setting).
+        self.awake = KeepAwake(keep_awake)
+
+    @property
+    def log_dir(self) -> Path:
+        return self.supervisor.settings.log_dir
+
+    @property
+    def api_url(self) -> str | None:
+        """The HTTP API runs reach slotline through (with a task token); None: the store.
+        Set once the node's server is bound."""
+        return self.supervisor.settings.api_url
+
+    @api_url.setter
+    def api_url(self, url: str | None) -> None:
+        self.supervisor.settings.api_url = url
+
+    def _store_now(self) -> float:
+        """Now on the store's clock: every recorded time is on it (see `Supervisor.now`)."""
+        return utcnow() + self._skew
+
+    def register(self, name: str) -> Callable[[TaskFunction], TaskFunction]:
+        """Decorator: make `function` runnable as callable task `name` on this node."""
+
+        def decorate(function: TaskFunction) -> TaskFunction:
+            self.registry.register(name, function)
+            return function
+
+        return decorate
+
+    # -- the loop ---------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Dispatch until `stop` is set. Commands keep running after the node stops and
+        are re-adopted by the next node with the same id (on PostgreSQL, if it comes
+        within the lease less its margin: `slotline.fencing`); callables are interrupted."""
+        await self._loop(stop, until_idle=False)
+
+    async def run_until_idle(self, timeout: float | None = None) -> None:
+        """Dispatch until nothing runs and nothing more can start (for scripts and tests)."""
+        stop = asyncio.Event()
+        await asyncio.wait_for(self._loop(stop, until_idle=True), timeout)
+
+    async def _loop(self, stop: asyncio.Event, until_idle: bool) -> None:
+        self._beats = ThreadPoolExecutor(1, thread_name_prefix="slotline-heartbeat")
+        await asyncio.to_thread(self._claim_node_id)
+        self.ready.set()
+        watcher = self.store.watcher(dispatching=True)
+        log.info("node started", extra={"node": self.node_id, "store": self.store.url})
+        beat = asyncio.create_task(self._heartbeat(stop))
+        chores = asyncio.create_task(self._chores(stop))
+        in_node = asyncio.create_task(self._fence_in_node(stop))
+        guard = asyncio.create_task(self._guard(stop))
+        charts = asyncio.create_task(self._sample_line(stop))
+        sweeper = asyncio.create_task(self._sweep_worktrees(stop))
+        reconciled = False
+        failures = 0
+        try:
+            await self._check_guard()  # before the first claim, not after it
+            while not stop.is_set():
+                self._changed.clear()
+                try:
+                    if not reconciled:
+                        await adopt.reconcile(self.supervisor)
+                        reconciled = True
+                        self.reconciled.set()
+                        self.supervisor.outbox.dispatching = True
+                    next_wake = await self._dispatch(watcher.id)
+                    failures = 0
+                    if self.awake.wants_update(running := len(self.supervisor.runs)):
+                        await asyncio.to_thread(self.awake.update, running)
+                except SlotlineError:
+                    # The store is unreachable or busy: keep supervising, try again soon.
+                    failures += 1
+                    log.exception("dispatch failed; retrying", extra={"node": self.node_id})
+                    await self._sleep(watcher, stop, min(0.5 * 2**failures, 10.0))
+                    continue
+                idle = not self.supervisor.runs and next_wake is None and not self._changed.is_set()
+                if until_idle and idle:
+                    return
+                delay = self.heartbeat_interval
+                for wake in (next_wake, self._schedules_due):
+                    if wake is not None and not math.isnan(wake):
+                        delay = max(0.0, min(delay, wake - self._store_now()))
+                await self._sleep(watcher, stop, delay)
+        finally:
+            for background in (beat, chores, in_node, guard, charts, sweeper):
+                background.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await background
+            if self._verdict != Verdict():
+                with contextlib.suppress(SlotlineError):
+                    await asyncio.to_thread(self.store.set_pressure, self.node_id, None, False)
+            await self.supervisor.shutdown()
+            await asyncio.to_thread(self.awake.release)
+            self._beats.shutdown(wait=False)  # a beat hung on the store must not hold exit
+            watcher.close()
+            with contextlib.suppress(SlotlineError):
+                await asyncio.to_thread(self.store.unregister_node, self.node_id)
+            log.info("node stopped", extra={"node": self.node_id})
+
+    def _claim_node_id(self) -> None:
+        """Register this node on its store (`registration.register`), learning the store
+        clock's skew on the way; where other nodes may reclaim its runs, its keepers learn
+        from its fence file that it is alive (`slotline.fencing`), from a first heartbeat
+        (registering renews no lease of the runs it will re-adopt)."""
+        self._skew = register(
+            self.store, self.node_id, self.lease, self.registry.names(), self.config
+        )
+        if self.store.dialect == "postgres":
+            self.supervisor.fence = fencing.Fence(
+                fencing.fence_file(self.log_dir, self.node_id), self.lease
+            )
+            if self.heartbeat_interval * 2 > self.lease - self.supervisor.fence.margin:
+                log.warning(
+                    "a heartbeat every %gs leaves a %gs lease no room for a late one: "
+                    "this node's runs may be fenced while it lives",
+                    self.heartbeat_interval,
+                    self.lease,
+                    extra={"node": self.node_id},
+                )
+        self._beat()
+
+    def _beat(self) -> None:
+        """Renew the node's liveness and its runs' leases; tell its keepers once every
+        lease was renewed (a run passed over, being ended or reaped, keeps its last)."""
+        sent = fencing.clock()
+        renewed = self.store.heartbeat(self.node_id, lease=self.lease)
+        if self.supervisor.fence is not None and renewed:
+            self.supervisor.fence.confirm(sent)
+
+    async def _sleep(self, watcher: Any, stop: asyncio.Event, delay: float) -> None:
+        waiters = [
+            asyncio.create_task(watcher.wait(delay)),
+            asyncio.create_task(self._changed.wait()),
+            asyncio.create_task(stop.wait()),
+        ]
+        try:
+            await asyncio.wait(waiters, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+            await asyncio.gather(*waiters, return_exceptions=True)
+
+    async def _dispatch(self, watcher: str) -> float | None:
+        due = self._schedules_due
+        if due is not None and (math.isnan(due) or due <= self._store_now()):
+            await self._fire_schedules()
+        kinds = {Kind.COMMAND.value}
+        if self.registry.names():
+            kinds.add(Kind.CALLABLE.value)
+        batch = self.supervisor.outbox.take()
+        if self._full(batch):
+            # Every slot of this node is taken and it has nothing to report: a claim
+            # could start nothing here, and would wait for the write lock to say so. It
+            # only learns, in a read, which of its runs to stop and when a queue TTL
+            # lapses (a claim then expires the task, full or not).
+            glance = await asyncio.to_thread(self.store.between_claims, self.node_id)
+            if glance.now is not None:
+                self._skew = glance.now - utcnow()
+            self.supervisor.settle(batch, glance)
+            wakes = [w for w in (self._claim_wake, glance.next_wake) if w is not None]
+            self._claim_wake = min(wakes, default=None)  # a claim's turn, once due
+            return self._claim_wake
+        full = self.supervisor.space.reason is not None and await asyncio.to_thread(
+            self.supervisor.space.holding
+        )
+        sent = fencing.clock()  # what it claims must start within its lease from now
+        try:
+            result = await asyncio.to_thread(
+                self.store.claim,
+                self.node_id,
+                kinds=frozenset(kinds),
+                lease=self.lease,
+                hold=self._verdict.hold or full,
+                limit=self._verdict.limit,
+                slots=self.slots,
+                started=batch.started,
+                finished=batch.finished,
+                log_dir=self.supervisor.settings.log_dir,
+                watcher=watcher,
+                functions=self.registry.names(),
+            )
+        except BaseException:
+            self.supervisor.outbox.restore(batch)
+            raise
+        if result.now is not None:
+            self._skew = result.now - utcnow()
+        self.supervisor.settle(batch, result, (sent, fencing.clock()))
+        self._claim_wake = result.next_wake
+        return result.next_wake
+
+    def _full(self, batch: Batch) -> bool:
+        """Whether this node's own slots are all taken, with no report to commit and no
+        chore of the last claim due (a TTL to expire, a delayed start, a budget's end)."""
+        if self.slots is None or batch.starts or batch.ends:
+            return False
+        wake = self._claim_wake
+        due = wake is not None and wake <= self._store_now()
+        return len(self.supervisor.runs) >= self.slots and not due
+
+    async def _fire_schedules(self) -> None:
+        """Submit the tasks of the schedules' due ticks (each tick once, whichever node
+        gets there first) and note when the next one is due."""
+        try:
+            result = await asyncio.to_thread(self.store.fire_schedules)
+        except SlotlineError:
+            # Tried again after the next heartbeat; dispatch goes on meanwhile.
+            log.exception("firing schedules failed", extra={"node": self.node_id})
+            self._schedules_due = None
+            return
+        self._schedules_due = result.next_at
+        for fired in result.fired:
+            extra = {"node": self.node_id, "schedule": fired.name}
+            if fired.task is not None:
+                log.info("schedule fired", extra={**extra, "task_id": fired.task.id})
+            else:
+                log.info("schedule tick skipped: %s", fired.reason, extra=extra)
+
+    async def _watch_schedules(self) -> None:
+        """Learn of schedules added, resumed or changed by anyone (once a heartbeat)."""
+        due = await asyncio.to_thread(self.store.next_schedule_at)
+        known = self._schedules_due
+        if known is not None and math.isnan(known):
+            return  # the loop has not asked yet; it will
+        self._schedules_due = due
+        if due is not None and (known is None or due < known):
+            self._changed.set()
+
+    async def _guard(self, stop: asyncio.Event) -> None:
+        """Sample the machine; hold or shrink dispatch while it is past its thresholds."""
+        while not stop.is_set():
+            await asyncio.sleep(self.guard_interval)
+            await self._check_guard()
+
+    async def _check_guard(self) -> None:
+        if not self.guard.enabled:
+            return
+        try:
+            settings = await asyncio.to_thread(self.store.settings)
+            running = len(self.supervisor.runs)
+            verdict = self.guard.check(int(settings["max_concurrent"]), running, utcnow())
+            if verdict != self._verdict:
+                self._verdict = verdict
+                await asyncio.to_thread(
+                    self.store.set_pressure,
+                    self.node_id,
+                    verdict.reason,
+                    verdict.hold,
+                    verdict.limit,
+                )
+                self._changed.set()
+        except Exception:  # the guard goes on sampling; a failure is logged, not fatal
+            log.exception("resource guard failed", extra={"node": self.node_id})
+
+    async def _sample_line(self, stop: asyncio.Event) -> None:
+        """Write a sample of the line every `sample_interval` seconds (the charts)."""
+        while self.sample_interval > 0 and not stop.is_set():
+            try:
+                await asyncio.to_thread(self.store.record_sample, self.sample_interval)
+            except SlotlineError:
+                log.exception("sampling the line failed", extra={"node": self.node_id})
+            await asyncio.sleep(self.sample_interval)
+
+    async def _sweep_worktrees(self, stop: asyncio.Event) -> None:
+        """Once the node has reconciled its attempts, then every `sweep_interval` and soon
+        after a run's worktree is closed: close the worktrees a crash left open, remove
+        those of tasks that are gone, then apply the retention policy (in a worker
+        thread, beside dispatch, never in its way)."""
+        await self.reconciled.wait()
+        isolator = self.supervisor.isolator
+        while not stop.is_set():
+            isolator.closed.clear()
+            try:
+                running = set(self.supervisor.runs)
+                # On the pool for git work: the heartbeat's and claims' threads stay free.
+                await run_git(isolator.sweep, running)
+                await run_git(isolator.prune, self._store_now())
+            except Exception:  # the next sweep tries again
+                log.exception("worktree sweep failed", extra={"node": self.node_id})
+            waits = [
+                asyncio.ensure_future(stop.wait()),
+                asyncio.ensure_future(isolator.closed.wait()),
+            ]
+            every = self.sweep_interval or None
+            await asyncio.wait(waits, timeout=every, return_when=asyncio.FIRST_COMPLETED)
+            for waiting in waits:
+                waiting.cancel()
+
+    async def _heartbeat(self, stop: asyncio.Event) -> None:
+        """Beat on a fixed cadence, on a thread of its own: neither the chores below nor
+        the functions on the default thread pool may delay a beat past its lease, or
+        this node's keepers would fence its runs while it lives."""
+        loop = asyncio.get_running_loop()
+        while not stop.is_set():
+            await asyncio.sleep(self.heartbeat_interval)
+            try:
+                await loop.run_in_executor(self._beats, self._beat)
+            except Exception:
+                # Whatever failed (the store, a bug), the next beat must come: a node that
+                # stops heartbeating is taken for dead and its runs are started elsewhere.
+                log.exception("heartbeat failed", extra={"node": self.node_id})
+
+    async def _chores(self, stop: asyncio.Event) -> None:
+        """Once a heartbeat interval: stop runs finished elsewhere, sample usage, reap
+        gone nodes' runs, learn of schedules."""
+        while not stop.is_set():
+            await asyncio.sleep(self.heartbeat_interval)
+            try:
+                await adopt.fence(self.supervisor)
+                await self.supervisor.sample_usage()
+                await adopt.reap_lapsed(self.supervisor)
+                await self._watch_schedules()  # last: what fails here skips nothing
+            except Exception:
+                log.exception("heartbeat chores failed", extra={"node": self.node_id})
+
+    async def _fence_in_node(self, stop: asyncio.Event) -> None:
+        """Functions run inside this node have no keeper: the node stops them itself at
+        their deadline (`Supervisor.fence_in_node`)."""
+        fence = self.supervisor.fence
+        if fence is None:
+            return
+        while not stop.is_set():
+            await asyncio.sleep(min(0.25, fence.margin / 2))
+            self.supervisor.fence_in_node()
+
+
+def install_signal_handlers(stop: asyncio.Event) -> None:
+    """SIGINT and SIGTERM set `stop` (for `slotline serve`)."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
