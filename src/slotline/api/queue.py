@@ -1,5 +1,5 @@
 """The public async Python API: open a queue on a store URL, submit, steer, watch. The
-sync API (`slotline.open`, `SyncQueue`) runs these same coroutines: `sync_api.py`. The
+sync API (`slotline.open`, `SyncQueue`) runs these same coroutines: `api/sync.py`. The
 README and docs/python.md show it in use.
 """
 

@@ -1,6 +1,6 @@
 """A function task that no live node serves is submitted all the same, with a warning;
 a `SyncQueue` runs the coroutine in a thread of its own, so the warning is handed back
-and given in the caller's thread (`sync_api.py`)."""
+and given in the caller's thread (`api/sync.py`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ class UnservedWarning(UserWarning):
 
 
 # Warnings of a coroutine run for a `SyncQueue` caller, which it gives in its own thread
-# (set by `sync_api`); None: give them at once.
+# (set by `api.sync`); None: give them at once.
 DEFERRED_WARNINGS: contextvars.ContextVar[list[Warning] | None] = contextvars.ContextVar(
     "slotline_deferred_warnings", default=None
 )

@@ -90,7 +90,7 @@ class AgentType(BaseModel):
         terminate = self.on_stall == "terminate"
         return StallRule(after=self.stall_after, pattern=self.stall_pattern, terminate=terminate)
 
-    # Where its runs print what they spent and their session id (`usage.py`), and how
+    # Where its runs print what they spent and their session id (`pacing/usage.py`), and how
     # to continue an interrupted run's session instead of starting over.
     usage: UsageConfig | None = None
     resume: list[str] | None = Field(default=None, min_length=1)

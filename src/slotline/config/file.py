@@ -136,7 +136,7 @@ class Config(BaseModel):
     # Recurring schedules owned by this file (`slotline serve` makes the store match).
     schedules: dict[str, ScheduleConfig] = Field(default_factory=dict)
     worktrees: WorktreesConfig = Field(default_factory=WorktreesConfig)
-    # Webhooks and command hooks (config_notify.py); admins only: no user token reads them.
+    # Webhooks and command hooks (webhooks/config.py); admins only: no user token reads them.
     notify: Webhooks = Field(default_factory=list)
     on_event: OnEvent = Field(default_factory=dict)
     _source: str | None = PrivateAttr(default=None)

@@ -1,4 +1,4 @@
-"""What the MCP tools (`mcp.py`) need of the queue, as `Calls`, and its provider over a
+"""What the MCP tools (`tools.py`) need of the queue, as `Calls`, and its provider over a
 store or server (`BackendCalls`, for `slotline mcp` on stdio): the caller's identity and
 rights applied, results in the JSON of the CLI's `--json`."""
 

@@ -1,7 +1,7 @@
 """The MCP tools: a supervising agent sees capacity, submits, waits and steers.
 
 Written once over `Calls`, which each transport provides: `slotline mcp` on stdio over a
-store or a server (`BackendCalls`, mcp_calls.py), and `/mcp` on `slotline serve` over the
+store or a server (`BackendCalls`, calls.py), and `/mcp` on `slotline serve` over the
 HTTP routes with the caller's token (`slotline.server.mcp_mount`). Results are the JSON of the CLI's
 `--json`; refusals are tool errors whose text says what to do (a full queue: when to retry).
 """

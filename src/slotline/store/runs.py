@@ -46,7 +46,7 @@ class Report:
     session_id: str | None = None
     # The run was interrupted (its node died, its timeout): its next attempt resumes it.
     resumable: bool = False
-    # The tool uses its agent was refused, one name per refusal (`usage.py`).
+    # The tool uses its agent was refused, one name per refusal (`pacing/usage.py`).
     denied: tuple[str, ...] = ()
     # How many seconds before the report the process ended, when that was found later
     # (a node restarted after it: the exit file's age); None: just now.
