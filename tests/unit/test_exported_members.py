@@ -16,3 +16,10 @@ def test_all_is_sorted_and_names_every_public_member() -> None:
         and name != "annotations"
     }
     assert public == set(slotline.__all__) - {"__version__"}
+
+
+def test_the_http_client_is_where_the_docs_import_it_from() -> None:
+    from slotline.client import SlotlineClient
+    from slotline.client.http import SlotlineClient as defined
+
+    assert SlotlineClient is defined
