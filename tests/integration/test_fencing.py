@@ -112,7 +112,9 @@ def assert_a_fenced_its_runs_and_b_finished_them(
 ) -> None:
     """After A resumed: it records its runs fenced and starts nothing from its stale view;
     B's copies run to the end."""
-    until(lambda: len(fenced_events(store)) == LIMIT, what="a records its runs fenced")
+    # A may be between retries (its store backoff doubles up to 10 s) and then reconnects;
+    # on a loaded machine that took over 30 s once, so the wait is generous.
+    until(lambda: len(fenced_events(store)) == LIMIT, timeout=90, what="a records its runs fenced")
     events = fenced_events(store)
     assert {e.task_id for e in events} == set(ids)
     assert {e.data["attempt"] for e in events} == {a.id for a in a_runs}
@@ -180,7 +182,9 @@ def test_a_stopped_nodes_runs_do_not_complete_while_it_is_stopped(
     assert [len(store.get(i).attempts) for i in ids] == [1] * LIMIT
     # and A, resumed, records the runs fenced (not completed), starting nothing.
     nodes.procs["a"].send_signal(signal.SIGCONT)
-    until(lambda: len(fenced_events(store)) == LIMIT, what="a records its runs fenced")
+    # A may be between retries (its store backoff doubles up to 10 s) and then reconnects;
+    # on a loaded machine that took over 30 s once, so the wait is generous.
+    until(lambda: len(fenced_events(store)) == LIMIT, timeout=90, what="a records its runs fenced")
     assert {e.data["attempt"] for e in fenced_events(store)} == {a.id for a in a_runs}
     for run in a_runs:
         assert "[slotline: fenced" in Path(run.log_path or "").read_text()
@@ -312,7 +316,9 @@ def test_a_node_resumed_before_anyone_reclaimed_its_runs_ends_them_fenced_and_re
     nodes.procs["a"].send_signal(signal.SIGCONT)
     # then A records its runs fenced (no one had reclaimed them), ends them so, and the
     # tasks' policy runs them again, one process at a time.
-    until(lambda: len(fenced_events(store)) == LIMIT, what="a records its runs fenced")
+    # A may be between retries (its store backoff doubles up to 10 s) and then reconnects;
+    # on a loaded machine that took over 30 s once, so the wait is generous.
+    until(lambda: len(fenced_events(store)) == LIMIT, timeout=90, what="a records its runs fenced")
     assert {e.data["reclaimed"] for e in fenced_events(store)} == {False}
     until(lambda: all(store.get(i).status.terminal for i in ids), work + 60, "the line drains")
     assert [store.get(i).status for i in ids] == [Status.SUCCEEDED] * LIMIT
