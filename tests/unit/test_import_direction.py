@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("features at work", ("slotline.worktrees", "slotline.webhooks")),
     ("runner", ("slotline.runner",)),
     ("configuration", ("slotline.config", "slotline.pacing.config", "slotline.webhooks.config")),
-    ("store", ("slotline.store",)),
+    ("store", ("slotline.store", "slotline.worktrees.git", "slotline.worktrees.pinning")),
     (
         "rules",
         ("slotline.scheduler", "slotline.pacing", "slotline.worktrees.prune", "slotline.stats"),
@@ -48,6 +48,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "slotline.runlogs",
             "slotline.sessions",
             "slotline.spec",
+            "slotline.stops",
             "slotline.taskfilter",
             "slotline.tasktoken",
             "slotline.transitions",

@@ -17,6 +17,7 @@ from slotline.pacing import backoff
 from slotline.runlogs import log_file
 from slotline.scheduler import policy
 from slotline.scheduler.fairness import Fairness
+from slotline.stops import StopRequest
 from slotline.store import backoff as provider
 from slotline.store import budgets, estimates, rates, read_ahead
 from slotline.store import fairness as fair
@@ -28,7 +29,7 @@ from slotline.store.runs import Report, StartReport, end, expire, record
 from slotline.store.settings import LEASE_SECONDS, read_settings
 from slotline.store.statements import Read
 from slotline.store.tasks import count_of
-from slotline.transitions import StopRequest, check_transition
+from slotline.transitions import check_transition
 
 COMMAND_KINDS = frozenset({"command", "callable"})
 

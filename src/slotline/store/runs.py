@@ -15,6 +15,7 @@ from slotline.bounds import parse_id
 from slotline.errors import InvalidInput, NotFound, StaleAttempt
 from slotline.models import Attempt, Kind, ResumedFrom, Status, Task, Usage
 from slotline.sessions import refused_tools
+from slotline.stops import StopKind
 from slotline.store import backoff, deps, estimates, results
 from slotline.store import webhooks as notify
 from slotline.store.core import Serial, StoreCore
@@ -23,7 +24,7 @@ from slotline.store.queries import Tx
 from slotline.store.rows import attempt_from_row
 from slotline.store.settings import LEASE_SECONDS, read_settings
 from slotline.store.tasks import load
-from slotline.transitions import StopKind, check_transition
+from slotline.transitions import check_transition
 
 # The keeper's exit code when the program cannot be executed (as a shell's).
 EXEC_FAILED = 127

@@ -5,6 +5,7 @@ from __future__ import annotations
 from slotline.errors import AccessDenied, InvalidInput, InvalidTransition
 from slotline.models import Priority, Status, Task
 from slotline.scheduler import policy
+from slotline.stops import CANCEL, RESTART, StopKind, StopRequest
 from slotline.store import deps
 from slotline.store.core import StoreCore
 from slotline.store.events import change, emit
@@ -12,7 +13,7 @@ from slotline.store.queries import Tx
 from slotline.store.rows import attempt_from_row, dumps, task_from_row
 from slotline.store.settings import read_settings
 from slotline.store.tasks import free_rank, load, next_rank, ordered_queue, resolve
-from slotline.transitions import CANCEL, RESTART, StopKind, StopRequest, check_transition
+from slotline.transitions import check_transition
 
 
 class SteeringVerbs(StoreCore):

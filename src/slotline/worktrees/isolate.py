@@ -24,8 +24,8 @@ from typing import Any
 from slotline.errors import NotFound, SlotlineError
 from slotline.models import Attempt, Task
 from slotline.runner.process import Outcome
+from slotline.stops import StopKind
 from slotline.store import Store
-from slotline.transitions import StopKind
 from slotline.worktrees import inventory, orphans, repolock, worktree
 from slotline.worktrees.gitpool import run_worktree
 from slotline.worktrees.isolation import KeepPolicy, Worktree, WorktreeState

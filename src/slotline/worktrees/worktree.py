@@ -21,15 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slotline.worktrees.changes import has_uncommitted, measure
-from slotline.worktrees.isolation import (
-    DiffStat,
-    GitFailed,
-    KeepPolicy,
-    WorktreeState,
-    branch_tip,
-    commit_of,
-    git,
-)
+from slotline.worktrees.git import GitFailed, branch_tip, commit_of, git
+from slotline.worktrees.isolation import DiffStat, KeepPolicy, WorktreeState
 from slotline.worktrees.repolock import repo_folder, repo_lock, retried
 
 BRANCH_PREFIX = "slotline/"
