@@ -16,7 +16,7 @@ from slotline.worktrees.git import GitFailed, branch_tip, git, git_env
 from slotline.worktrees.isolation import DiffStat
 
 if TYPE_CHECKING:
-    from slotline.worktrees.worktree import Checkout
+    from slotline.worktrees.isolation import Checkout
 
 _STAT = re.compile(r"(\d+) (file|insertion|deletion)")
 

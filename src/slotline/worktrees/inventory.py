@@ -17,10 +17,9 @@ from slotline.errors import NotFound
 from slotline.models import Attempt, Task
 from slotline.store import Store
 from slotline.worktrees import orphans, worktree
-from slotline.worktrees.isolation import KeepPolicy, WorktreeState
+from slotline.worktrees.isolation import Checkout, KeepPolicy, WorktreeState
 from slotline.worktrees.prune import Candidate, WorktreePolicy, plan
 from slotline.worktrees.removal import Fate, remove_folder
-from slotline.worktrees.worktree import Checkout
 
 log = logging.getLogger("slotline.worktrees")
 

@@ -110,3 +110,13 @@ class Worktree:
             "diff": None if self.diff is None else self.diff.to_dict(),
             "merged": None if self.merged is None else self.merged.to_dict(),
         }
+
+
+@dataclass(frozen=True, slots=True)
+class Checkout:
+    """A run's worktree as git sees it: its repository, folder, branch and base commit."""
+
+    repo: str
+    path: str
+    branch: str
+    base_commit: str

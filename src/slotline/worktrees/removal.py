@@ -18,8 +18,7 @@ from slotline.store import Store
 from slotline.worktrees import repolock, worktree
 from slotline.worktrees.changes import has_uncommitted
 from slotline.worktrees.git import GitFailed, branch_tip, git, git_env
-from slotline.worktrees.isolation import KeepPolicy, Worktree, WorktreeState
-from slotline.worktrees.worktree import Checkout
+from slotline.worktrees.isolation import Checkout, KeepPolicy, Worktree, WorktreeState
 
 log = logging.getLogger("slotline.worktrees")
 
