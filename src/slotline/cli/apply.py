@@ -47,7 +47,7 @@ def apply_rates_and_backoff(store: Store, config: Config) -> None:
     type's back-off rule left out of the file does. A node started without a file leaves
     the declared ones alone."""
     if config.source is not None:
-        from slotline.pacing.config import declared_budgets, declared_limits, declared_rates
+        from slotline.config.declared import declared_budgets, declared_limits, declared_rates
 
         store.sync_declared(
             declared_rates(config), declared_budgets(config), declared_limits(config)

@@ -22,14 +22,10 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 
 from slotline.bounds import COUNT, MAX_SECONDS, Range
 from slotline.config.agent_types import AgentType, DiskSize, EnvAllow, RetainPeriod
+from slotline.config.declared import check_declared_once
 from slotline.errors import InvalidInput
 from slotline.limits import check_limit_key
-from slotline.pacing.config import (
-    BudgetConfig,
-    FairnessConfig,
-    RateConfig,
-    check_declared_once,
-)
+from slotline.pacing.config import BudgetConfig, FairnessConfig, RateConfig
 from slotline.reach import UsersConfig
 from slotline.webhooks.config import OnEvent, Webhooks, public_url
 from slotline.worktrees.isolation import KeepPolicy
