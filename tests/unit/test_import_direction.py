@@ -39,6 +39,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "slotline.bounds",
             "slotline.clock",
+            "slotline.config.settings",
             "slotline.errors",
             "slotline.fencing",
             "slotline.limits",

@@ -35,7 +35,14 @@ from slotline.server.schemas import (
     task_json,
 )
 from slotline.server.visibility import Visibility, own_entries, own_settings, sees_totals
-from slotline.store import QueueStatus, Store, check_limit_max, check_setting
+from slotline.store import (
+    QueueStatus,
+    Settings,
+    SettingsChange,
+    Store,
+    check_limit_max,
+    check_setting,
+)
 from slotline.store.budgets import check_budget, check_period
 from slotline.store.rates import check_rate
 
@@ -211,7 +218,7 @@ async def limits(state: State, who: Reader) -> dict[str, Any]:
     return own_settings(who, (await state.call(state.store.settings)).to_dict())
 
 
-def _apply_limits(store: Store, body: LimitsBody) -> None:
+def _apply_limits(store: Store, body: LimitsBody) -> Settings:
     # Check every change before making any, so a bad one leaves the others undone too.
     for item in body.limits:
         check_limit_key(item.key)
@@ -249,24 +256,19 @@ def _apply_limits(store: Store, body: LimitsBody) -> None:
     for backoff in body.backoff:
         if backoff.rule is not None:
             BackoffRule.from_dict(backoff.rule)
-    for name, value in body.settings.items():
-        store.set_setting(name, value)
-    for item in body.limits:
-        store.set_limit(item.key, item.value, item.max)
-    if body.exempt_agents is not None:
-        store.set_exempt_agents(body.exempt_agents)
-    for rate in body.rates:
-        store.set_rate(rate.key, rate.value, rate.max, rate.period)
-    for budget in body.budgets:
-        store.set_budget(budget.key, budget.value, budget.amount, budget.period, budget.unit)
-    if "fairness" in body.model_fields_set:
-        fair = body.fairness
-        if fair is None:
-            store.set_fairness(None)
-        else:
-            store.set_fairness(fair.key, fair.weights)
-    for backoff in body.backoff:
-        store.set_backoff(backoff.agent, backoff.rule)
+    fair = body.fairness
+    return store.apply_settings(
+        SettingsChange(
+            settings=body.settings,
+            limits=[(item.key, item.value, item.max) for item in body.limits],
+            exempt_agents=body.exempt_agents,
+            rates=[(r.key, r.value, r.max, r.period) for r in body.rates],
+            budgets=[(b.key, b.value, b.amount, b.period, b.unit) for b in body.budgets],
+            fairness_given="fairness" in body.model_fields_set,
+            fairness=None if fair is None else (fair.key, fair.weights),
+            backoff=[(b.agent, b.rule) for b in body.backoff],
+        )
+    )
 
 
 @router.post("/limits", response_model=LimitsOut)
@@ -278,9 +280,9 @@ async def update_limits(state: State, _who: Admin, body: LimitsBody) -> dict[str
     "value": "claude", "amount": 50, "unit": "usd", "period": "1d"}]}`), fairness
     (`{"fairness": {"key": "user"}}`, null turns it off) and back-off rules
     (`{"backoff": [{"agent": "claude", "rule": {"exit_codes": [75]}}]}`). Every change is
-    checked before any is made. A running node applies them at once."""
-    await state.call(_apply_limits, state.store, body)
-    return (await state.call(state.store.settings)).to_dict()
+    checked before any is made, and all are made in one transaction. A running node
+    applies them at once."""
+    return (await state.call(_apply_limits, state.store, body)).to_dict()
 
 
 def _export(store: Store, config: Config, who: Principal) -> dict[str, Any]:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         NONE_MEANS_NO_BOUND,
         SETTING_RULES,
         Settings,
+        SettingsChange,
         check_limit_max,
         check_setting,
     )
@@ -60,6 +61,7 @@ _HOMES = {
     "NONE_MEANS_NO_BOUND": "slotline.store.settings",
     "SETTING_RULES": "slotline.store.settings",
     "Settings": "slotline.store.settings",
+    "SettingsChange": "slotline.store.settings",
     "check_limit_max": "slotline.store.settings",
     "check_setting": "slotline.store.settings",
 }
@@ -116,6 +118,7 @@ __all__ = [
     "QueueStatus",
     "Report",
     "Settings",
+    "SettingsChange",
     "StartReport",
     "Store",
     "Watcher",
