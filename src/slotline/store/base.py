@@ -7,11 +7,11 @@ a run's life (`runs.py`), settings (`settings.py`), the event log (`events.py`),
 bookkeeping (`nodes.py`), the dashboard's samples (`samples.py`), the functions nodes
 serve (`serving.py`), the rates and budgets slotline.yaml owns (`declared.py`),
 recurring schedules (`schedules.py`) and the worktrees of isolated runs
-(`worktrees.py`), hooks' delivery and stalled runs (`webhooks.py`), and follow-up tasks
-(`followups.py`). No group calls another's methods (a verb made of several groups'
-verbs, together in one transaction, is the assembled `Store`'s own): the steps they
-share are functions over the caller's transaction (`tasks.py`, `deps.py`, `events.py`,
-and the steering steps).
+(`worktrees.py`), hooks' delivery (`webhooks.py`), stalled runs (`stalls.py`) and
+follow-up tasks (`followups.py`). No group calls another's methods (a verb made of
+several groups' verbs, together in one transaction, is the assembled `Store`'s own): the
+steps they share are functions over the caller's transaction (`tasks.py`, `deps.py`,
+`events.py`, and the steering steps).
 """
 
 from __future__ import annotations
@@ -32,9 +32,10 @@ from slotline.store.samples import SampleVerbs
 from slotline.store.schedules import ScheduleVerbs
 from slotline.store.serving import ServingVerbs
 from slotline.store.settings import Settings, SettingsChange, SettingsVerbs, read_settings
+from slotline.store.stalls import StallVerbs
 from slotline.store.steering import SteeringVerbs
 from slotline.store.submit import SubmitVerbs
-from slotline.store.webhooks import NotifyVerbs
+from slotline.store.webhooks import WebhookVerbs
 from slotline.store.worktrees import WorktreeVerbs
 
 
@@ -57,7 +58,8 @@ class Store(
     FairnessVerbs,
     ScheduleVerbs,
     WorktreeVerbs,
-    NotifyVerbs,
+    WebhookVerbs,
+    StallVerbs,
     FollowupVerbs,
 ):
     """Every change to slotline's state goes through one of these verbs."""
