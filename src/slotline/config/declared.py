@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from slotline.bounds import normalize_workspace
 from slotline.errors import InvalidInput
+from slotline.limits import check_limit
 from slotline.pacing import rates
-from slotline.pacing.budgets import parse_budget
+from slotline.pacing.budgets import check_budget, parse_budget
+from slotline.pacing.rates import check_rate, parse_rate
 
 if TYPE_CHECKING:
     from slotline.limits import Limit
@@ -70,25 +72,18 @@ def _declared(config: Declaring, what: str) -> list[tuple[str, str, str | None, 
 
 def declared_rates(config: Declaring) -> list[RateLimit]:
     """The rate limits the file declares: `rates:` and each agent type's `rate:`."""
-    from slotline.pacing.rates import parse_rate
-    from slotline.store.rates import check_rate
-
     return [check_rate(k, v, *parse_rate(rate)) for _, k, v, rate in _declared(config, "rate")]
 
 
 def declared_limits(config: Declaring) -> list[Limit]:
     """The per-key limits the file declares: `limits:` and each agent type's
     `max_concurrent`."""
-    from slotline.store.settings import check_limit
-
     return [check_limit(k, v, int(most)) for _, k, v, most in _declared(config, "limit")]
 
 
 def declared_budgets(config: Declaring) -> list[Budget]:
     """The budgets the file declares: `budgets:` and each agent type's `budget:` (one,
     or a list of several windows and units)."""
-    from slotline.store.budgets import check_budget
-
     declared = []
     for _, key, value, budget in _declared(config, "budget"):
         amount, unit, period = parse_budget(budget)

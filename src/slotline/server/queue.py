@@ -13,11 +13,12 @@ from slotline.bounds import OFFSET, Range
 from slotline.clock import iso, utcnow
 from slotline.config.file import Config, redacted
 from slotline.errors import InvalidInput
-from slotline.limits import check_limit_key
+from slotline.limits import check_limit_key, check_limit_max
 from slotline.line import next_up
 from slotline.models import Task
 from slotline.pacing.backoff import BackoffRule
-from slotline.pacing.rates import check_rate_key
+from slotline.pacing.budgets import check_budget, check_period
+from slotline.pacing.rates import check_rate, check_rate_key
 from slotline.pacing.spend import Spend, runs_of, sum_spend
 from slotline.scheduler.fairness import check_fairness
 from slotline.server.auth import Principal
@@ -35,16 +36,7 @@ from slotline.server.schemas import (
     task_json,
 )
 from slotline.server.visibility import Visibility, own_entries, own_settings, sees_totals
-from slotline.store import (
-    QueueStatus,
-    Settings,
-    SettingsChange,
-    Store,
-    check_limit_max,
-    check_setting,
-)
-from slotline.store.budgets import check_budget, check_period
-from slotline.store.rates import check_rate
+from slotline.store import QueueStatus, Settings, SettingsChange, Store, check_setting
 
 router = APIRouter(prefix="/api", tags=["queue"], responses=ERROR_RESPONSES)
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from slotline.errors import InvalidInput
 
 if TYPE_CHECKING:
+    from slotline.limits import check_limit_max
     from slotline.line import unserved_reason
     from slotline.models import KillRequest
     from slotline.store.base import Store
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
         SETTING_RULES,
         Settings,
         SettingsChange,
-        check_limit_max,
         check_setting,
     )
     from slotline.store.webhooks import Delivery
@@ -62,7 +62,7 @@ _HOMES = {
     "SETTING_RULES": "slotline.store.settings",
     "Settings": "slotline.store.settings",
     "SettingsChange": "slotline.store.settings",
-    "check_limit_max": "slotline.store.settings",
+    "check_limit_max": "slotline.limits",
     "check_setting": "slotline.store.settings",
 }
 

@@ -8,10 +8,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from slotline.bounds import MAX_COUNT, check_number, normalize_workspace
+from slotline.bounds import check_number
 from slotline.config import settings as table
 from slotline.errors import InvalidInput
-from slotline.limits import Limit, check_limit_key
+from slotline.limits import Limit, check_limit
 from slotline.pacing.budgets import Budget
 from slotline.pacing.rates import RateLimit
 from slotline.scheduler import policy
@@ -170,23 +170,6 @@ class SettingsVerbs(StoreCore):
             emit(tx, "limit", None, tx.now(), key=limit.key, value=limit.value, max=given)
 
 
-def check_limit(key: str, value: str | None, max_running: object, origin: str = "api") -> Limit:
-    """A per-key limit as the store keeps it (a workspace or repo spelled as tasks store
-    it): the one check of every surface and of slotline.yaml.
-
-    Raises:
-        InvalidInput: an unknown key, an empty or NUL-bearing value, a bad `max`.
-    """
-    check_limit_key(key)
-    if value is not None and not value:
-        raise InvalidInput("a limit value must not be empty")
-    if value is not None and "\x00" in value:
-        raise InvalidInput("a limit value must not contain NUL bytes")
-    if key in ("workspace", "repo") and value is not None:
-        value = normalize_workspace(value)  # the spelling tasks store
-    return Limit(key, value, check_limit_max(max_running), origin)
-
-
 def write_limit(tx: Tx, limit: Limit | None, key: str, value: str | None) -> None:
     """Make the limit of (`key`, `value`) `limit`, or remove it (None)."""
     tx.run("limit_delete", key=key, value=value or "")
@@ -195,15 +178,6 @@ def write_limit(tx: Tx, limit: Limit | None, key: str, value: str | None) -> Non
             "limit_insert", key=key, value=value or "", max_running=limit.max,
             origin=limit.origin,
         )  # fmt: skip
-
-
-def check_limit_max(value: object) -> int:
-    """The `max` of a per-key limit: a whole number from 0 to MAX_COUNT.
-
-    Raises:
-        InvalidInput: anything else.
-    """
-    return int(check_number("a limit", value, whole=True, minimum=0, maximum=MAX_COUNT))
 
 
 def check_setting(name: str, value: Any) -> Any:
