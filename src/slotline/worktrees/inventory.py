@@ -2,7 +2,7 @@
 size; another machine's without a size, marked remote), and a prune that applies the
 retention policy (`prune.plan`) to this machine's: each folder removed without losing
 its work (`removal.remove_folder`), and the folders no attempt holds (after a crash)
-removed too unless they hold work (`runner.orphans`)."""
+removed too unless they hold work (`worktrees.orphans`)."""
 
 from __future__ import annotations
 
