@@ -38,6 +38,7 @@ from slotline.server.visibility import Visibility, own_entries, own_settings, se
 from slotline.store import QueueStatus, Store, check_limit_max, check_setting
 from slotline.store.budgets import check_budget, check_period
 from slotline.store.rates import check_rate
+from slotline.taskfilter import ListQuery
 
 router = APIRouter(prefix="/api", tags=["queue"], responses=ERROR_RESPONSES)
 
@@ -143,7 +144,7 @@ def _own_counts(store: Store, who: Principal) -> dict[str, int]:
     if who.role == "user":
         return store.counts(who.name)
     owner, root = who.scope
-    tasks = store.list_page(owner=owner, root=root, limit=SUBTREE_READ).tasks
+    tasks = store.list_page(ListQuery(owner=owner, root=root, limit=SUBTREE_READ)).tasks
     return dict(Counter(t.status.value for t in tasks if who.sees(t)))
 
 
@@ -152,7 +153,7 @@ def _spend(store: Store, who: Principal) -> Spend:
     every task or a user's own; a task token's subtree through its tasks."""
     if who.role == "task":
         owner, root = who.scope
-        tasks = store.list_page(owner=owner, root=root, limit=SUBTREE_READ).tasks
+        tasks = store.list_page(ListQuery(owner=owner, root=root, limit=SUBTREE_READ)).tasks
         return sum_spend(runs_of(t for t in tasks if who.sees(t)))
     return sum_spend(store.spent_runs(None if who.sees_all else who.name))
 
@@ -285,7 +286,7 @@ async def update_limits(state: State, _who: Admin, body: LimitsBody) -> dict[str
 
 def _export(store: Store, config: Config, who: Principal) -> dict[str, Any]:
     owner, root = who.scope
-    tasks = store.list_page(owner=owner, root=root, limit=1_000_000).tasks
+    tasks = store.list_page(ListQuery(owner=owner, root=root, limit=1_000_000)).tasks
     url = redacted(config.model_copy(update={"store": store.url}))["store"]
     return {
         "exported_at": iso(utcnow()),

@@ -38,7 +38,7 @@ from slotline.server.schemas import (
 from slotline.spec import TaskSpec, parse_spec
 from slotline.store import Store
 from slotline.store.readback import read_back
-from slotline.taskfilter import MAX_PAGE, TaskFilter
+from slotline.taskfilter import MAX_PAGE, ListQuery, TaskFilter
 
 router = APIRouter(prefix="/api/tasks", tags=["tasks"], responses=ERROR_RESPONSES)
 
@@ -257,9 +257,11 @@ async def list_tasks(
     parent_id = None if parent is None else (await state.visible_task(who, parent, False)).id
     after_id = None if after is None else (await state.visible_task(who, after, False)).id
     page = await state.call(
-        state.store.list_page, wanted, parent_id=parent_id, newest=newest, ended=ended,
-        limit=limit, after=after_id, offset=offset, count=count, owner=who.scope[0],
-        root=who.scope[1],
+        state.store.list_page,
+        ListQuery(
+            wanted, owner=who.scope[0], root=who.scope[1], parent_id=parent_id, newest=newest,
+            ended=ended, limit=limit, after=after_id, offset=offset, count=count,
+        ),
     )  # fmt: skip
     return {
         "tasks": [task_json(t) for t in page.tasks],

@@ -27,7 +27,7 @@ from slotline.store.tasks import (
 
 if TYPE_CHECKING:  # imported when used: a read needs no pydantic model
     from slotline.scheduler import eta
-    from slotline.taskfilter import TaskFilter
+    from slotline.taskfilter import ListQuery, TaskFilter
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,51 +170,26 @@ class ReadVerbs(StoreCore):
 
     def list_tasks(self, status: Status | None = None, limit: int = 10_000) -> list[Task]:
         """Tasks in submission order, optionally of one status; queued ones carry positions."""
-        from slotline.taskfilter import TaskFilter
+        from slotline.taskfilter import ListQuery, TaskFilter
 
         wanted = TaskFilter(status=[status]) if status is not None else None
-        return self.list_page(wanted, limit=limit).tasks
+        return self.list_page(ListQuery(wanted, limit=limit)).tasks
 
-    def list_page(
-        self,
-        wanted: TaskFilter | None = None,
-        *,
-        owner: str | None = None,
-        root: str | None = None,
-        parent_id: str | None = None,
-        newest: bool = False,
-        ended: bool = False,
-        limit: int = 100,
-        after: str | None = None,
-        offset: int = 0,
-        count: bool = False,
-    ) -> TaskPage:
-        """One page of the tasks that match `wanted`, in submission order (oldest first,
-        or `newest` first; ties by id), or with `ended` only ended tasks, the last to end
-        first; filtered, ordered and cut in SQL.
-
-        Args:
-            owner: only this user's tasks (a user's scope: others' tasks are not seen).
-            root: only this task (full id) and its subtasks, at any depth.
-            parent_id: only the direct subtasks of this task (full id).
-            limit: at most this many tasks.
-            after: continue after this task (an id or unique prefix): the `next_after`
-                of the page before. Tasks submitted meanwhile are neither repeated nor
-                skipped among those that existed.
-            offset: skip this many tasks first (after `after`, if given).
-            count: also count every task that matches (`total`), which costs in
-                proportion to the matches.
+    def list_page(self, query: ListQuery | None = None) -> TaskPage:
+        """One page of the tasks `query` asks for, in submission order (oldest first, or
+        `newest` first; ties by id), or with `ended` only ended tasks, the last to end
+        first; filtered, ordered and cut in SQL (the fields: `ListQuery`).
 
         Raises:
             NotFound: no task (of `owner`) matches `after`.
             InvalidInput: with `ended`, the task `after` names has not ended.
         """
+        if query is None:
+            from slotline.taskfilter import ListQuery
+
+            query = ListQuery()
         with self._transaction(write=False) as tx:
-            return listing.page(
-                tx, self.url, wanted, owner=owner, root=root, parent_id=parent_id,
-                newest=newest, ended=ended, limit=limit, after=after, offset=offset,
-                count=count,
-            )  # fmt: skip
+            return listing.page(tx, self.url, query)
 
     def subtree(self, task_id: str) -> list[str]:
         """The ids of a task and of all its descendants (subtasks, theirs…); empty when
