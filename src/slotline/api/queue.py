@@ -241,9 +241,11 @@ class Queue:
         """Move a queued task to position `to`, or before/after another queued task."""
         return await self._call(self.store.move, ref, to=to, before=before, after=after)
 
-    async def set_priority(self, ref: str, level: str | int | Priority) -> Task:
-        """Change a waiting task's priority."""
-        return await self._call(self.store.set_priority, ref, level)
+    async def set_priority(
+        self, ref: str, level: str | int | Priority, reason: str | None = None
+    ) -> Task:
+        """Change a waiting task's priority (`reason`: said in its event)."""
+        return await self._call(self.store.set_priority, ref, level, reason)
 
     async def restart(self, ref: str, force: bool = False) -> Task:
         """Queue an ended or blocked task again; `force` stops a running one first."""
