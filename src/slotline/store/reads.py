@@ -142,31 +142,7 @@ class ReadVerbs(StoreCore):
             AmbiguousId: the prefix matches several tasks.
         """
         with self._transaction(write=False) as tx:
-            task = resolve(tx, ref, user)
-            position = None
-            if task.status is Status.QUEUED:
-                if reordered(read_settings(tx)):
-                    position = self._positions(tx).get(task.id)
-                else:  # the stored order is the queue order: count who is ahead
-                    position = count_of(
-                        tx, "queue_position", boosted=task.boosted,
-                        priority=int(task.priority), rank=task.rank,
-                    )  # fmt: skip
-            task = serving.annotate(tx, [with_attempts(tx, task, position)])[0]
-            if task.status is Status.QUEUED:
-                now = tx.now()
-                spend = budgets.load_book(tx, read_settings(tx).budgets, now)
-                task = budgets.annotate(spend, [task], now)[0]
-            if estimate and task.status in estimates.IN_LINE:
-                now = tx.now()
-                etas = estimates.line_estimates(tx, now, self.url)
-                first = _next_up(tx, now, etas) if task.status is Status.QUEUED else None
-                task = estimates.with_estimate(task, etas, now, next_up=task.id == first)
-            return task
-
-    def _positions(self, tx: Tx) -> dict[str, int]:
-        aging = read_settings(tx)["aging_interval"]
-        return {t.id: i for i, t in enumerate(ordered_queue(tx, tx.now(), aging), 1)}
+            return shown(tx, self.url, resolve(tx, ref, user), estimate)
 
     def list_tasks(self, status: Status | None = None, limit: int = 10_000) -> list[Task]:
         """Tasks in submission order, optionally of one status; queued ones carry positions."""
@@ -209,7 +185,7 @@ class ReadVerbs(StoreCore):
             ]
             if not rows:
                 return []
-            positions = self._positions(tx)
+            positions = _positions(tx)
             now = tx.now()
             etas = estimates.line_estimates(tx, now, self.url)
             first = _next_up(tx, now, etas)
@@ -362,3 +338,40 @@ def _admission(pressed: list[dict[str, Any]]) -> str | None:
     if len(pressed) == 1:
         return str(pressed[0]["pressure"])
     return "; ".join(f"{row['id']}: {row['pressure']}" for row in pressed) or None
+
+
+def shown(tx: Tx, url: str, task: Task, estimate: bool = True) -> Task:
+    """`task` as `get` shows it: with its attempts and, if queued, its position (and
+    with `estimate`, its ETA: `estimated`), read in `tx`."""
+    position = None
+    if task.status is Status.QUEUED:
+        if reordered(read_settings(tx)):
+            position = _positions(tx).get(task.id)
+        else:  # the stored order is the queue order: count who is ahead
+            position = count_of(
+                tx, "queue_position", boosted=task.boosted,
+                priority=int(task.priority), rank=task.rank,
+            )  # fmt: skip
+    task = serving.annotate(tx, [with_attempts(tx, task, position)])[0]
+    if task.status is Status.QUEUED:
+        now = tx.now()
+        spend = budgets.load_book(tx, read_settings(tx).budgets, now)
+        task = budgets.annotate(spend, [task], now)[0]
+    return estimated(tx, url, task) if estimate else task
+
+
+def estimated(tx: Tx, url: str, task: Task) -> Task:
+    """`task` with its ETA, if it is running or in line: a simulation of the line, which
+    costs in proportion to it (kept per `url` until the next change), so never run while
+    holding the writer."""
+    if task.status not in estimates.IN_LINE:
+        return task
+    now = tx.now()
+    etas = estimates.line_estimates(tx, now, url)
+    first = _next_up(tx, now, etas) if task.status is Status.QUEUED else None
+    return estimates.with_estimate(task, etas, now, next_up=task.id == first)
+
+
+def _positions(tx: Tx) -> dict[str, int]:
+    aging = read_settings(tx)["aging_interval"]
+    return {t.id: i for i, t in enumerate(ordered_queue(tx, tx.now(), aging), 1)}
