@@ -37,6 +37,7 @@ from slotline.server.schemas import (
 )
 from slotline.server.visibility import Visibility, own_entries, own_settings, sees_totals
 from slotline.store import QueueStatus, Settings, SettingsChange, Store, check_setting
+from slotline.taskfilter import ListQuery
 
 router = APIRouter(prefix="/api", tags=["queue"], responses=ERROR_RESPONSES)
 
@@ -142,7 +143,7 @@ def _own_counts(store: Store, who: Principal) -> dict[str, int]:
     if who.role == "user":
         return store.counts(who.name)
     owner, root = who.scope
-    tasks = store.list_page(owner=owner, root=root, limit=SUBTREE_READ).tasks
+    tasks = store.list_page(ListQuery(owner=owner, root=root, limit=SUBTREE_READ)).tasks
     return dict(Counter(t.status.value for t in tasks if who.sees(t)))
 
 
@@ -151,7 +152,7 @@ def _spend(store: Store, who: Principal) -> Spend:
     every task or a user's own; a task token's subtree through its tasks."""
     if who.role == "task":
         owner, root = who.scope
-        tasks = store.list_page(owner=owner, root=root, limit=SUBTREE_READ).tasks
+        tasks = store.list_page(ListQuery(owner=owner, root=root, limit=SUBTREE_READ)).tasks
         return sum_spend(runs_of(t for t in tasks if who.sees(t)))
     return sum_spend(store.spent_runs(None if who.sees_all else who.name))
 
@@ -279,7 +280,7 @@ async def update_limits(state: State, _who: Admin, body: LimitsBody) -> dict[str
 
 def _export(store: Store, config: Config, who: Principal) -> dict[str, Any]:
     owner, root = who.scope
-    tasks = store.list_page(owner=owner, root=root, limit=1_000_000).tasks
+    tasks = store.list_page(ListQuery(owner=owner, root=root, limit=1_000_000)).tasks
     url = redacted(config.model_copy(update={"store": store.url}))["store"]
     return {
         "exported_at": iso(utcnow()),
