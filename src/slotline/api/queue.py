@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
+import dataclasses
 import logging
 from collections.abc import (
     AsyncGenerator,
@@ -29,7 +30,7 @@ from slotline.runner.callable import Entry
 from slotline.scheduler.cron import Schedule
 from slotline.spec import TaskSpec
 from slotline.store import QueueStatus, Settings, Store, open_store, unserved_reason
-from slotline.taskfilter import ListQuery
+from slotline.taskfilter import ListQuery, TaskFilter
 
 log = logging.getLogger("slotline")
 
@@ -124,14 +125,20 @@ class Queue:
         """Tasks in submission order, optionally only those of one status."""
         return await self._call(self.store.list_tasks, Status(status) if status else None)
 
-    async def page(self, query: ListQuery | None = None) -> TaskPage:
+    async def page(self, /, query: ListQuery | TaskFilter | None = None, **fields: Any) -> TaskPage:
         """One page of the tasks `query` asks for (a filter, `parent_id`, `newest`,
         `limit`, `after`, `count`…: see `ListQuery`), in submission order (or `newest`
         first), read in SQL: pass the page's `next_after` as `after` for the next one.
+        `fields` change the query's own (`page(wanted, newest=True, limit=5)`, as before
+        ListQuery, still reads a page).
 
         Raises:
             NotFound: no task matches `after`.
         """
+        if isinstance(query, TaskFilter):
+            query = ListQuery(wanted=query)
+        if fields:
+            query = dataclasses.replace(query or ListQuery(), **fields)
         return await self._call(self.store.list_page, query)
 
     async def status(self) -> QueueStatus:

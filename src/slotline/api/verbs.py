@@ -82,7 +82,9 @@ VERBS: tuple[Verb, ...] = (
             "mcp": (
                 ("status", "agent", "parent", "limit", "offset", "after"),
                 "a model gives plain fields, not a ListQuery",
-            )
+            ),
+            "queue": (("query", "fields"), "ListQuery's fields as keywords, as before it"),
+            "sync": (("query", "fields"), "ListQuery's fields as keywords, as before it"),
         },
     ),
     Verb(
