@@ -105,7 +105,7 @@ def lists(store: Any, repeat: int) -> dict[str, list[float]]:
     a change so that no ETA is cached: the first page oldest first (the head of the line),
     newest first (its tail: positions near 100,000), the next page, a page with the count
     of all matches, and a page of a filter that matches one task in 1,000."""
-    from slotline.taskfilter import TaskFilter
+    from slotline.taskfilter import ListQuery, TaskFilter
 
     rare = TaskFilter(status=["queued"], agent="rare")
     for _ in range(3):
@@ -115,12 +115,12 @@ def lists(store: Any, repeat: int) -> dict[str, list[float]]:
         def read() -> object:
             store.submit({"callable": NOOP})  # a change: estimates are made anew
             start = time.perf_counter()
-            store.list_page(limit=100, **options)
+            store.list_page(ListQuery(limit=100, **options))
             return time.perf_counter() - start
 
         return read
 
-    first = store.list_page(limit=100).next_after
+    first = store.list_page(ListQuery(limit=100)).next_after
     found = {}
     for name, options in {
         "list_first_ms": {},

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from slotline.worktrees.isolation import git
+from slotline.worktrees.git import git
 
 # A fake coding agent: appends its line to FILE (the same file for every agent), creates
 # a file of its own, commits both; then, given a SIGNALS folder, says it got there

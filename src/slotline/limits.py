@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from slotline.bounds import MAX_COUNT, check_number, normalize_workspace
 from slotline.errors import InvalidInput
 
 
@@ -95,3 +96,29 @@ def usage(per_key: Iterable[Limit], running: Iterable[Keyed]) -> list[dict[str, 
             {"key": limit.key, "value": limit.value, "max": limit.max, "used": dict(counts)}
         )
     return found
+
+
+def check_limit(key: str, value: str | None, max_running: object, origin: str = "api") -> Limit:
+    """A per-key limit as the store keeps it (a workspace or repo spelled as tasks store
+    it): the one check of every surface and of slotline.yaml.
+
+    Raises:
+        InvalidInput: an unknown key, an empty or NUL-bearing value, a bad `max`.
+    """
+    check_limit_key(key)
+    if value is not None and not value:
+        raise InvalidInput("a limit value must not be empty")
+    if value is not None and "\x00" in value:
+        raise InvalidInput("a limit value must not contain NUL bytes")
+    if key in ("workspace", "repo") and value is not None:
+        value = normalize_workspace(value)  # the spelling tasks store
+    return Limit(key, value, check_limit_max(max_running), origin)
+
+
+def check_limit_max(value: object) -> int:
+    """The `max` of a per-key limit: a whole number from 0 to MAX_COUNT.
+
+    Raises:
+        InvalidInput: anything else.
+    """
+    return int(check_number("a limit", value, whole=True, minimum=0, maximum=MAX_COUNT))

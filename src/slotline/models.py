@@ -13,7 +13,7 @@ from slotline.limits import limit_key_value
 from slotline.sessions import SESSION_PLACEHOLDER, refused_tools
 
 if TYPE_CHECKING:
-    from slotline.transitions import StopRequest
+    from slotline.stops import StopRequest
     from slotline.worktrees.isolation import Isolation, Worktree
 
 

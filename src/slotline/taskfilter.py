@@ -3,6 +3,8 @@ the dashboard and the CLI."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from slotline.bounds import normalize_workspace
@@ -55,3 +57,38 @@ class TaskFilter(BaseModel):
                 return False
         needle = (self.q or "").casefold()
         return not needle or needle in task.title.casefold() or task.id.startswith(needle)
+
+
+@dataclass(frozen=True)
+class ListQuery:
+    """One page of the task list asked for: the filter (`wanted`), the scope, the order
+    and the cut. Every face of the queue (`Store.list_page`, `SlotlineClient.list_page`,
+    the CLI's `Backend`, `Queue.page`, `SyncQueue.page`, the MCP `list` tool) takes it.
+
+    Attributes:
+        wanted: the tasks that match this filter (None: every task).
+        owner: only this user's tasks (a user's scope: others' tasks are not seen); the
+            HTTP client leaves it to the token.
+        root: only this task (full id) and its subtasks, at any depth.
+        parent_id: only the direct subtasks of this task (full id).
+        newest: newest first rather than oldest first.
+        ended: only ended tasks, the last to end first.
+        limit: at most this many tasks.
+        after: continue after this task (an id or unique prefix): the `next_after` of
+            the page before. Tasks submitted meanwhile are neither repeated nor skipped
+            among those that existed.
+        offset: skip this many tasks first (after `after`, if given).
+        count: also count every task that matches (`total`), which costs in proportion
+            to the matches.
+    """
+
+    wanted: TaskFilter | None = None
+    owner: str | None = None
+    root: str | None = None
+    parent_id: str | None = None
+    newest: bool = False
+    ended: bool = False
+    limit: int = 100
+    after: str | None = None
+    offset: int = 0
+    count: bool = False

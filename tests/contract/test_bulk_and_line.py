@@ -6,9 +6,9 @@ import pytest
 
 from slotline.errors import InvalidInput, NotFound
 from slotline.models import Priority, Status
+from slotline.stops import StopRequest
 from slotline.store import Store
 from slotline.taskfilter import TaskFilter
-from slotline.transitions import StopRequest
 
 from .conftest import ClaimFn, Clock, FinishFn, SubmitFn
 

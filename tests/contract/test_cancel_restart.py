@@ -8,8 +8,8 @@ import pytest
 
 from slotline.errors import InvalidTransition
 from slotline.models import Status, Task
+from slotline.stops import CANCEL, RESTART, StopKind
 from slotline.store import Store
-from slotline.transitions import CANCEL, RESTART, StopKind
 
 from .conftest import NODE, ClaimFn, Clock, FinishFn, LineFn, SubmitFn, titles
 

@@ -332,6 +332,26 @@ def test_a_lowered_limit_for_one_claim_starts_only_that_many(
     assert len(store.claim(NODE, now=clock.now, limit=5).claims) == 2  # never above the setting
 
 
+def test_a_claim_follows_the_guard_verdict_its_node_recorded(
+    store: Store, submit: SubmitFn, clock: Clock
+) -> None:
+    # Given a node whose resource guard recorded an adaptive limit of 1 (of 3),
+    store.register_node(NODE)
+    for name in "abcd":
+        submit(name)
+    store.set_pressure(NODE, "cpu 95% > 90%", hold=False, limit=1)
+    # its claim, told nothing of it, starts 1; another node's is not held back by it.
+    assert len(store.claim(NODE, now=clock.now).claims) == 1
+    store.register_node("other")
+    assert len(store.claim("other", now=clock.now).claims) == 2
+    # Once the guard holds, only a task started now starts on the node.
+    store.set_pressure(NODE, "memory 120 MB < 500 MB", hold=True)
+    (held,) = (t for t in store.list_page(limit=10).tasks if t.title == "d")
+    store.bump(held.id)
+    claimed = store.claim(NODE, now=clock.now).claims
+    assert [c.task.title for c in claimed] == ["d"]
+
+
 def test_a_claim_records_its_start_its_lease_and_an_event_with_the_attempt(
     store: Store, submit: SubmitFn, clock: Clock
 ) -> None:

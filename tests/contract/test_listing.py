@@ -8,7 +8,7 @@ import pytest
 from slotline.errors import InvalidInput, NotFound
 from slotline.models import Status, Task
 from slotline.store import Store
-from slotline.taskfilter import TaskFilter
+from slotline.taskfilter import ListQuery, TaskFilter
 
 from .conftest import ClaimFn, Clock, FinishFn, SubmitFn
 
@@ -17,7 +17,7 @@ def every_page(store: Store, limit: int, **options: object) -> list[list[Task]]:
     """Read the list page by page, each after the last task of the one before."""
     pages, after = [], None
     while True:
-        page = store.list_page(limit=limit, after=after, **options)  # type: ignore[arg-type]
+        page = store.list_page(ListQuery(limit=limit, after=after, **options))  # type: ignore[arg-type]
         pages.append(page.tasks)
         after = page.next_after
         if after is None:
@@ -72,7 +72,7 @@ def test_list_page_finds_what_the_filter_matches_in_submission_order(
 ) -> None:
     expected = [t.id for t in store.list_tasks(limit=1000) if wanted.matches(t)]
 
-    page = store.list_page(wanted, limit=1000, count=True)
+    page = store.list_page(ListQuery(wanted, limit=1000, count=True))
 
     assert [t.id for t in page.tasks] == expected
     assert page.total == len(expected)
@@ -83,21 +83,21 @@ def test_list_page_finds_an_id_prefix_and_scopes_to_a_user_a_subtree_and_a_paren
     store: Store, mixed: list[Task]
 ) -> None:
     one = mixed[4]
-    assert [t.id for t in store.list_page(TaskFilter(q=one.id[:10])).tasks] == [one.id]
-    ann = store.list_page(owner="ann", limit=100).tasks
+    assert [t.id for t in store.list_page(ListQuery(TaskFilter(q=one.id[:10]))).tasks] == [one.id]
+    ann = store.list_page(ListQuery(owner="ann", limit=100)).tasks
     assert [t.id for t in ann] == [t.id for t in mixed if t.user == "ann"]
-    tree = store.list_page(root=mixed[0].id).tasks
+    tree = store.list_page(ListQuery(root=mixed[0].id)).tasks
     assert [t.id for t in tree] == [mixed[0].id, mixed[11].id]
-    assert [t.id for t in store.list_page(parent_id=mixed[0].id).tasks] == [mixed[11].id]
+    assert [t.id for t in store.list_page(ListQuery(parent_id=mixed[0].id)).tasks] == [mixed[11].id]
     # A scope and a filter together: both apply.
-    assert store.list_page(TaskFilter(user="bob"), owner="ann").tasks == []
+    assert store.list_page(ListQuery(TaskFilter(user="bob"), owner="ann")).tasks == []
 
 
 @pytest.mark.parametrize("newest", [False, True])
 def test_pages_join_up_without_repeats_or_gaps(
     store: Store, mixed: list[Task], newest: bool
 ) -> None:
-    whole = [t.id for t in store.list_page(limit=1000, newest=newest).tasks]
+    whole = [t.id for t in store.list_page(ListQuery(limit=1000, newest=newest)).tasks]
     assert whole == [t.id for t in (reversed(mixed) if newest else mixed)]
 
     pages = every_page(store, 5, newest=newest)
@@ -116,7 +116,7 @@ def test_tasks_submitted_between_pages_repeat_none_and_skip_none(
     seen: list[str] = []
     after = None
     while True:
-        page = store.list_page(limit=3, after=after, newest=newest)
+        page = store.list_page(ListQuery(limit=3, after=after, newest=newest))
         seen.extend(t.id for t in page.tasks)
         submit("meanwhile")
         after = page.next_after
@@ -129,9 +129,9 @@ def test_tasks_submitted_between_pages_repeat_none_and_skip_none(
 
 
 def test_an_offset_skips_and_a_page_can_follow_an_offset(store: Store, mixed: list[Task]) -> None:
-    page = store.list_page(limit=3, offset=4)
+    page = store.list_page(ListQuery(limit=3, offset=4))
     assert [t.id for t in page.tasks] == [t.id for t in mixed[4:7]]
-    nxt = store.list_page(limit=3, after=page.next_after, offset=1)
+    nxt = store.list_page(ListQuery(limit=3, after=page.next_after, offset=1))
     assert [t.id for t in nxt.tasks] == [t.id for t in mixed[8:11]]
 
 
@@ -152,7 +152,7 @@ def test_queued_tasks_in_a_page_carry_their_positions_in_the_whole_line(
 
 
 def test_a_page_carries_attempts_and_estimates(store: Store, mixed: list[Task]) -> None:
-    tasks = store.list_page(limit=100).tasks
+    tasks = store.list_page(ListQuery(limit=100)).tasks
     running = [t for t in tasks if t.status is Status.RUNNING]
     assert len(running) == 2
     assert all(len(t.attempts) == 1 for t in running)
@@ -163,10 +163,10 @@ def test_continuing_after_an_unknown_or_hidden_task_is_refused(
     store: Store, mixed: list[Task]
 ) -> None:
     with pytest.raises(NotFound):
-        store.list_page(after="f" * 32)
+        store.list_page(ListQuery(after="f" * 32))
     bobs = next(t for t in mixed if t.user == "bob")
     with pytest.raises(NotFound):
-        store.list_page(owner="ann", after=bobs.id)
+        store.list_page(ListQuery(owner="ann", after=bobs.id))
 
 
 def test_the_filtered_line_is_in_queue_order_with_positions_in_the_whole_line(
@@ -203,10 +203,10 @@ def test_ended_first_lists_only_ended_tasks_the_last_to_end_first(
     submit("still queued")
     # then `ended` lists the ended ones, the last to end first, whole or page by page.
     expected = [t.id for t in runs]
-    page = store.list_page(ended=True, count=True)
+    page = store.list_page(ListQuery(ended=True, count=True))
     assert ([t.id for t in page.tasks], page.total) == (expected, 4)
     assert [t.id for p in every_page(store, 1, ended=True) for t in p] == expected
     # A page cannot go on after a task that has not ended: it has no place in that order.
-    queued = store.list_page(TaskFilter(status=[Status.QUEUED])).tasks[0]
+    queued = store.list_page(ListQuery(TaskFilter(status=[Status.QUEUED]))).tasks[0]
     with pytest.raises(InvalidInput, match="has not ended"):
-        store.list_page(ended=True, after=queued.id)
+        store.list_page(ListQuery(ended=True, after=queued.id))

@@ -36,8 +36,8 @@ from slotline.errors import (
     StaleAttempt,
 )
 from slotline.models import BAD_ENDS, PENDING, TERMINAL, Priority, Status, Task
+from slotline.stops import CANCEL, RESTART, StopRequest
 from slotline.store import Claim, QueueStatus, Store, open_store
-from slotline.transitions import CANCEL, RESTART, StopRequest
 
 NODES = ("node-a", "node-b")
 AGENTS = (None, "claude", "aider")

@@ -12,7 +12,7 @@ import pytest
 
 from gitrepos import agent_command, agent_script, commit_file, make_repo, worktree_paths
 from gitrepos import run as git_in
-from slotline.worktrees.isolation import GitFailed
+from slotline.worktrees.git import GitFailed
 from waiting import until
 
 from .conftest import Run, Serve, ok

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from slotline.stops import CANCEL, RESTART
 from slotline.store import Store
-from slotline.transitions import CANCEL, RESTART
 
 from .conftest import Run, claim_one, ok, submit
 

@@ -111,3 +111,24 @@ def test_a_running_task_can_submit_a_subtask_recorded_as_its_child(tmp_path: Pat
                 assert (await queue.wait(children[0].id, timeout=30)).status is Status.SUCCEEDED
 
     asyncio.run(main())
+
+
+def test_a_page_is_asked_for_by_a_query_or_by_its_fields(tmp_path: Path) -> None:
+    from slotline.taskfilter import ListQuery, TaskFilter
+
+    async def main() -> None:
+        async with slotline.open_queue(tmp_path / "s.db") as queue:
+            for title, agent in (("a", "x"), ("b", "y"), ("c", "x")):
+                await queue.submit(["true"], title=title, labels={"agent": agent})
+            query = ListQuery(TaskFilter(label=["agent=x"]), newest=True)
+            by_query = await queue.page(query)
+            # The keywords from before ListQuery still read the same page.
+            by_fields = await queue.page(TaskFilter(label=["agent=x"]), newest=True)
+            assert [t.title for t in by_query.tasks] == ["c", "a"]
+            assert [t.title for t in by_fields.tasks] == ["c", "a"]
+            # Keywords change a query's own fields.
+            assert [t.title for t in (await queue.page(query, limit=1)).tasks] == ["c"]
+
+    asyncio.run(main())
+    with slotline.open(tmp_path / "s.db") as sync:
+        assert [t.title for t in sync.page(newest=True, limit=2).tasks] == ["c", "b"]

@@ -12,7 +12,8 @@ from gitrepos import commit_file, make_repo, run
 from slotline.errors import InvalidInput
 from slotline.store import Store
 from slotline.worktrees import verbs, worktree
-from slotline.worktrees.isolation import WorktreeState, branch_tip
+from slotline.worktrees.git import branch_tip
+from slotline.worktrees.isolation import WorktreeState
 from slotline.worktrees.orphans import store_root
 from slotline.worktrees.prune import WorktreePolicy
 

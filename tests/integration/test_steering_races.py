@@ -27,9 +27,9 @@ import pytest
 
 from slotline.errors import InvalidTransition, StaleAttempt
 from slotline.models import TERMINAL, Status, Task
+from slotline.stops import CANCEL
 from slotline.store import Claim, Store, open_store
 from slotline.store.pg_url import lock_key, split_url
-from slotline.transitions import CANCEL
 from waiting import until
 
 ROUNDS = 8

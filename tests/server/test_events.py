@@ -16,7 +16,7 @@ from websockets.sync.client import ClientConnection, connect
 
 from slotline.models import Event
 from slotline.server import ServerOptions
-from slotline.server.events import Dropped, EventHub, Subscriber
+from slotline.server.hub import Dropped, EventHub, Subscriber
 from slotline.store import Store
 
 from .conftest import Running, ServerFactory

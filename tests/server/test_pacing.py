@@ -112,3 +112,22 @@ def test_the_mcp_queue_status_says_which_rates_hold_starts_back(
 
     assert [(r["key"], r["value"]) for r in summary["rates"]] == [("agent", "claude")]
     assert summary["backoff"] == []
+
+
+def test_a_request_refused_by_its_last_part_changes_nothing(http: httpx.Client) -> None:
+    # Given the settings as they are,
+    before = http.get("/api/limits").json()
+    # when one request changes the global limit and, last, a limit of a value with a NUL
+    # byte (which only the store's own check refuses),
+    body = {
+        "settings": {"max_concurrent": 9},
+        "limits": [
+            {"key": "agent", "value": "claude", "max": 1},
+            {"key": "agent", "value": "a\x00b", "max": 1},
+        ],
+    }
+    refused = http.post("/api/limits", json=body)
+    # then it is refused whole: what it changed first was not changed either.
+    assert refused.status_code == 422, refused.text
+    assert "NUL" in refused.text
+    assert http.get("/api/limits").json() == before

@@ -11,7 +11,7 @@ import pytest
 
 from gitrepos import make_repo
 from slotline.worktrees import diff
-from slotline.worktrees.isolation import GitFailed, git_env
+from slotline.worktrees.git import GitFailed, git_env
 
 
 def _alias(tmp_path: Path, code: str) -> list[str]:

@@ -13,7 +13,7 @@ import pytest
 from slotline.limits import Limit
 from slotline.models import Status
 from slotline.pacing.rates import RateBook, RateLimit
-from slotline.scheduler import durations, eta
+from slotline.scheduler import durations, eta, lineup
 from slotline.scheduler.policy import Limits
 from slotline.scheduler.ranks import seq_rank
 from slotline.store import Store
@@ -26,7 +26,7 @@ TEN = durations.RunTimes(
 )
 
 
-def task(n: int, status: Status = Status.QUEUED, **fields: Any) -> eta.Entry:
+def task(n: int, status: Status = Status.QUEUED, **fields: Any) -> lineup.Entry:
     """Task `t{n}` with rank n; fields as in the store's columns (owner, depends_on…)."""
     row: dict[str, Any] = {
         "id": f"t{n}", "kind": "command", "agent": None, "workspace": None, "owner": None,
@@ -38,21 +38,21 @@ def task(n: int, status: Status = Status.QUEUED, **fields: Any) -> eta.Entry:
     return line_task(row)
 
 
-def starts(line: eta.Line, run_times: durations.RunTimes = TEN) -> dict[str, float | None]:
+def starts(line: lineup.Line, run_times: durations.RunTimes = TEN) -> dict[str, float | None]:
     found = eta.simulate(line, run_times)
     return {tid: None if e.start is None else e.start - NOW for tid, e in found.items()}
 
 
 def test_global_limit_fills_slots_in_waves() -> None:
     queued = [task(i) for i in range(5)]
-    got = starts(eta.Line(running=[], queued=queued, limits=Limits(max_concurrent=2), now=NOW))
+    got = starts(lineup.Line(running=[], queued=queued, limits=Limits(max_concurrent=2), now=NOW))
     assert got == {"t0": 0, "t1": 0, "t2": 10, "t3": 10, "t4": 20}
 
 
 def test_running_tasks_free_their_slots_at_their_estimated_end() -> None:
     # Given one running task started 4 s ago with a 10 s estimate…
     running = [task(0, Status.RUNNING, started_at=NOW - 4)]
-    line = eta.Line(running=running, queued=[task(1)], limits=Limits(max_concurrent=1), now=NOW)
+    line = lineup.Line(running=running, queued=[task(1)], limits=Limits(max_concurrent=1), now=NOW)
     found = eta.simulate(line, TEN)
     # …it ends in 6 s, and the queued one starts then.
     assert found["t0"].finish == NOW + 6
@@ -62,7 +62,7 @@ def test_running_tasks_free_their_slots_at_their_estimated_end() -> None:
 
 def test_an_overdue_run_is_given_a_floor_not_a_past_end() -> None:
     running = [task(0, Status.RUNNING, started_at=NOW - 100)]
-    found = eta.simulate(eta.Line(running=running, queued=[], limits=Limits(), now=NOW), TEN)
+    found = eta.simulate(lineup.Line(running=running, queued=[], limits=Limits(), now=NOW), TEN)
     finish = found["t0"].finish
     assert finish is not None
     assert finish > NOW
@@ -72,14 +72,14 @@ def test_per_key_limit_skips_without_blocking_the_line() -> None:
     # agent a at most 1: the second a waits, the b behind it starts at once.
     queued = [task(0, agent="a"), task(1, agent="a"), task(2, agent="b")]
     limits = Limits(max_concurrent=3, per_key=(Limit("agent", "a", 1),))
-    got = starts(eta.Line(running=[], queued=queued, limits=limits, now=NOW))
+    got = starts(lineup.Line(running=[], queued=queued, limits=limits, now=NOW))
     assert got == {"t0": 0, "t1": 10, "t2": 0}
 
 
 def test_agents_outside_the_pool_neither_wait_for_nor_take_global_slots() -> None:
     queued = [task(0), task(1, agent="pm"), task(2)]
     limits = Limits(max_concurrent=1, exempt_agents=frozenset({"pm"}))
-    got = starts(eta.Line(running=[], queued=queued, limits=limits, now=NOW))
+    got = starts(lineup.Line(running=[], queued=queued, limits=limits, now=NOW))
     assert got == {"t0": 0, "t1": 0, "t2": 10}
 
 
@@ -89,7 +89,7 @@ def test_durations_come_from_expected_duration_then_agent_then_all() -> None:
         per_agent={"slow": durations.Duration(50.0, 8)}, overall=durations.Duration(7.0, 20)
     )
     found = eta.simulate(
-        eta.Line(running=[], queued=queued, limits=Limits(max_concurrent=3), now=NOW), run_times
+        lineup.Line(running=[], queued=queued, limits=Limits(max_concurrent=3), now=NOW), run_times
     )
     assert [found[f"t{i}"].finish for i in range(3)] == [NOW + 3, NOW + 50, None]
     assert found["t0"].basis == "expected_duration"
@@ -100,11 +100,11 @@ def test_durations_come_from_expected_duration_then_agent_then_all() -> None:
     assert found["t2"].unavailable == "no run of agent new has finished yet"
     # …and a task of no agent type goes by all tasks' runs.
     mixed = eta.simulate(
-        eta.Line(running=[], queued=[task(0)], limits=Limits(), now=NOW), run_times
+        lineup.Line(running=[], queued=[task(0)], limits=Limits(), now=NOW), run_times
     )
     assert mixed["t0"].basis == "recent runs of all tasks (n=20)"
     nothing = eta.simulate(
-        eta.Line(running=[], queued=[task(0)], limits=Limits(), now=NOW), durations.RunTimes()
+        lineup.Line(running=[], queued=[task(0)], limits=Limits(), now=NOW), durations.RunTimes()
     )
     assert (nothing["t0"].start, nothing["t0"].finish) == (NOW, None)
     assert nothing["t0"].unavailable == "no run has finished yet"
@@ -115,7 +115,7 @@ def test_a_start_after_a_run_of_unknown_length_is_unknown() -> None:
     # known length queued behind it…
     running = [task(0, Status.RUNNING, agent="new", started_at=NOW - 5)]
     queued = [task(1, expected_duration=3.0), task(2, Status.WAITING, depends_on='["t1"]')]
-    line = eta.Line(
+    line = lineup.Line(
         running=running, queued=queued[:1], waiting=queued[1:], limits=Limits(max_concurrent=1),
         now=NOW,
     )  # fmt: skip
@@ -138,7 +138,7 @@ def test_a_run_past_its_expected_time_is_overdue() -> None:
         task(0, Status.RUNNING, started_at=NOW - 11),
         task(1, Status.RUNNING, started_at=NOW - 9),
     ]
-    found = eta.simulate(eta.Line(running=running, queued=[], limits=Limits(), now=NOW), TEN)
+    found = eta.simulate(lineup.Line(running=running, queued=[], limits=Limits(), now=NOW), TEN)
     assert (found["t0"].due, found["t1"].due) == (NOW - 1, NOW + 1)
 
 
@@ -146,7 +146,9 @@ def test_held_tasks_and_their_dependents_have_no_estimate() -> None:
     held = [task(0, Status.HELD)]
     waiting = [task(1, Status.WAITING, depends_on='["t0"]')]
     got = starts(
-        eta.Line(running=[], queued=[task(2)], held=held, waiting=waiting, limits=Limits(), now=NOW)
+        lineup.Line(
+            running=[], queued=[task(2)], held=held, waiting=waiting, limits=Limits(), now=NOW
+        )
     )
     assert got == {"t0": None, "t1": None, "t2": 0}
 
@@ -155,7 +157,7 @@ def test_a_dependent_starts_when_its_dependency_ends_in_the_simulation() -> None
     queued = [task(0), task(1)]
     waiting = [task(2, Status.WAITING, depends_on='["t0"]')]
     got = starts(
-        eta.Line(
+        lineup.Line(
             running=[], queued=queued, waiting=waiting, limits=Limits(max_concurrent=2), now=NOW
         )
     )
@@ -171,7 +173,7 @@ def test_a_task_started_now_while_it_waits_starts_over_the_limit_when_its_depend
     # from their own list only.
     queued = [task(0), task(1)]
     waiting = [task(2, Status.WAITING, depends_on='["t0"]', start_now=True, boosted=True)]
-    line = eta.Line(
+    line = lineup.Line(
         running=[],
         queued=queued,
         waiting=waiting,
@@ -187,26 +189,26 @@ def test_a_task_started_now_while_it_waits_starts_over_the_limit_when_its_depend
 def test_boosted_and_start_now_tasks_go_first() -> None:
     queued = [task(0), task(1), task(2, boosted=True), task(3, start_now=True)]
     limits = Limits(max_concurrent=1)
-    got = starts(eta.Line(running=[], queued=eta_order(queued), limits=limits, now=NOW))
+    got = starts(lineup.Line(running=[], queued=eta_order(queued), limits=limits, now=NOW))
     # start-now starts at once over the limit; the boosted one is next when it ends.
     assert got == {"t3": 0, "t2": 10, "t0": 20, "t1": 30}
 
 
 def test_priority_orders_the_simulated_starts() -> None:
     queued = eta_order([task(0, priority=3), task(1, priority=0)])
-    got = starts(eta.Line(running=[], queued=queued, limits=Limits(max_concurrent=1), now=NOW))
+    got = starts(lineup.Line(running=[], queued=queued, limits=Limits(max_concurrent=1), now=NOW))
     assert got == {"t1": 0, "t0": 10}
 
 
 def test_not_before_delays_a_start_until_its_time() -> None:
     queued = [task(0, not_before=NOW + 25), task(1)]
-    got = starts(eta.Line(running=[], queued=queued, limits=Limits(max_concurrent=2), now=NOW))
+    got = starts(lineup.Line(running=[], queued=queued, limits=Limits(max_concurrent=2), now=NOW))
     assert got == {"t0": 25, "t1": 0}
 
 
 def test_a_paused_queue_has_no_start_estimates() -> None:
     running = [task(0, Status.RUNNING, started_at=NOW)]
-    line = eta.Line(running=running, queued=[task(1)], limits=Limits(), now=NOW, paused=True)
+    line = lineup.Line(running=running, queued=[task(1)], limits=Limits(), now=NOW, paused=True)
     found = eta.simulate(line, TEN)
     assert (found["t1"].start, found["t1"].finish) == (None, None)
     assert found["t1"].waiting is not None
@@ -214,11 +216,11 @@ def test_a_paused_queue_has_no_start_estimates() -> None:
     assert found["t0"].finish == NOW + 10  # running tasks still end
 
 
-def guarded(admission: eta.Admission | None, queued: int = 4) -> eta.Line:
+def guarded(admission: lineup.Admission | None, queued: int = 4) -> lineup.Line:
     """Two runs of 10 s ending at 6 and 10, `queued` tasks behind them, room for 3."""
     running = [task(0, Status.RUNNING, started_at=NOW - 4), task(1, Status.RUNNING, started_at=NOW)]
     line = [task(i) for i in range(2, 2 + queued)]
-    return eta.Line(
+    return lineup.Line(
         running=running, queued=line, limits=Limits(max_concurrent=3), now=NOW, admission=admission
     )
 
@@ -227,7 +229,7 @@ def test_a_guard_holding_starts_lets_none_start_until_a_run_ends_then_no_more_th
     # Without a guard the third slot is taken at once.
     assert starts(guarded(None)) == {"t0": -4, "t1": 0, "t2": 0, "t3": 6, "t4": 10, "t5": 10}
     # Held: the machine is read as full with the two runs; each end lets one start.
-    held = guarded(eta.Admission(held=True))
+    held = guarded(lineup.Admission(held=True))
     assert starts(held) == {"t0": -4, "t1": 0, "t2": 6, "t3": 10, "t4": 16, "t5": 20}
     basis = eta.simulate(held, TEN)["t2"].basis
     assert basis is not None
@@ -236,8 +238,8 @@ def test_a_guard_holding_starts_lets_none_start_until_a_run_ends_then_no_more_th
 
 def test_a_guard_holding_starts_with_nothing_running_gives_no_estimate_but_start_now() -> None:
     queued = [task(0, start_now=True), task(1)]
-    line = eta.Line(
-        running=[], queued=queued, limits=Limits(), now=NOW, admission=eta.Admission(held=True)
+    line = lineup.Line(
+        running=[], queued=queued, limits=Limits(), now=NOW, admission=lineup.Admission(held=True)
     )
     # A start-now task starts under a hold (as dispatch does); nothing else can be said.
     assert starts(line) == {"t0": 0, "t1": None}
@@ -245,13 +247,13 @@ def test_a_guard_holding_starts_with_nothing_running_gives_no_estimate_but_start
 
 def test_the_guards_adaptive_limit_caps_the_starts() -> None:
     # Limit 1 of 3: nothing starts until both runs have ended, then one at a time.
-    line = guarded(eta.Admission(limit=1))
+    line = guarded(lineup.Admission(limit=1))
     assert starts(line) == {"t0": -4, "t1": 0, "t2": 10, "t3": 20, "t4": 30, "t5": 40}
     assert eta.simulate(line, TEN)["t2"].basis == "recent runs of all tasks (n=5); " + (
         "resource guard limit 1"
     )
     # A limit above max_concurrent changes nothing.
-    assert starts(guarded(eta.Admission(limit=5))) == starts(guarded(None))
+    assert starts(guarded(lineup.Admission(limit=5))) == starts(guarded(None))
 
 
 def test_estimates_play_the_guards_of_the_live_nodes(store: Store) -> None:
@@ -299,11 +301,11 @@ def test_the_robust_mean_ignores_outliers() -> None:
 def test_ten_thousand_queued_in_one_pass() -> None:
     limits = Limits(max_concurrent=4, per_key=(Limit("agent", "a", 1), Limit("agent", "b", 2)))
     queued = [task(i, agent="abc"[i % 3]) for i in range(10_000)]
-    found = eta.simulate(eta.Line(running=[], queued=queued, limits=limits, now=NOW), TEN)
+    found = eta.simulate(lineup.Line(running=[], queued=queued, limits=limits, now=NOW), TEN)
     assert all(found[t.id].start is not None for t in queued)
 
 
-def eta_order(tasks: list[eta.Entry]) -> list[eta.Entry]:
+def eta_order(tasks: list[lineup.Entry]) -> list[lineup.Entry]:
     from slotline.scheduler.policy import order
 
     return order(tasks, NOW)
@@ -312,7 +314,9 @@ def eta_order(tasks: list[eta.Entry]) -> list[eta.Entry]:
 def test_the_dispatch_gap_delays_each_refill_of_a_slot() -> None:
     queued = [task(i) for i in range(3)]
     gap = durations.RunTimes(overall=durations.Duration(10.0, 5), gap=1.0)
-    got = starts(eta.Line(running=[], queued=queued, limits=Limits(max_concurrent=1), now=NOW), gap)
+    got = starts(
+        lineup.Line(running=[], queued=queued, limits=Limits(max_concurrent=1), now=NOW), gap
+    )
     assert got == {"t0": 0, "t1": 11, "t2": 22}
 
 
@@ -341,7 +345,7 @@ def test_an_overdue_run_is_expected_to_need_more_the_longer_it_has_run() -> None
     # Given runs of mean 10 s that spread widely, and one that has run 15 s already…
     spread = durations.RunTimes(per_agent={"a": durations.Duration(10.0, 50, sigma=0.8)})
     running = [task(0, Status.RUNNING, agent="a", started_at=NOW - 15)]
-    line = eta.Line(running=running, queued=[task(1, agent="a")], limits=Limits(1), now=NOW)
+    line = lineup.Line(running=running, queued=[task(1, agent="a")], limits=Limits(1), now=NOW)
     found = eta.simulate(line, spread)
     # …it is likely one of the long ones: more than a few seconds are left, and the task
     # behind it starts then.
@@ -357,8 +361,8 @@ def test_work_expected_to_arrive_ahead_delays_the_tasks_it_would_overtake() -> N
     # Given one slot, three normal tasks of 10 s, and high-priority work seen arriving at
     # one task per 20 s…
     queued = [task(i) for i in range(3)]
-    ahead = [eta.Arrival(agent=None, priority=1, rate=0.05)]
-    line = eta.Line(
+    ahead = [lineup.Arrival(agent=None, priority=1, rate=0.05)]
+    line = lineup.Line(
         running=[], queued=queued, limits=Limits(1), now=NOW, arrivals=ahead, forecast=300
     )
     # …one arrives at 10 and one at 30, and each takes the slot before the next normal.
@@ -366,7 +370,7 @@ def test_work_expected_to_arrive_ahead_delays_the_tasks_it_would_overtake() -> N
     found = eta.simulate(line, TEN)
     assert found["t2"].basis == "recent runs of all tasks (n=5); after 2 expected arrivals ahead"
     # Work at the same priority queues behind them, and no forecast, nothing moves.
-    same = [eta.Arrival(agent=None, priority=2, rate=0.05)]
+    same = [lineup.Arrival(agent=None, priority=2, rate=0.05)]
     plain = {"t0": 0, "t1": 10, "t2": 20}
     assert starts(dataclasses.replace(line, arrivals=same)) == plain
     assert starts(dataclasses.replace(line, forecast=0)) == plain
@@ -376,8 +380,10 @@ def test_forecast_work_arrives_in_its_agent_types_class_only() -> None:
     # Arrivals of agent b, limited apart, do not delay agent a's line.
     limits = Limits(max_concurrent=2, per_key=(Limit("agent", None, 1),))
     queued = [task(0, agent="a"), task(1, agent="a")]
-    ahead = [eta.Arrival(agent="b", priority=0, rate=0.05)]
-    line = eta.Line(running=[], queued=queued, limits=limits, now=NOW, arrivals=ahead, forecast=300)
+    ahead = [lineup.Arrival(agent="b", priority=0, rate=0.05)]
+    line = lineup.Line(
+        running=[], queued=queued, limits=limits, now=NOW, arrivals=ahead, forecast=300
+    )
     assert starts(line) == {"t0": 0, "t1": 10}
 
 
@@ -471,7 +477,7 @@ def test_etas_respect_a_rate_and_a_back_off_hold() -> None:
     # Given: 2 starts per 30 s of claude (one start 10 s ago), aider held 25 s more
     book = RateBook([RateLimit("agent", "claude", 2, 30.0)], {("agent", "claude"): [NOW - 10]})
     queued = [task(i, agent="claude") for i in range(4)] + [task(9, agent="aider")]
-    line = eta.Line(
+    line = lineup.Line(
         running=[], queued=queued, limits=Limits(max_concurrent=10), now=NOW,
         rates=book, holds={"aider": NOW + 25},
     )  # fmt: skip
@@ -486,7 +492,9 @@ def test_etas_respect_a_rate_and_a_back_off_hold() -> None:
 def test_etas_follow_the_fair_order() -> None:
     queued = [task(0, owner="a"), task(1, owner="a"), task(2, owner="b")]
     fair = {"t0": 0.0, "t1": 1.0, "t2": 0.0}
-    line = eta.Line(running=[], queued=queued, limits=Limits(max_concurrent=1), now=NOW, fair=fair)
+    line = lineup.Line(
+        running=[], queued=queued, limits=Limits(max_concurrent=1), now=NOW, fair=fair
+    )
 
     assert starts(line) == {"t0": 0, "t2": 10, "t1": 20}
 
@@ -496,6 +504,6 @@ def test_a_start_that_does_not_wait_for_a_run_of_unknown_length_stays_known() ->
     # then whatever that run does: its start is known.
     running = [task(0, Status.RUNNING, agent="new", started_at=NOW)]
     queued = [task(1, expected_duration=3.0, not_before=NOW + 3600)]
-    line = eta.Line(running=running, queued=queued, limits=Limits(max_concurrent=3), now=NOW)
+    line = lineup.Line(running=running, queued=queued, limits=Limits(max_concurrent=3), now=NOW)
     found = eta.simulate(line, durations.RunTimes())
     assert (found["t1"].start, found["t1"].finish) == (NOW + 3600, NOW + 3603)

@@ -8,14 +8,8 @@ import pytest
 
 from slotline.errors import InvalidInput, InvalidTransition
 from slotline.models import Kind, Priority, Status, Task
-from slotline.transitions import (
-    CANCEL,
-    RESTART,
-    TRANSITIONS,
-    StopKind,
-    StopRequest,
-    check_transition,
-)
+from slotline.stops import CANCEL, RESTART, StopKind, StopRequest
+from slotline.transitions import TRANSITIONS, check_transition
 
 TASK_ID = "3f2a9c0e77b1"
 

@@ -12,8 +12,10 @@ from gitrepos import branches, commit_file, make_repo, run, show, worktree_paths
 from slotline.errors import InvalidInput
 from slotline.spec import parse_spec
 from slotline.worktrees import changes, worktree
-from slotline.worktrees.isolation import DiffStat, GitFailed, KeepPolicy, WorktreeState, pin
-from slotline.worktrees.worktree import Checkout, WorktreeError
+from slotline.worktrees.git import GitFailed
+from slotline.worktrees.isolation import Checkout, DiffStat, KeepPolicy, WorktreeState
+from slotline.worktrees.pinning import pin
+from slotline.worktrees.worktree import WorktreeError
 
 TASK = "a" * 32
 

@@ -1,5 +1,6 @@
-"""The landing verbs in the Python API: `queue.landing` on an async `Queue`, the same
-blocking on a `SyncQueue`. Git runs in this process, where the store's repositories are.
+"""The landing verbs in the Python API: `queue.landing` on an async `Queue` (the same
+blocking on a `SyncQueue`: `sync.SyncLanding`). Git runs in this process, where the
+store's repositories are.
 
 Example:
     async with slotline.open_queue("slotline.db") as queue:
@@ -22,7 +23,6 @@ from slotline.worktrees.merge import MergeResult
 from slotline.worktrees.prune import WorktreePolicy, parse_size
 
 if TYPE_CHECKING:
-    from slotline.api.sync import SyncQueue
     from slotline.store import Store
 
 
@@ -86,37 +86,3 @@ class Landing:
             {agent: parse_size(value) for agent, value in (agent_max_disk or {}).items()},
         )
         return await run_git(verbs.prune, self.store, policy, utcnow(), dry_run)
-
-
-class SyncLanding:
-    """`Landing` for a `SyncQueue`: each call blocks until done."""
-
-    def __init__(self, queue: SyncQueue) -> None:
-        self._queue = queue
-
-    def diff(self, ref: str, stat_only: bool = False, max_bytes: int = DIFF_MAX_BYTES) -> RunDiff:
-        return self._queue.run(self._queue.queue.landing.diff(ref, stat_only, max_bytes))
-
-    def merge(
-        self, ref: str, into: str | None = None, squash: bool = False
-    ) -> tuple[MergeResult, Task]:
-        return self._queue.run(self._queue.queue.landing.merge(ref, into, squash))
-
-    def worktrees(self) -> list[dict[str, Any]]:
-        return self._queue.run(self._queue.queue.landing.worktrees())
-
-    def prune(
-        self,
-        retain: str | float | None = None,
-        max_disk: str | int | None = None,
-        dry_run: bool = False,
-        *,
-        agent_retain: Mapping[str, str | float] | None = None,
-        agent_max_disk: Mapping[str, str | int] | None = None,
-    ) -> list[dict[str, Any]]:
-        landing = self._queue.queue.landing
-        return self._queue.run(
-            landing.prune(
-                retain, max_disk, dry_run, agent_retain=agent_retain, agent_max_disk=agent_max_disk
-            )
-        )

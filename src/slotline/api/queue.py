@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
+import dataclasses
 import logging
 from collections.abc import (
     AsyncGenerator,
@@ -29,7 +30,7 @@ from slotline.runner.callable import Entry
 from slotline.scheduler.cron import Schedule
 from slotline.spec import TaskSpec
 from slotline.store import QueueStatus, Settings, Store, open_store, unserved_reason
-from slotline.taskfilter import TaskFilter
+from slotline.taskfilter import ListQuery, TaskFilter
 
 log = logging.getLogger("slotline")
 
@@ -124,26 +125,21 @@ class Queue:
         """Tasks in submission order, optionally only those of one status."""
         return await self._call(self.store.list_tasks, Status(status) if status else None)
 
-    async def page(
-        self,
-        wanted: TaskFilter | None = None,
-        *,
-        parent_id: str | None = None,
-        newest: bool = False,
-        limit: int = 100,
-        after: str | None = None,
-        count: bool = False,
-    ) -> TaskPage:
-        """One page of the tasks that match `wanted`, in submission order (or `newest`
+    async def page(self, /, query: ListQuery | TaskFilter | None = None, **fields: Any) -> TaskPage:
+        """One page of the tasks `query` asks for (a filter, `parent_id`, `newest`,
+        `limit`, `after`, `count`…: see `ListQuery`), in submission order (or `newest`
         first), read in SQL: pass the page's `next_after` as `after` for the next one.
+        `fields` change the query's own (`page(wanted, newest=True, limit=5)`, as before
+        ListQuery, still reads a page).
 
         Raises:
             NotFound: no task matches `after`.
         """
-        return await self._call(
-            self.store.list_page, wanted, parent_id=parent_id, newest=newest, limit=limit,
-            after=after, count=count,
-        )  # fmt: skip
+        if isinstance(query, TaskFilter):
+            query = ListQuery(wanted=query)
+        if fields:
+            query = dataclasses.replace(query or ListQuery(), **fields)
+        return await self._call(self.store.list_page, query)
 
     async def status(self) -> QueueStatus:
         """Active/max, slots available, paused, and the queued tasks with positions."""
@@ -252,9 +248,11 @@ class Queue:
         """Move a queued task to position `to`, or before/after another queued task."""
         return await self._call(self.store.move, ref, to=to, before=before, after=after)
 
-    async def set_priority(self, ref: str, level: str | int | Priority) -> Task:
-        """Change a waiting task's priority."""
-        return await self._call(self.store.set_priority, ref, level)
+    async def set_priority(
+        self, ref: str, level: str | int | Priority, reason: str | None = None
+    ) -> Task:
+        """Change a waiting task's priority (`reason`: said in its event)."""
+        return await self._call(self.store.set_priority, ref, level, reason)
 
     async def restart(self, ref: str, force: bool = False) -> Task:
         """Queue an ended or blocked task again; `force` stops a running one first."""

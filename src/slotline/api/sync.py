@@ -11,14 +11,15 @@ import functools
 import sys
 import threading
 import warnings
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
-from slotline.api.landing import SyncLanding
 from slotline.api.queue import Queue, open_queue
 from slotline.api.unserved import DEFERRED_WARNINGS
-from slotline.models import Event
+from slotline.models import Event, Task
+from slotline.worktrees.diff import DIFF_MAX_BYTES, RunDiff
+from slotline.worktrees.merge import MergeResult
 
 if TYPE_CHECKING:
     from slotline.node.node import Node
@@ -185,3 +186,37 @@ def open(url: str | Path | None = None) -> SyncQueue:
     """Open the queue stored at `url` for sync use (a file path, sqlite:///path,
     postgresql://…); None opens the default SQLite file. See `SyncQueue`."""
     return SyncQueue(open_queue(url))
+
+
+class SyncLanding:
+    """`Landing` for a `SyncQueue`: each call blocks until done."""
+
+    def __init__(self, queue: SyncQueue) -> None:
+        self._queue = queue
+
+    def diff(self, ref: str, stat_only: bool = False, max_bytes: int = DIFF_MAX_BYTES) -> RunDiff:
+        return self._queue.run(self._queue.queue.landing.diff(ref, stat_only, max_bytes))
+
+    def merge(
+        self, ref: str, into: str | None = None, squash: bool = False
+    ) -> tuple[MergeResult, Task]:
+        return self._queue.run(self._queue.queue.landing.merge(ref, into, squash))
+
+    def worktrees(self) -> list[dict[str, Any]]:
+        return self._queue.run(self._queue.queue.landing.worktrees())
+
+    def prune(
+        self,
+        retain: str | float | None = None,
+        max_disk: str | int | None = None,
+        dry_run: bool = False,
+        *,
+        agent_retain: Mapping[str, str | float] | None = None,
+        agent_max_disk: Mapping[str, str | int] | None = None,
+    ) -> list[dict[str, Any]]:
+        landing = self._queue.queue.landing
+        return self._queue.run(
+            landing.prune(
+                retain, max_disk, dry_run, agent_retain=agent_retain, agent_max_disk=agent_max_disk
+            )
+        )

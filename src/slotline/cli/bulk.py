@@ -15,6 +15,7 @@ from slotline.errors import InvalidInput
 from slotline.models import Priority
 from slotline.store import BULK_CHUNK, BULK_VERBS, MAX_BULK
 from slotline.store.bulk import Progress
+from slotline.taskfilter import ListQuery
 
 
 @click.command()
@@ -60,7 +61,7 @@ def bulk(
         refs = list(task_ids)
     else:
         # One more than a bulk verb takes: enough to refuse a filter that matches too many.
-        refs = [t.id for t in store.list_page(wanted, limit=MAX_BULK + 1).tasks]
+        refs = [t.id for t in store.list_page(ListQuery(wanted, limit=MAX_BULK + 1)).tasks]
         if len(refs) > MAX_BULK:
             raise InvalidInput(f"the filter matches more than {MAX_BULK} tasks; narrow it")
     if dry_run:

@@ -13,8 +13,8 @@ from slotline.cli.pacing import Pacing, parse_pacing
 from slotline.cli.plain import print_json
 from slotline.client.backend import Backend
 from slotline.errors import InvalidInput
-from slotline.limits import LIMIT_KEYS
-from slotline.store import NONE_MEANS_NO_BOUND, SETTING_RULES, check_limit_max
+from slotline.limits import LIMIT_KEYS, check_limit_max
+from slotline.store import NONE_MEANS_NO_BOUND, SETTING_RULES
 
 # KEY[VALUE]=N: the value in brackets runs to the last `]=`, so it may hold `=` or `]`.
 _ASSIGNMENT = re.compile(r"^(?P<key>[^\[=]+?)(?:\[(?P<value>.*)\])?=(?P<n>[^=]*)$")

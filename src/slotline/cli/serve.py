@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 
 import click
 
-from slotline.bounds import COUNT
 from slotline.cli.apply import apply_config
 from slotline.cli.context import CliState, json_option, pass_state
 from slotline.cli.numbers import Number, seconds, whole
+from slotline.config import settings as table
 from slotline.errors import SlotlineError
 from slotline.runner.env import allow_list
 from slotline.worktrees.isolate import SWEEP_INTERVAL
@@ -35,7 +35,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 @click.option(
     "--max-concurrent",
     metavar="N",
-    type=Number(COUNT),
+    type=Number(table.bounds("max_concurrent")),
     help="Set the global limit (persisted in the store) before starting.",
 )
 @click.option(
@@ -94,16 +94,17 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 @click.option(
     "--slots",
     metavar="N",
-    type=whole(0, 100_000),
+    type=Number(table.bounds("slots")),
     help="Run at most N tasks on this node, beside the global and per-key limits "
     "(default: no cap of its own; `slots:` in slotline.yaml).",
 )
 @click.option(
     "--lease",
     metavar="SECONDS",
-    type=seconds(1, 86_400),
+    type=Number(table.bounds("lease")),
     help="How long this node's runs stay its own without a heartbeat; another node of "
-    "the store finishes them after that (default: 30; `lease:` in slotline.yaml).",
+    f"the store finishes them after that (default: {table.default('lease'):g}; `lease:` in "
+    "slotline.yaml).",
 )
 @click.option(
     "--sweep-interval",

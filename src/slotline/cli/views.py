@@ -17,6 +17,7 @@ from slotline.cli.plain import event_line, print_json, strict_json
 from slotline.client.backend import Backend
 from slotline.clock import utcnow
 from slotline.models import Event
+from slotline.taskfilter import ListQuery
 
 if TYPE_CHECKING:
     from slotline.store import QueueStatus
@@ -76,8 +77,10 @@ def list_tasks(
     wanted = task_filter()
     parent_id = None if parent is None else state.store.get(parent).id
     page = state.store.list_page(
-        None if wanted.empty else wanted,
-        parent_id=parent_id, newest=newest, limit=limit, after=after,
+        ListQuery(
+            None if wanted.empty else wanted,
+            parent_id=parent_id, newest=newest, limit=limit, after=after,
+        )
     )  # fmt: skip
     if state.json:
         print_json([t.to_dict() for t in page.tasks])

@@ -12,7 +12,7 @@ if TYPE_CHECKING:  # a command imports what it uses (`slotline status` needs no 
     from slotline.spec import TaskSpec
     from slotline.store import BulkResult, QueueStatus, Settings, Watcher
     from slotline.store.bulk import Progress
-    from slotline.taskfilter import TaskFilter
+    from slotline.taskfilter import ListQuery
 
 
 class Backend(Protocol):
@@ -26,17 +26,7 @@ class Backend(Protocol):
 
     def list_tasks(self, status: Status | None = None, limit: int = 10_000) -> list[Task]: ...
 
-    def list_page(
-        self,
-        wanted: TaskFilter | None = None,
-        *,
-        parent_id: str | None = None,
-        newest: bool = False,
-        limit: int = 100,
-        after: str | None = None,
-        offset: int = 0,
-        count: bool = False,
-    ) -> TaskPage: ...
+    def list_page(self, query: ListQuery | None = None) -> TaskPage: ...
 
     def status(self, *, limit: int | None = None) -> QueueStatus: ...
 

@@ -36,7 +36,7 @@ from slotline.scheduler.cron import Schedule
 from slotline.spec import TaskSpec
 from slotline.store import BULK_CHUNK, BulkResult, Delivery, QueueStatus, Settings, Watcher
 from slotline.store.bulk import Progress
-from slotline.taskfilter import TaskFilter
+from slotline.taskfilter import ListQuery, TaskFilter
 
 PAGE = 1000
 
@@ -110,22 +110,20 @@ class SlotlineClient:
         if isinstance(filters.get("label"), str):
             filters["label"] = [filters["label"]]
         wanted = TaskFilter(status=[Status(status)] if status is not None else [], **filters)
-        return self.list_page(wanted, parent_id=parent, limit=limit).tasks
+        return self.list_page(ListQuery(wanted, parent_id=parent, limit=limit)).tasks
 
-    def list_page(
-        self,
-        wanted: TaskFilter | None = None,
-        *,
-        parent_id: str | None = None,
-        newest: bool = False,
-        limit: int = 100,
-        after: str | None = None,
-        offset: int = 0,
-        count: bool = False,
-    ) -> TaskPage:
-        """One page of the tasks the token may see that match `wanted` (as
-        `Store.list_page`), read in requests of at most 1,000 tasks."""
-        params: dict[str, Any] = {"newest": newest, "count": count, "offset": offset}
+    def list_page(self, query: ListQuery | None = None) -> TaskPage:
+        """One page of the tasks the token may see that `query` asks for (as
+        `Store.list_page`; the token, not `owner` or `root`, scopes it), read in requests
+        of at most 1,000 tasks."""
+        query = query or ListQuery()
+        wanted, limit, after = query.wanted, query.limit, query.after
+        params: dict[str, Any] = {
+            "newest": query.newest, "count": query.count, "offset": query.offset
+        }  # fmt: skip
+        if query.ended:
+            params["ended"] = True
+        parent_id = query.parent_id
         if wanted is not None:
             params.update(wanted.model_dump(mode="json", exclude_defaults=True))
         if parent_id is not None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from typing import Protocol
 
 import httpx
 
-from slotline.client.http import SlotlineClient
 from slotline.client.refusals import response_error
 from slotline.errors import ServerUnavailable
 from slotline.store import Watcher
@@ -21,6 +21,15 @@ RECONNECT_SECONDS = 1.0
 REFUSED = (401, 403, 404)
 
 
+class Server(Protocol):
+    """The server a stream is opened on (a `SlotlineClient` is one): its address, and an
+    async client on it with the caller's token."""
+
+    url: str
+
+    def async_http(self, timeout: httpx.Timeout) -> httpx.AsyncClient: ...
+
+
 class EventWatcher(Watcher):
     """Wakes when the server publishes an event after seq `since`, like a store's watcher.
 
@@ -29,7 +38,7 @@ class EventWatcher(Watcher):
     refused) only makes `wait` time out: the caller's next read reports why.
     """
 
-    def __init__(self, client: SlotlineClient, since: int) -> None:
+    def __init__(self, client: Server, since: int) -> None:
         self._client = client
         self._since = since
         self._changed = asyncio.Event()
@@ -71,7 +80,7 @@ class EventWatcher(Watcher):
 
 
 async def follow_log(
-    client: SlotlineClient, ref: str, attempt: int, offset: int = 0
+    client: Server, ref: str, attempt: int, offset: int = 0
 ) -> AsyncIterator[bytes]:
     """The output of attempt number `attempt` of task `ref` from byte `offset` on, as it is
     written, until the attempt has ended (or the server, stopping, ends the stream).

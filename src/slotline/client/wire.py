@@ -21,8 +21,8 @@ from slotline.models import (
 from slotline.pacing.budgets import Budget
 from slotline.pacing.rates import RateLimit
 from slotline.spec import TaskSpec, instant
+from slotline.stops import StopRequest
 from slotline.store import Delivery, QueueStatus, Settings
-from slotline.transitions import StopRequest
 from slotline.worktrees.isolation import (
     DiffStat,
     Isolation,

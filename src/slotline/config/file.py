@@ -20,16 +20,13 @@ import pydantic
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from slotline.bounds import COUNT, MAX_SECONDS, Range
+from slotline.bounds import COUNT, Range
+from slotline.config import settings as table
 from slotline.config.agent_types import AgentType, DiskSize, EnvAllow, RetainPeriod
+from slotline.config.declared import check_declared_once
 from slotline.errors import InvalidInput
 from slotline.limits import check_limit_key
-from slotline.pacing.config import (
-    BudgetConfig,
-    FairnessConfig,
-    RateConfig,
-    check_declared_once,
-)
+from slotline.pacing.config import BudgetConfig, FairnessConfig, RateConfig
 from slotline.reach import UsersConfig
 from slotline.webhooks.config import OnEvent, Webhooks, public_url
 from slotline.worktrees.isolation import KeepPolicy
@@ -96,27 +93,32 @@ class Config(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     store: str | None = None
-    max_concurrent: Annotated[int, COUNT] = 3
+    # The settings of the table (config/settings.py), with its defaults and bounds.
+    max_concurrent: Annotated[int, table.bounds("max_concurrent")] = table.default("max_concurrent")
     limits: list[LimitConfig] = Field(default_factory=list)
     rates: list[RateConfig] = Field(default_factory=list)
     budgets: list[BudgetConfig] = Field(default_factory=list)
     fairness: FairnessConfig | None = None
     agents: dict[str, AgentType] = Field(default_factory=dict)
     admission: Admission = Field(default_factory=Admission)
-    aging_interval: Annotated[float, Range(1, MAX_SECONDS, unit="seconds")] | None = None
-    max_depth: Annotated[int, COUNT] = 5
-    max_children: Annotated[int, COUNT] = 100
-    max_queue_size: Annotated[int, COUNT] = 10_000
+    aging_interval: Annotated[float, table.bounds("aging_interval")] | None = table.default(
+        "aging_interval"
+    )
+    max_depth: Annotated[int, table.bounds("max_depth")] = table.default("max_depth")
+    max_children: Annotated[int, table.bounds("max_children")] = table.default("max_children")
+    max_queue_size: Annotated[int, table.bounds("max_queue_size")] = table.default("max_queue_size")
     # Tasks waiting to start of any one user; None: no bound but max_queue_size.
-    max_queued_per_user: Annotated[int, COUNT] | None = None
-    kill_grace: Annotated[float, Range(0, MAX_SECONDS, unit="seconds")] = 10.0
+    max_queued_per_user: Annotated[int, table.bounds("max_queued_per_user")] | None = table.default(
+        "max_queued_per_user"
+    )
+    kill_grace: Annotated[float, table.bounds("kill_grace")] = table.default("kill_grace")
     # This node's own: how long its runs stay its own without a heartbeat (other nodes
     # reap them after that), and how many it runs at most (None: no cap of its own).
-    lease: Annotated[float, Range(1, 86_400, unit="seconds")] = 30.0
-    slots: Annotated[int, Range(0, 100_000, whole=True)] | None = None
-    log_max_bytes: Annotated[int, Range(1024, 2**50, whole=True, unit="bytes")] = 50 * 1024 * 1024
+    lease: Annotated[float, table.bounds("lease")] = table.default("lease")
+    slots: Annotated[int, table.bounds("slots")] | None = table.default("slots")
+    log_max_bytes: Annotated[int, table.bounds("log_max_bytes")] = table.default("log_max_bytes")
     # This node's own: keep the machine from sleeping while it has runs (node/awake.py).
-    keep_awake: bool = True
+    keep_awake: bool = table.default("keep_awake")
     env_allow: EnvAllow = Field(default_factory=list)
     # Who may submit raw commands (argv lists, env) over HTTP; others submit agent types.
     raw_commands: Literal["all", "admins"] = "admins"
@@ -176,21 +178,7 @@ class Config(BaseModel):
 
 
 # SLOTLINE_<NAME> environment variables that override top-level keys.
-ENV_KEYS = (
-    "store",
-    "max_concurrent",
-    "aging_interval",
-    "max_depth",
-    "max_children",
-    "max_queue_size",
-    "max_queued_per_user",
-    "kill_grace",
-    "log_max_bytes",
-    "keep_awake",
-    "lease",
-    "slots",
-    "env_allow",
-)
+ENV_KEYS = ("store", *(setting.name for setting in table.FROM_FILE), "env_allow")
 
 
 CONFIG_NAME = "slotline.yaml"

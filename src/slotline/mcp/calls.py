@@ -18,7 +18,7 @@ from slotline.config.file import Config
 from slotline.models import Status, Task
 from slotline.store import Store, Watcher
 from slotline.store.readback import read_back
-from slotline.taskfilter import TaskFilter
+from slotline.taskfilter import ListQuery, TaskFilter
 
 R = TypeVar("R")
 
@@ -147,9 +147,10 @@ class BackendCalls:
             parent = (await self._run(self.backend.get, parent)).id
         wanted = TaskFilter(status=[Status(status)] if status else [], agent=filters.get("agent"))
         page = await self._run(
-            lambda: self.backend.list_page(
+            self.backend.list_page,
+            ListQuery(
                 wanted, parent_id=parent, limit=limit, after=after, offset=offset, count=True
-            )
+            ),
         )
         return page.to_dict()
 

@@ -295,8 +295,7 @@ class Node:
                 self.node_id,
                 kinds=frozenset(kinds),
                 lease=self.lease,
-                hold=self._verdict.hold or full,
-                limit=self._verdict.limit,
+                hold=full,  # the guard's verdict the claim reads from this node's row
                 slots=self.slots,
                 started=batch.started,
                 finished=batch.finished,

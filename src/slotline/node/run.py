@@ -14,7 +14,7 @@ from slotline.models import Attempt, Task
 from slotline.runner.callable import Registry
 from slotline.runner.env import allow_list
 from slotline.runner.process import Outcome, ProcessHandle
-from slotline.worktrees.worktree import Checkout
+from slotline.worktrees.isolation import Checkout
 
 if TYPE_CHECKING:
     pass

@@ -287,3 +287,14 @@ def limits_under(limits: policy.Limits, throttles: Iterable[Throttle]) -> policy
 def holds(throttles: Iterable[Throttle]) -> dict[str, float]:
     """The instant before which no task of each throttled agent type starts."""
     return {t.agent: t.not_before for t in throttles}
+
+
+def checked_pattern(pattern: str | None) -> str | None:
+    """A pattern matched against a run's output (back-off, stall): RE2 syntax, as a
+    configuration check (ValueError, which the loader turns into file, line and key)."""
+    if pattern is not None:
+        try:
+            check_pattern(pattern)
+        except InvalidInput as exc:
+            raise ValueError(str(exc).removeprefix("backoff: ")) from None
+    return pattern

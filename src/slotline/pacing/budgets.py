@@ -22,10 +22,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from slotline.bounds import MAX_COUNT, Range
+from slotline.bounds import MAX_COUNT, Range, normalize_workspace
 from slotline.errors import InvalidInput
 from slotline.limits import GLOBAL
-from slotline.pacing.rates import Keyed, format_period, parse_period
+from slotline.pacing.rates import Keyed, check_rate_key, format_period, parse_period
 
 USD = "usd"
 TOKENS = "tok"
@@ -296,3 +296,44 @@ def _frees_at(rule: Budget, items: Sequence[Spend], now: float) -> float | None:
         if left < rule.amount - _EPSILON:
             return spend.at + rule.period
     return now + rule.period  # unreachable: the loop ends with nothing left
+
+
+def check_period(period: object) -> float:
+    """A budget's window in seconds, from seconds or `1h`, `1d`.
+
+    Raises:
+        InvalidInput: not a period, or not more than 0.
+    """
+    if isinstance(period, int | float | str) and not isinstance(period, bool):
+        return parse_period(period)
+    raise InvalidInput(f"a budget's period must be like 1h or 1d, not {period!r}")
+
+
+def check_budget(key: str, value: str | None, amount: object, period: object, unit: str) -> Budget:
+    """A rule as every surface checks it.
+
+    Raises:
+        InvalidInput: an unknown key or unit, an empty value, an amount not more than 0
+            (or not whole, of tokens) or a period not more than 0.
+    """
+    check_rate_key(key)
+    value = check_budget_value(key, value)
+    return Budget(key, value, check_amount(amount, unit), unit, check_period(period))
+
+
+def check_budget_value(key: str, value: str | None) -> str | None:
+    """A budget's value as the store keeps it (a workspace or repo spelled as tasks store
+    it), None for every value.
+
+    Raises:
+        InvalidInput: an empty or NUL-bearing value, or one given to the global budget.
+    """
+    if value is None:
+        return None
+    if not value or "\x00" in value:
+        raise InvalidInput("a budget's value must not be empty nor hold NUL bytes")
+    if key == GLOBAL:
+        raise InvalidInput("the global budget takes no value")
+    if key in ("workspace", "repo"):
+        return normalize_workspace(value)  # the spelling tasks store
+    return value

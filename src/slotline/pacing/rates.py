@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from slotline.bounds import MAX_COUNT, MAX_SECONDS, Range
+from slotline.bounds import MAX_COUNT, MAX_SECONDS, Range, normalize_workspace
 from slotline.errors import InvalidInput
 from slotline.limits import GLOBAL, check_limit_key
 
@@ -228,3 +228,23 @@ def windows(rules: Sequence[RateLimit]) -> dict[str, float]:
     for rule in rules:
         found[rule.key] = max(found.get(rule.key, 0.0), rule.period)
     return found
+
+
+def check_rate(key: str, value: str | None, max_starts: object, period: object) -> RateLimit:
+    """A rule as every surface checks it.
+
+    Raises:
+        InvalidInput: an unknown key, an empty value, a count below 1 or a period not
+            more than 0.
+    """
+    check_rate_key(key)
+    if value is not None and not value:
+        raise InvalidInput("a rate's value must not be empty")
+    if value is not None and "\x00" in value:
+        raise InvalidInput("a rate's value must not contain NUL bytes")
+    if key == GLOBAL and value is not None:
+        raise InvalidInput("the global rate takes no value")
+    if key == "workspace" and value is not None:
+        value = normalize_workspace(value)
+    seconds = parse_period(period if isinstance(period, int | float | str) else str(period))
+    return RateLimit(key, value, check_max_starts(max_starts), seconds)

@@ -33,7 +33,7 @@ import re2  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from slotline.models import Usage
-from slotline.pacing.config import checked_pattern
+from slotline.pacing.backoff import checked_pattern
 
 AMOUNTS = ("cost_usd", "input_tokens", "output_tokens")
 KEYS = (*AMOUNTS, "session_id", "permission_denials")

@@ -27,7 +27,7 @@ _SQRT2 = math.sqrt(2)
 
 
 class Timed(Protocol):
-    """What a task's run time is looked up by (an `eta.Entry`, a `Task`)."""
+    """What a task's run time is looked up by (a `lineup.Entry`, a `Task`)."""
 
     @property
     def agent(self) -> str | None: ...

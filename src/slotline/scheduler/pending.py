@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from slotline.scheduler import policy
 
 if TYPE_CHECKING:
-    from slotline.scheduler.eta import Entry
+    from slotline.scheduler.lineup import Entry
 
 _Key = tuple[object, ...]
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
 from slotline.clock import iso
+from slotline.config import settings as table
 from slotline.limits import Limit
 from slotline.line import NO_SLOTS
 from slotline.models import Status, WaitingReason
@@ -51,7 +52,7 @@ T = TypeVar("T", bound=Placeable)
 class Limits:
     """Every cap on running tasks."""
 
-    max_concurrent: int = 3
+    max_concurrent: int = table.default("max_concurrent")
     per_key: tuple[Limit, ...] = ()
     # Agent types whose tasks neither count against nor wait for `max_concurrent`.
     exempt_agents: frozenset[str] = frozenset()

@@ -11,7 +11,7 @@ from slotline.models import WaitingReason
 from slotline.scheduler import policy
 
 if TYPE_CHECKING:  # the line is the simulation's (eta.py calls this at its first instant)
-    from slotline.scheduler.eta import Line
+    from slotline.scheduler.lineup import Line
 
 
 def reasons(line: Line, limits: policy.Limits) -> dict[str, WaitingReason]:

@@ -16,7 +16,7 @@ from slotline.server.fields import PriorityIn, TaskId
 from slotline.server.flags import Flag
 from slotline.server.schemas import PRIORITY_HELP
 from slotline.store import MAX_BULK, Store
-from slotline.taskfilter import TaskFilter
+from slotline.taskfilter import ListQuery, TaskFilter
 
 router = APIRouter(prefix="/api", tags=["bulk"], responses=ERROR_RESPONSES)
 
@@ -109,9 +109,8 @@ def _targets(store: Store, who: Principal, body: BulkBody) -> list[str]:
     """The full ids the body names, each one the caller may steer."""
     if body.filter is not None:
         # One more than a bulk verb takes: enough to refuse a filter that matches too many.
-        tasks = store.list_page(
-            body.filter, owner=who.scope[0], root=who.scope[1], limit=MAX_BULK + 1
-        ).tasks
+        query = ListQuery(body.filter, owner=who.scope[0], root=who.scope[1], limit=MAX_BULK + 1)
+        tasks = store.list_page(query).tasks
         return [t.id for t in tasks if who.steers(t)]
     ids = []
     # One read for them all: a task's page (`get`: attempts, position, estimate) per id

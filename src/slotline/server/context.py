@@ -21,8 +21,8 @@ from slotline.store import Store
 from slotline.tasktoken import is_task_token, task_token_attempt, task_token_matches
 
 if TYPE_CHECKING:
-    from slotline.server.events import EventHub
-    from slotline.server.metrics import StoreCollector
+    from slotline.server.collector import StoreCollector
+    from slotline.server.hub import EventHub
 
 P = ParamSpec("P")
 R = TypeVar("R")

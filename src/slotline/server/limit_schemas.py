@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, TypeAdapter
 
 from slotline.bounds import COUNT, MAX_COUNT, Range, Spelled
+from slotline.config import settings as table
 from slotline.limits import check_limit_key, key_pattern
 from slotline.pacing.rates import check_rate_key
 from slotline.scheduler.fairness import check_fairness
@@ -79,13 +80,30 @@ class BackoffSet(BaseModel):
     rule: dict[str, Any] | None
 
 
+def _setting_schema(setting: table.Setting) -> dict[str, Any]:
+    number: Any = Annotated[setting.kind, table.bounds(setting.name)]
+    return TypeAdapter(number | None if setting.optional else number).json_schema()
+
+
+# What `settings` takes, from the table: the queue's settings, each with its type and
+# bounds (null where it lifts the bound), and `paused`.
+SETTING_SCHEMAS: dict[str, Any] = {
+    **{setting.name: _setting_schema(setting) for setting in table.QUEUE},
+    "paused": {"type": "boolean"},
+}
+
+
 class LimitsBody(BaseModel):
     """Settings (max_concurrent, bounds, aging_interval…), per-key limits, rates,
     fairness (null turns it off; absent leaves it) and back-off rules to change."""
 
     model_config = ConfigDict(extra="forbid")
 
-    settings: dict[str, float | int | None] = Field(default_factory=dict)
+    settings: dict[str, StrictInt | StrictFloat | StrictBool | None] = Field(
+        default_factory=dict,
+        description="The queue's settings to change, by name (config/settings.py)",
+        json_schema_extra={"properties": SETTING_SCHEMAS, "additionalProperties": False},
+    )
     limits: list[LimitSet] = Field(default_factory=list, max_length=100)
     exempt_agents: list[str] | None = None
     rates: list[RateSet] = Field(default_factory=list, max_length=100)

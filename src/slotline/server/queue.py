@@ -13,11 +13,12 @@ from slotline.bounds import OFFSET, Range
 from slotline.clock import iso, utcnow
 from slotline.config.file import Config, redacted
 from slotline.errors import InvalidInput
-from slotline.limits import check_limit_key
+from slotline.limits import check_limit_key, check_limit_max
 from slotline.line import next_up
 from slotline.models import Task
 from slotline.pacing.backoff import BackoffRule
-from slotline.pacing.rates import check_rate_key
+from slotline.pacing.budgets import check_budget, check_period
+from slotline.pacing.rates import check_rate, check_rate_key
 from slotline.pacing.spend import Spend, runs_of, sum_spend
 from slotline.scheduler.fairness import check_fairness
 from slotline.server.auth import Principal
@@ -35,9 +36,8 @@ from slotline.server.schemas import (
     task_json,
 )
 from slotline.server.visibility import Visibility, own_entries, own_settings, sees_totals
-from slotline.store import QueueStatus, Store, check_limit_max, check_setting
-from slotline.store.budgets import check_budget, check_period
-from slotline.store.rates import check_rate
+from slotline.store import QueueStatus, Settings, SettingsChange, Store, check_setting
+from slotline.taskfilter import ListQuery
 
 router = APIRouter(prefix="/api", tags=["queue"], responses=ERROR_RESPONSES)
 
@@ -143,7 +143,7 @@ def _own_counts(store: Store, who: Principal) -> dict[str, int]:
     if who.role == "user":
         return store.counts(who.name)
     owner, root = who.scope
-    tasks = store.list_page(owner=owner, root=root, limit=SUBTREE_READ).tasks
+    tasks = store.list_page(ListQuery(owner=owner, root=root, limit=SUBTREE_READ)).tasks
     return dict(Counter(t.status.value for t in tasks if who.sees(t)))
 
 
@@ -152,7 +152,7 @@ def _spend(store: Store, who: Principal) -> Spend:
     every task or a user's own; a task token's subtree through its tasks."""
     if who.role == "task":
         owner, root = who.scope
-        tasks = store.list_page(owner=owner, root=root, limit=SUBTREE_READ).tasks
+        tasks = store.list_page(ListQuery(owner=owner, root=root, limit=SUBTREE_READ)).tasks
         return sum_spend(runs_of(t for t in tasks if who.sees(t)))
     return sum_spend(store.spent_runs(None if who.sees_all else who.name))
 
@@ -211,7 +211,7 @@ async def limits(state: State, who: Reader) -> dict[str, Any]:
     return own_settings(who, (await state.call(state.store.settings)).to_dict())
 
 
-def _apply_limits(store: Store, body: LimitsBody) -> None:
+def _apply_limits(store: Store, body: LimitsBody) -> Settings:
     # Check every change before making any, so a bad one leaves the others undone too.
     for item in body.limits:
         check_limit_key(item.key)
@@ -249,24 +249,19 @@ def _apply_limits(store: Store, body: LimitsBody) -> None:
     for backoff in body.backoff:
         if backoff.rule is not None:
             BackoffRule.from_dict(backoff.rule)
-    for name, value in body.settings.items():
-        store.set_setting(name, value)
-    for item in body.limits:
-        store.set_limit(item.key, item.value, item.max)
-    if body.exempt_agents is not None:
-        store.set_exempt_agents(body.exempt_agents)
-    for rate in body.rates:
-        store.set_rate(rate.key, rate.value, rate.max, rate.period)
-    for budget in body.budgets:
-        store.set_budget(budget.key, budget.value, budget.amount, budget.period, budget.unit)
-    if "fairness" in body.model_fields_set:
-        fair = body.fairness
-        if fair is None:
-            store.set_fairness(None)
-        else:
-            store.set_fairness(fair.key, fair.weights)
-    for backoff in body.backoff:
-        store.set_backoff(backoff.agent, backoff.rule)
+    fair = body.fairness
+    return store.apply_settings(
+        SettingsChange(
+            settings=body.settings,
+            limits=[(item.key, item.value, item.max) for item in body.limits],
+            exempt_agents=body.exempt_agents,
+            rates=[(r.key, r.value, r.max, r.period) for r in body.rates],
+            budgets=[(b.key, b.value, b.amount, b.period, b.unit) for b in body.budgets],
+            fairness_given="fairness" in body.model_fields_set,
+            fairness=None if fair is None else (fair.key, fair.weights),
+            backoff=[(b.agent, b.rule) for b in body.backoff],
+        )
+    )
 
 
 @router.post("/limits", response_model=LimitsOut)
@@ -278,14 +273,14 @@ async def update_limits(state: State, _who: Admin, body: LimitsBody) -> dict[str
     "value": "claude", "amount": 50, "unit": "usd", "period": "1d"}]}`), fairness
     (`{"fairness": {"key": "user"}}`, null turns it off) and back-off rules
     (`{"backoff": [{"agent": "claude", "rule": {"exit_codes": [75]}}]}`). Every change is
-    checked before any is made. A running node applies them at once."""
-    await state.call(_apply_limits, state.store, body)
-    return (await state.call(state.store.settings)).to_dict()
+    checked before any is made, and all are made in one transaction. A running node
+    applies them at once."""
+    return (await state.call(_apply_limits, state.store, body)).to_dict()
 
 
 def _export(store: Store, config: Config, who: Principal) -> dict[str, Any]:
     owner, root = who.scope
-    tasks = store.list_page(owner=owner, root=root, limit=1_000_000).tasks
+    tasks = store.list_page(ListQuery(owner=owner, root=root, limit=1_000_000)).tasks
     url = redacted(config.model_copy(update={"store": store.url}))["store"]
     return {
         "exported_at": iso(utcnow()),

@@ -38,7 +38,7 @@ from slotline.server.schemas import (
 from slotline.spec import TaskSpec, parse_spec
 from slotline.store import Store
 from slotline.store.readback import read_back
-from slotline.taskfilter import MAX_PAGE, TaskFilter
+from slotline.taskfilter import MAX_PAGE, ListQuery, TaskFilter
 
 router = APIRouter(prefix="/api/tasks", tags=["tasks"], responses=ERROR_RESPONSES)
 
@@ -181,6 +181,29 @@ async def _steerable(state: ServerState, who: Principal, ref: str) -> Task:
     return task
 
 
+async def _steer(
+    state: ServerState, who: Principal, verb: str, ref: str, *args: Any, **options: Any
+) -> tuple[Task, dict[str, Any]]:
+    """A steering request in one store transaction: the task `ref` names, if `who` may
+    steer it (as `_steerable`), changed by `verb`, and read back as the answer shows it.
+    Returns the task before the change and the answer."""
+
+    def seen(task: Task, named: str) -> None:
+        if not who.sees(task):
+            raise hidden(named)
+
+    def allowed(task: Task, named: str) -> None:
+        seen(task, named)
+        if not who.steers(task):
+            raise HTTPException(403, f"token {who.name!r} cannot change task {task.id[:8]}")
+
+    was, now = await state.call(
+        state.store.steer, verb, ref, *args,
+        user=who.prefix_owner, allowed=allowed, seen=seen, **options,
+    )  # fmt: skip
+    return was, task_json(now)
+
+
 async def _fresh(state: ServerState, written: Task) -> dict[str, Any]:
     """The task a write changed as it is now, with its attempts and position (or as the
     write returned it if that read fails: `read_back`)."""
@@ -257,9 +280,11 @@ async def list_tasks(
     parent_id = None if parent is None else (await state.visible_task(who, parent, False)).id
     after_id = None if after is None else (await state.visible_task(who, after, False)).id
     page = await state.call(
-        state.store.list_page, wanted, parent_id=parent_id, newest=newest, ended=ended,
-        limit=limit, after=after_id, offset=offset, count=count, owner=who.scope[0],
-        root=who.scope[1],
+        state.store.list_page,
+        ListQuery(
+            wanted, owner=who.scope[0], root=who.scope[1], parent_id=parent_id, newest=newest,
+            ended=ended, limit=limit, after=after_id, offset=offset, count=count,
+        ),
     )  # fmt: skip
     return {
         "tasks": [task_json(t) for t in page.tasks],
@@ -304,10 +329,7 @@ async def cancel(
 ) -> dict[str, Any]:
     """Cancel a task; a running one is stopped and ends when its process is gone.
     `cascade` cancels its subtasks too."""
-    task = await _steerable(state, who, ref)
-    cascade = body.cascade if body else False
-    changed = await state.call(state.store.cancel, task.id, cascade)
-    return await _fresh(state, changed)
+    return (await _steer(state, who, "cancel", ref, body.cascade if body else False))[1]
 
 
 @router.post("/{ref}/terminate", response_model=TaskOut)
@@ -315,10 +337,8 @@ async def terminate(
     state: State, who: Writer, ref: TaskRef, body: TerminateBody | None = None
 ) -> dict[str, Any]:
     """Stop a running task; it fails with "terminated: REASON" and its slot frees."""
-    task = await _steerable(state, who, ref)
     body = body or TerminateBody()
-    changed = await state.call(state.store.terminate, task.id, body.reason, body.resumable)
-    return await _fresh(state, changed)
+    return (await _steer(state, who, "terminate", ref, body.reason, body.resumable))[1]
 
 
 @router.post("/{ref}/followup", response_model=TaskOut, status_code=201)
@@ -335,18 +355,14 @@ async def followup(state: State, who: Writer, ref: TaskRef, body: FollowupBody) 
 @router.post("/{ref}/boost", response_model=TaskOut)
 async def boost(state: State, who: Writer, ref: TaskRef) -> dict[str, Any]:
     """Start next: position 1, limits still apply."""
-    task = await _steerable(state, who, ref)
-    changed = await state.call(state.store.boost, task.id)
-    return await _fresh(state, changed)
+    return (await _steer(state, who, "boost", ref))[1]
 
 
 @router.post("/{ref}/bump", response_model=TaskOut)
 async def bump(state: State, who: Writer, ref: TaskRef) -> dict[str, Any]:
     """Start now, even over the limit (the attempt is marked over-limit). A user starts
     over the limit only within `users.start_now` of slotline.yaml (403 past it)."""
-    task = await _steerable(state, who, ref)
-    changed = await state.call(state.store.bump, task.id, start_now_allowance(state, who))
-    return await _fresh(state, changed)
+    return (await _steer(state, who, "bump", ref, start_now_allowance(state, who)))[1]
 
 
 def start_now_allowance(state: ServerState, who: Principal) -> int | None:
@@ -361,12 +377,11 @@ async def move(state: State, who: Writer, ref: TaskRef, body: MoveBody) -> dict[
     """Move a queued task to position `to`, or just before/after another queued task
     (one the caller may see: for a user token, another of its own). It takes the band of
     its new neighbours: `priority_before` and `boosted_before` say what it had."""
-    task = await _steerable(state, who, ref)
-    before = None if body.before is None else (await state.visible_task(who, body.before)).id
-    after = None if body.after is None else (await state.visible_task(who, body.after)).id
-    changed = await state.call(state.store.move, task.id, to=body.to, before=before, after=after)
+    task, answer = await _steer(
+        state, who, "move", ref, to=body.to, before=body.before, after=body.after
+    )
     was = {"priority_before": task.priority.label, "boosted_before": task.boosted}
-    return {**await _fresh(state, changed), **was}
+    return {**answer, **was}
 
 
 @router.post("/{ref}/priority", response_model=TaskOut)
@@ -375,9 +390,7 @@ async def set_priority(
 ) -> dict[str, Any]:
     """Change the priority of a task that has not started."""
     priority = Priority.parse(body.priority)
-    task = await _steerable(state, who, ref)
-    changed = await state.call(state.store.set_priority, task.id, priority, body.reason)
-    return await _fresh(state, changed)
+    return (await _steer(state, who, "set_priority", ref, priority, body.reason))[1]
 
 
 @router.post("/{ref}/restart", response_model=TaskOut)
@@ -386,22 +399,16 @@ async def restart(
 ) -> dict[str, Any]:
     """Queue an ended or blocked task again (a new attempt; history kept). A running
     task needs `force`: it is stopped first, then queued."""
-    task = await _steerable(state, who, ref)
-    changed = await state.call(state.store.restart, task.id, body.force if body else False)
-    return await _fresh(state, changed)
+    return (await _steer(state, who, "restart", ref, body.force if body else False))[1]
 
 
 @router.post("/{ref}/hold", response_model=TaskOut)
 async def hold(state: State, who: Writer, ref: TaskRef) -> dict[str, Any]:
     """Keep a queued task out of dispatch until released."""
-    task = await _steerable(state, who, ref)
-    changed = await state.call(state.store.hold, task.id)
-    return await _fresh(state, changed)
+    return (await _steer(state, who, "hold", ref))[1]
 
 
 @router.post("/{ref}/release", response_model=TaskOut)
 async def release(state: State, who: Writer, ref: TaskRef) -> dict[str, Any]:
     """Return a held task to its place in line."""
-    task = await _steerable(state, who, ref)
-    changed = await state.call(state.store.release, task.id)
-    return await _fresh(state, changed)
+    return (await _steer(state, who, "release", ref))[1]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from slotline.errors import InvalidInput
 
 if TYPE_CHECKING:
+    from slotline.limits import check_limit_max
     from slotline.line import unserved_reason
     from slotline.models import KillRequest
     from slotline.store.base import Store
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
         NONE_MEANS_NO_BOUND,
         SETTING_RULES,
         Settings,
-        check_limit_max,
+        SettingsChange,
         check_setting,
     )
     from slotline.store.webhooks import Delivery
@@ -60,7 +61,8 @@ _HOMES = {
     "NONE_MEANS_NO_BOUND": "slotline.store.settings",
     "SETTING_RULES": "slotline.store.settings",
     "Settings": "slotline.store.settings",
-    "check_limit_max": "slotline.store.settings",
+    "SettingsChange": "slotline.store.settings",
+    "check_limit_max": "slotline.limits",
     "check_setting": "slotline.store.settings",
 }
 
@@ -116,6 +118,7 @@ __all__ = [
     "QueueStatus",
     "Report",
     "Settings",
+    "SettingsChange",
     "StartReport",
     "Store",
     "Watcher",

@@ -16,13 +16,21 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any, NamedTuple
 
-from slotline.bounds import normalize_workspace
 from slotline.clock import iso
 from slotline.errors import InvalidInput
 from slotline.limits import GLOBAL, limit_key_value
 from slotline.models import Status, Task
-from slotline.pacing.budgets import UNITS, Budget, BudgetBook, Reached, Spend, check_amount
-from slotline.pacing.rates import check_rate_key, parse_period
+from slotline.pacing.budgets import (
+    UNITS,
+    Budget,
+    BudgetBook,
+    Reached,
+    Spend,
+    check_budget,
+    check_budget_value,
+    check_period,
+)
+from slotline.pacing.rates import check_rate_key
 from slotline.store.core import StoreCore
 from slotline.store.events import emit
 from slotline.store.queries import Tx
@@ -146,41 +154,6 @@ def write_rule(tx: Tx, rule: Budget) -> None:
     tx.run("budget_insert", **where, amount=rule.amount, origin=rule.origin)
 
 
-def check_period(period: object) -> float:
-    """A budget's window in seconds, from seconds or `1h`, `1d`.
-
-    Raises:
-        InvalidInput: not a period, or not more than 0.
-    """
-    if isinstance(period, int | float | str) and not isinstance(period, bool):
-        return parse_period(period)
-    raise InvalidInput(f"a budget's period must be like 1h or 1d, not {period!r}")
-
-
-def check_budget(key: str, value: str | None, amount: object, period: object, unit: str) -> Budget:
-    """A rule as every surface checks it.
-
-    Raises:
-        InvalidInput: an unknown key or unit, an empty value, an amount not more than 0
-            (or not whole, of tokens) or a period not more than 0.
-    """
-    check_rate_key(key)
-    value = _check_value(key, value)
-    return Budget(key, value, check_amount(amount, unit), unit, check_period(period))
-
-
-def _check_value(key: str, value: str | None) -> str | None:
-    if value is None:
-        return None
-    if not value or "\x00" in value:
-        raise InvalidInput("a budget's value must not be empty nor hold NUL bytes")
-    if key == GLOBAL:
-        raise InvalidInput("the global budget takes no value")
-    if key in ("workspace", "repo"):
-        return normalize_workspace(value)  # the spelling tasks store
-    return value
-
-
 class BudgetVerbs(StoreCore):
     """The verb that sets or removes a budget."""
 
@@ -206,7 +179,7 @@ class BudgetVerbs(StoreCore):
         """
         if amount is None:
             check_rate_key(key)
-            value = _check_value(key, value)
+            value = check_budget_value(key, value)
             if unit is not None and unit not in UNITS:
                 raise InvalidInput(f"unknown budget unit {unit!r}; use usd or tok")
             seconds = None if period is None else check_period(period)

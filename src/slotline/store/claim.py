@@ -17,6 +17,7 @@ from slotline.pacing import backoff
 from slotline.runlogs import log_file
 from slotline.scheduler import policy
 from slotline.scheduler.fairness import Fairness
+from slotline.stops import StopRequest
 from slotline.store import backoff as provider
 from slotline.store import budgets, estimates, rates, read_ahead
 from slotline.store import fairness as fair
@@ -28,7 +29,7 @@ from slotline.store.runs import Report, StartReport, end, expire, record
 from slotline.store.settings import LEASE_SECONDS, read_settings
 from slotline.store.statements import Read
 from slotline.store.tasks import count_of
-from slotline.transitions import StopRequest, check_transition
+from slotline.transitions import check_transition
 
 COMMAND_KINDS = frozenset({"command", "callable"})
 
@@ -81,10 +82,13 @@ class ClaimVerbs(StoreCore):
         the node's loop).
 
         The limit check and the queued→running change happen under the store's write
-        lock, so concurrent nodes can never over-fill a limit. `hold` starts only bumped
-        tasks (the resource guard is holding); `limit` lowers max_concurrent for this
-        claim (the guard's adaptive limit); `slots` caps the runs of `node_id` (this
-        node's capacity, beside the global and per-key limits; "start now" included).
+        lock, so concurrent nodes can never over-fill a limit. The claim reads the
+        resource guard's verdict from `node_id`'s own row (`set_pressure`): while it
+        holds, only bumped tasks start; its adaptive limit lowers max_concurrent. `hold`
+        and `limit` add a caller's own (a node whose disk is full holds; a test or an
+        external executor claims at most `limit`); `slots` caps the runs of `node_id`
+        (this node's capacity, beside the global and per-key limits; "start now"
+        included).
 
         Args:
             started: starts of commands to record first, each as `record_start` would
@@ -122,8 +126,12 @@ class ClaimVerbs(StoreCore):
                 expire(tx, task_from_row(row), now)
             settings = read_settings(tx)
             limits = settings.limits
-            if limit is not None and limit < limits.max_concurrent:
-                limits = replace(limits, max_concurrent=limit)
+            guard = tx.rows("node_get", id=node_id)  # the resource guard's verdict, if any
+            if guard and guard[0]["pressure_hold"]:
+                hold = True
+            for cap in (limit, guard[0]["pressure_limit"] if guard else None):
+                if cap is not None and cap < limits.max_concurrent:
+                    limits = replace(limits, max_concurrent=cap)
             throttles = provider.throttles(tx)
             limits = backoff.limits_under(limits, throttles)
             book = rates.load_book(tx, settings.rates, now) if settings.rates else None
@@ -313,7 +321,8 @@ def _snapshot_reads(
     queue-TTL deadline and the node's runs to stop (which its starts do not change, but
     for a start of a task with a TTL: `_next_deadline`); the windows of run times its
     reports and starts add to, with the latest finishes (`estimates`); and, if `counted`
-    (the node has `slots`), the count of the node's runs."""
+    (the node has `slots`), the count of the node's runs; and the node's own row, for
+    its resource guard's verdict."""
     reads = [
         Read("tasks_ttl_due", {"now": now}, by_index=True),
         Read("tasks_running", by_index=True),
@@ -321,6 +330,7 @@ def _snapshot_reads(
         Read("tasks_queued_in_order", {"limit": FIRST_PAGE, "offset": 0}, by_index=True),
         Read("next_ttl_deadline", by_index=True),
         Read("tasks_kill_requested", {"node_id": node_id}, by_index=True),
+        Read("node_get", {"id": node_id}, by_index=True),
         *(Read(q, params, by_index=True) for q, params in estimates.window_reads(runs, now)),
     ]
     if counted:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import enum
+import threading
 from collections.abc import Iterator, Sequence
 
 from slotline.store.queries import Tx
@@ -64,6 +65,18 @@ class Serial(enum.Enum):
 # them can change (`Tx.answer`).
 Ahead = Sequence[Read]
 
+# The write transaction each store has open for verbs made together (`_together`), per
+# thread: a verb on another thread opens its own, as ever.
+_TOGETHER = threading.local()
+
+
+def _joined() -> dict[int, Tx]:
+    """This thread's open `_together` transactions, by store."""
+    found: dict[int, Tx] | None = getattr(_TOGETHER, "stores", None)
+    if found is None:
+        found = _TOGETHER.stores = {}
+    return found
+
 
 class StoreCore(abc.ABC):
     """The backend primitives every store verb is built from."""
@@ -101,8 +114,32 @@ class StoreCore(abc.ABC):
 
     @contextlib.contextmanager
     def _write(self, serial: Serial = Serial.WRITES, ahead: Ahead = ()) -> Iterator[Tx]:
-        """A write transaction whose commit wakes the watchers."""
+        """A write transaction whose commit wakes the watchers; inside `_together`, on
+        the thread that opened it, that one transaction."""
+        joined = _joined().get(id(self))
+        if joined is not None:
+            assert serial.writes, "a write joins one that holds the write lock only"
+            yield joined
+            return
+        with self._write_transaction(serial, ahead) as tx:
+            yield tx
+
+    @contextlib.contextmanager
+    def _write_transaction(self, serial: Serial, ahead: Ahead) -> Iterator[Tx]:
+        """A write transaction of its own whose commit wakes the watchers (a backend
+        that notifies inside the transaction overrides this)."""
         with self._transaction(write=True, serial=serial, ahead=ahead) as tx:
             yield tx
         if tx.notify:
             self._notify(tx.quiet_for, tx.line_full)
+
+    @contextlib.contextmanager
+    def _together(self) -> Iterator[Tx]:
+        """One write transaction for several verbs: every `_write` on this thread joins
+        it until it ends, so they commit together, or none does if one raises."""
+        with self._write_transaction(Serial.WRITES, ()) as tx:
+            _joined()[id(self)] = tx
+            try:
+                yield tx
+            finally:
+                del _joined()[id(self)]

@@ -16,7 +16,7 @@ from typing import Any
 
 from slotline.models import Priority, Status, Task
 from slotline.pacing import backoff
-from slotline.scheduler import durations, eta, policy
+from slotline.scheduler import durations, eta, lineup, policy
 from slotline.scheduler.fairness import Fairness, virtual_times
 from slotline.store import backoff as provider
 from slotline.store import budgets, rates, serving
@@ -54,11 +54,11 @@ IN_LINE = frozenset({Status.RUNNING, Status.QUEUED, Status.WAITING, Status.HELD}
 log = logging.getLogger("slotline.store")
 
 
-def line_task(row: Mapping[str, Any]) -> eta.Entry:
+def line_task(row: Mapping[str, Any]) -> lineup.Entry:
     """The fields of a task the policy and the simulation read, from a row of `eta_line`."""
     labels = row["labels"]
     depends = row["depends_on"]
-    return eta.Entry(
+    return lineup.Entry(
         row["id"],
         row["agent"],
         row["workspace"],
@@ -189,15 +189,15 @@ def _estimates(
     return found
 
 
-def whole_line(tx: Tx, now: float) -> eta.Line:
+def whole_line(tx: Tx, now: float) -> lineup.Line:
     """Every task running or in line, as the simulation sees it at `now`."""
     return _line(tx, now, tx.rows("eta_line"))
 
 
-def _line(tx: Tx, now: float, rows: Iterable[Mapping[str, Any]]) -> eta.Line:
+def _line(tx: Tx, now: float, rows: Iterable[Mapping[str, Any]]) -> lineup.Line:
     """The line of `rows` (of `eta_line` or `eta_head`) as the simulation sees it at `now`,
     with the settings, the resource guards and the forecast of the whole store."""
-    by_status: dict[Status, list[eta.Entry]] = {s: [] for s in Status}
+    by_status: dict[Status, list[lineup.Entry]] = {s: [] for s in Status}
     for row in rows:
         task = line_task(row)
         by_status[task.status].append(task)
@@ -205,7 +205,7 @@ def _line(tx: Tx, now: float, rows: Iterable[Mapping[str, Any]]) -> eta.Line:
     arrivals, span = _arrivals(tx, now)
     throttles = provider.throttles(tx)
     guards = tx.rows("nodes_guards", since=now - LEASE_SECONDS)
-    return eta.Line(
+    return lineup.Line(
         running=by_status[Status.RUNNING],
         queued=by_status[Status.QUEUED],
         waiting=by_status[Status.WAITING],
@@ -226,8 +226,8 @@ def _line(tx: Tx, now: float, rows: Iterable[Mapping[str, Any]]) -> eta.Line:
     )
 
 
-def _fair(tx: Tx, settings: Settings, queued: list[eta.Entry], now: float) -> dict[str, Any]:
-    """The fields of `eta.Line` for fairness, if it is on (see scheduler/fairness): the
+def _fair(tx: Tx, settings: Settings, queued: list[lineup.Entry], now: float) -> dict[str, Any]:
+    """The fields of `lineup.Line` for fairness, if it is on (see scheduler/fairness): the
     virtual times of the fair order, the rule and each value's pass."""
     fairness = Fairness.from_setting(settings["fairness"])
     if fairness is None:
@@ -240,7 +240,7 @@ def _fair(tx: Tx, settings: Settings, queued: list[eta.Entry], now: float) -> di
     return {"fair": fair_times, "fairness": fairness, "passes": passes}
 
 
-def _admission(guards: Sequence[Mapping[str, Any]]) -> eta.Admission | None:
+def _admission(guards: Sequence[Mapping[str, Any]]) -> lineup.Admission | None:
     """What the resource guards of the live nodes (`guards`, rows of `nodes_guards`)
     allow: nothing held back while one of them has no verdict (it starts what the others
     hold); a hold if all hold; else the highest of their adaptive limits (a held node
@@ -248,10 +248,10 @@ def _admission(guards: Sequence[Mapping[str, Any]]) -> eta.Admission | None:
     if not guards or any(not g["pressure_hold"] and g["pressure_limit"] is None for g in guards):
         return None
     limits = [int(g["pressure_limit"]) for g in guards if not g["pressure_hold"]]
-    return eta.Admission(limit=max(limits)) if limits else eta.Admission(held=True)
+    return lineup.Admission(limit=max(limits)) if limits else lineup.Admission(held=True)
 
 
-def _arrivals(tx: Tx, now: float) -> tuple[list[eta.Arrival], float]:
+def _arrivals(tx: Tx, now: float) -> tuple[list[lineup.Arrival], float]:
     """The rates at which new work joined the line ahead of the tasks in line, per agent
     type and priority, over the last ARRIVAL_WINDOW seconds, and that span.
 
@@ -283,7 +283,7 @@ def _arrivals(tx: Tx, now: float) -> tuple[list[eta.Arrival], float]:
             stream = (row["agent"], priority)
             counts[stream] = counts.get(stream, 0) + 1
     span = max(now - since, MIN_SPAN)
-    found = [eta.Arrival(agent, priority, n / span) for (agent, priority), n in counts.items()]
+    found = [lineup.Arrival(agent, priority, n / span) for (agent, priority), n in counts.items()]
     return found, span
 
 

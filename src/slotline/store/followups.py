@@ -68,7 +68,7 @@ class FollowupVerbs(StoreCore):
                 the spec is malformed.
         """
         from slotline.spec import parse_spec
-        from slotline.worktrees.isolation import pin
+        from slotline.worktrees.pinning import pin
 
         if not prompt.strip():
             raise InvalidInput("prompt: give the follow-up's prompt")

@@ -33,7 +33,7 @@ from slotline.store.statements import Where
 from slotline.store.tasks import count_of, ordered_queue, reordered, resolve
 
 if TYPE_CHECKING:
-    from slotline.taskfilter import TaskFilter
+    from slotline.taskfilter import ListQuery, TaskFilter
 
 # A line up to this long gets every ETA from one simulation of it (cached until the next
 # change); a longer one only those of its head, up to the page's farthest task.
@@ -83,37 +83,24 @@ def _label_needle(label: str) -> str:
     return needle + json.dumps(value) if sep else needle
 
 
-def page(
-    tx: Tx,
-    store: str,
-    wanted: TaskFilter | None = None,
-    *,
-    owner: str | None = None,
-    root: str | None = None,
-    parent_id: str | None = None,
-    newest: bool = False,
-    ended: bool = False,
-    limit: int = 100,
-    after: str | None = None,
-    offset: int = 0,
-    count: bool = False,
-) -> TaskPage:
+def page(tx: Tx, store: str, query: ListQuery) -> TaskPage:
     """One page of the task list (see `Store.list_page`)."""
-    where = where_of(wanted, owner, root, parent_id)
+    ended, limit, after = query.ended, query.limit, query.after
+    where = where_of(query.wanted, query.owner, query.root, query.parent_id)
     if ended:
         where.all("tasks_where_ended")
-    total = _count(tx, where) if count else None
+    total = _count(tx, where) if query.count else None
     if after is not None:
-        mark = resolve(tx, after, owner)
+        mark = resolve(tx, after, query.owner)
         if ended:
             if mark.finished_at is None:
                 raise InvalidInput(f"task {mark.id[:8]} has not ended: no place in this order")
             where.all("tasks_where_ended_before", at=mark.finished_at, id=mark.id)
         else:
-            beyond = "tasks_where_before" if newest else "tasks_where_after"
+            beyond = "tasks_where_before" if query.newest else "tasks_where_after"
             where.all(beyond, at=mark.created_at, id=mark.id)
-    query = "tasks_page_ended" if ended else "tasks_page_newest" if newest else "tasks_page"
-    rows = tx.select(query, where, limit=limit + 1, offset=offset)
+    name = "tasks_page_ended" if ended else "tasks_page_newest" if query.newest else "tasks_page"
+    rows = tx.select(name, where, limit=limit + 1, offset=query.offset)
     tasks = dress(tx, store, [task_from_row(r) for r in rows[:limit]])
     return TaskPage(tasks, tasks[-1].id if len(rows) > limit else None, total)
 

@@ -312,7 +312,7 @@ class PostgresStore(Store):
             tx.cursor.execute(_APPEND_EVENTS, {**columns, "lock": self._events_key})
 
     @contextlib.contextmanager
-    def _write(self, serial: Serial = Serial.WRITES, ahead: Ahead = ()) -> Iterator[Tx]:
+    def _write_transaction(self, serial: Serial, ahead: Ahead) -> Iterator[Tx]:
         # NOTIFY inside the transaction: PostgreSQL delivers it only if the change commits.
         with self._transaction(write=True, serial=serial, ahead=ahead) as tx:
             yield tx

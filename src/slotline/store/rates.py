@@ -12,14 +12,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from slotline.bounds import normalize_workspace
-from slotline.errors import InvalidInput
-from slotline.limits import GLOBAL
 from slotline.pacing.rates import (
     RateBook,
     RateLimit,
-    check_max_starts,
+    check_rate,
     check_rate_key,
-    parse_period,
     windows,
 )
 from slotline.store.core import StoreCore
@@ -65,26 +62,6 @@ def forget_unrated(tx: Tx, key: str) -> None:
     """Drop the starts counted for `key` once no rate counts it any more."""
     if not any(r["key"] == key for r in tx.rows("rate_limits_all")):
         tx.run("rate_starts_forget_key", key=key)
-
-
-def check_rate(key: str, value: str | None, max_starts: object, period: object) -> RateLimit:
-    """A rule as every surface checks it.
-
-    Raises:
-        InvalidInput: an unknown key, an empty value, a count below 1 or a period not
-            more than 0.
-    """
-    check_rate_key(key)
-    if value is not None and not value:
-        raise InvalidInput("a rate's value must not be empty")
-    if value is not None and "\x00" in value:
-        raise InvalidInput("a rate's value must not contain NUL bytes")
-    if key == GLOBAL and value is not None:
-        raise InvalidInput("the global rate takes no value")
-    if key == "workspace" and value is not None:
-        value = normalize_workspace(value)
-    seconds = parse_period(period if isinstance(period, int | float | str) else str(period))
-    return RateLimit(key, value, check_max_starts(max_starts), seconds)
 
 
 class RateVerbs(StoreCore):

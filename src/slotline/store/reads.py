@@ -27,7 +27,7 @@ from slotline.store.tasks import (
 
 if TYPE_CHECKING:  # imported when used: a read needs no pydantic model
     from slotline.scheduler import eta
-    from slotline.taskfilter import TaskFilter
+    from slotline.taskfilter import ListQuery, TaskFilter
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,79 +142,30 @@ class ReadVerbs(StoreCore):
             AmbiguousId: the prefix matches several tasks.
         """
         with self._transaction(write=False) as tx:
-            task = resolve(tx, ref, user)
-            position = None
-            if task.status is Status.QUEUED:
-                if reordered(read_settings(tx)):
-                    position = self._positions(tx).get(task.id)
-                else:  # the stored order is the queue order: count who is ahead
-                    position = count_of(
-                        tx, "queue_position", boosted=task.boosted,
-                        priority=int(task.priority), rank=task.rank,
-                    )  # fmt: skip
-            task = serving.annotate(tx, [with_attempts(tx, task, position)])[0]
-            if task.status is Status.QUEUED:
-                now = tx.now()
-                spend = budgets.load_book(tx, read_settings(tx).budgets, now)
-                task = budgets.annotate(spend, [task], now)[0]
-            if estimate and task.status in estimates.IN_LINE:
-                now = tx.now()
-                etas = estimates.line_estimates(tx, now, self.url)
-                first = _next_up(tx, now, etas) if task.status is Status.QUEUED else None
-                task = estimates.with_estimate(task, etas, now, next_up=task.id == first)
-            return task
-
-    def _positions(self, tx: Tx) -> dict[str, int]:
-        aging = read_settings(tx)["aging_interval"]
-        return {t.id: i for i, t in enumerate(ordered_queue(tx, tx.now(), aging), 1)}
+            return shown(tx, self.url, resolve(tx, ref, user), estimate)
 
     def list_tasks(self, status: Status | None = None, limit: int = 10_000) -> list[Task]:
         """Tasks in submission order, optionally of one status; queued ones carry positions."""
-        from slotline.taskfilter import TaskFilter
+        from slotline.taskfilter import ListQuery, TaskFilter
 
         wanted = TaskFilter(status=[status]) if status is not None else None
-        return self.list_page(wanted, limit=limit).tasks
+        return self.list_page(ListQuery(wanted, limit=limit)).tasks
 
-    def list_page(
-        self,
-        wanted: TaskFilter | None = None,
-        *,
-        owner: str | None = None,
-        root: str | None = None,
-        parent_id: str | None = None,
-        newest: bool = False,
-        ended: bool = False,
-        limit: int = 100,
-        after: str | None = None,
-        offset: int = 0,
-        count: bool = False,
-    ) -> TaskPage:
-        """One page of the tasks that match `wanted`, in submission order (oldest first,
-        or `newest` first; ties by id), or with `ended` only ended tasks, the last to end
-        first; filtered, ordered and cut in SQL.
-
-        Args:
-            owner: only this user's tasks (a user's scope: others' tasks are not seen).
-            root: only this task (full id) and its subtasks, at any depth.
-            parent_id: only the direct subtasks of this task (full id).
-            limit: at most this many tasks.
-            after: continue after this task (an id or unique prefix): the `next_after`
-                of the page before. Tasks submitted meanwhile are neither repeated nor
-                skipped among those that existed.
-            offset: skip this many tasks first (after `after`, if given).
-            count: also count every task that matches (`total`), which costs in
-                proportion to the matches.
+    def list_page(self, query: ListQuery | None = None) -> TaskPage:
+        """One page of the tasks `query` asks for, in submission order (oldest first, or
+        `newest` first; ties by id), or with `ended` only ended tasks, the last to end
+        first; filtered, ordered and cut in SQL (the fields: `ListQuery`).
 
         Raises:
             NotFound: no task (of `owner`) matches `after`.
             InvalidInput: with `ended`, the task `after` names has not ended.
         """
+        if query is None:
+            from slotline.taskfilter import ListQuery
+
+            query = ListQuery()
         with self._transaction(write=False) as tx:
-            return listing.page(
-                tx, self.url, wanted, owner=owner, root=root, parent_id=parent_id,
-                newest=newest, ended=ended, limit=limit, after=after, offset=offset,
-                count=count,
-            )  # fmt: skip
+            return listing.page(tx, self.url, query)
 
     def subtree(self, task_id: str) -> list[str]:
         """The ids of a task and of all its descendants (subtasks, theirs…); empty when
@@ -234,7 +185,7 @@ class ReadVerbs(StoreCore):
             ]
             if not rows:
                 return []
-            positions = self._positions(tx)
+            positions = _positions(tx)
             now = tx.now()
             etas = estimates.line_estimates(tx, now, self.url)
             first = _next_up(tx, now, etas)
@@ -387,3 +338,40 @@ def _admission(pressed: list[dict[str, Any]]) -> str | None:
     if len(pressed) == 1:
         return str(pressed[0]["pressure"])
     return "; ".join(f"{row['id']}: {row['pressure']}" for row in pressed) or None
+
+
+def shown(tx: Tx, url: str, task: Task, estimate: bool = True) -> Task:
+    """`task` as `get` shows it: with its attempts and, if queued, its position (and
+    with `estimate`, its ETA: `estimated`), read in `tx`."""
+    position = None
+    if task.status is Status.QUEUED:
+        if reordered(read_settings(tx)):
+            position = _positions(tx).get(task.id)
+        else:  # the stored order is the queue order: count who is ahead
+            position = count_of(
+                tx, "queue_position", boosted=task.boosted,
+                priority=int(task.priority), rank=task.rank,
+            )  # fmt: skip
+    task = serving.annotate(tx, [with_attempts(tx, task, position)])[0]
+    if task.status is Status.QUEUED:
+        now = tx.now()
+        spend = budgets.load_book(tx, read_settings(tx).budgets, now)
+        task = budgets.annotate(spend, [task], now)[0]
+    return estimated(tx, url, task) if estimate else task
+
+
+def estimated(tx: Tx, url: str, task: Task) -> Task:
+    """`task` with its ETA, if it is running or in line: a simulation of the line, which
+    costs in proportion to it (kept per `url` until the next change), so never run while
+    holding the writer."""
+    if task.status not in estimates.IN_LINE:
+        return task
+    now = tx.now()
+    etas = estimates.line_estimates(tx, now, url)
+    first = _next_up(tx, now, etas) if task.status is Status.QUEUED else None
+    return estimates.with_estimate(task, etas, now, next_up=task.id == first)
+
+
+def _positions(tx: Tx) -> dict[str, int]:
+    aging = read_settings(tx)["aging_interval"]
+    return {t.id: i for i, t in enumerate(ordered_queue(tx, tx.now(), aging), 1)}

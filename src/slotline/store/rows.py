@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from slotline.models import Attempt, Event, Kind, Priority, ResumedFrom, Status, Task, Usage
-from slotline.transitions import StopRequest
+from slotline.stops import StopRequest
 from slotline.worktrees.isolation import (
     DiffStat,
     Isolation,

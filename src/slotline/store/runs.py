@@ -15,15 +15,15 @@ from slotline.bounds import parse_id
 from slotline.errors import InvalidInput, NotFound, StaleAttempt
 from slotline.models import Attempt, Kind, ResumedFrom, Status, Task, Usage
 from slotline.sessions import refused_tools
+from slotline.stops import StopKind
 from slotline.store import backoff, deps, estimates, results
-from slotline.store import webhooks as notify
 from slotline.store.core import Serial, StoreCore
 from slotline.store.events import change, emit
 from slotline.store.queries import Tx
 from slotline.store.rows import attempt_from_row
 from slotline.store.settings import LEASE_SECONDS, read_settings
 from slotline.store.tasks import load
-from slotline.transitions import StopKind, check_transition
+from slotline.transitions import check_transition
 
 # The keeper's exit code when the program cannot be executed (as a shell's).
 EXEC_FAILED = 127
@@ -305,8 +305,26 @@ def end(
             estimates.record_runs(tx, [took], now)
         else:
             runs.append(took)
-    notify.after_end(tx, task.id, now)
+    _after_end(tx, task.id, now)
     return task.id
+
+
+def _after_end(tx: Tx, task_id: str, now: float) -> None:
+    """In the transaction that ends a run: if nothing runs or waits in line to start
+    any more, the queue has drained (a `drained` event). (The statement that ends or
+    requeues the task has cleared its stall mark.)"""
+
+    def drained() -> None:
+        # Once per transaction, at its end: a claim that ends several runs and starts
+        # others reads it once, and after its starts; one that started a run need not
+        # ask (a round trip on PostgreSQL): that run is running at the commit.
+        if any(event["kind"] == "claimed" for event in tx.events):
+            return
+        busy = tx.one("tasks_active_any")
+        if busy is not None and not busy["busy"]:
+            emit(tx, "drained", None, now, last_task=task_id)
+
+    tx.once_before_commit("drained", drained)
 
 
 def _provider_refused(

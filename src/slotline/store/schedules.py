@@ -59,7 +59,7 @@ def check_schedule_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
             worktree task's repository or base is (the message says which).
     """
     from slotline.spec import parse_spec
-    from slotline.worktrees.isolation import locate
+    from slotline.worktrees.pinning import locate
 
     for name in _NOT_FOR_SCHEDULES:
         if spec.get(name):

@@ -4,12 +4,14 @@ inside a transaction, the one check every surface applies, and the verbs that ch
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from slotline.bounds import MAX_COUNT, MAX_SECONDS, check_number, normalize_workspace
+from slotline.bounds import check_number
+from slotline.config import settings as table
 from slotline.errors import InvalidInput
-from slotline.limits import Limit, check_limit_key
+from slotline.limits import Limit, check_limit
 from slotline.pacing.budgets import Budget
 from slotline.pacing.rates import RateLimit
 from slotline.scheduler import policy
@@ -21,18 +23,14 @@ from slotline.store.rows import dumps
 
 # How long a node's attempts stay its own without a heartbeat; another node of the store
 # reaps them after that (a setting: `serve --lease`, `lease:` in slotline.yaml).
-LEASE_SECONDS = 30.0
+LEASE_SECONDS: float = table.default("lease")
 
+# The queue's settings of the table, with those a table row cannot say (they are set by
+# their own verbs: pause, exempt agents, back-off rules, fairness).
 DEFAULT_SETTINGS: dict[str, Any] = {
-    "max_concurrent": 3,
+    **{setting.name: setting.default for setting in table.QUEUE},
     "paused": False,
     "exempt_agents": [],
-    "aging_interval": None,
-    "max_depth": 5,
-    "max_children": 100,
-    "max_queue_size": 10_000,
-    "max_queued_per_user": None,
-    "retry_backoff_max": 3600.0,
     # Provider back-off per agent type ({agent: BackoffRule.to_dict()}), store/backoff.py.
     "backoff": {},
     # Fair dispatch within a priority level ({"key": …, "weights": {…}}), or None.
@@ -100,17 +98,35 @@ def write_setting(tx: Tx, name: str, value: Any) -> None:
 
 # Settings a caller may change with `set_setting`: (type, minimum, maximum).
 SETTING_RULES: dict[str, tuple[type, float, float]] = {
-    "max_concurrent": (int, 0, MAX_COUNT),
-    "max_depth": (int, 0, MAX_COUNT),
-    "max_children": (int, 0, MAX_COUNT),
-    "max_queue_size": (int, 0, MAX_COUNT),
-    "max_queued_per_user": (int, 0, MAX_COUNT),
-    "aging_interval": (float, 1, MAX_SECONDS),
-    "retry_backoff_max": (float, 0, MAX_SECONDS),
+    s.name: (s.kind, table.bounds(s.name).minimum, table.bounds(s.name).maximum)
+    for s in table.QUEUE
 }
 
 # Settings that `none` turns off.
-NONE_MEANS_NO_BOUND = frozenset({"aging_interval", "max_queued_per_user"})
+NONE_MEANS_NO_BOUND = frozenset(s.name for s in table.QUEUE if s.optional)
+
+
+@dataclass(frozen=True, slots=True)
+class SettingsChange:
+    """Settings, limits and pacing rules to change together (`Store.apply_settings`): an
+    HTTP request's, or what slotline.yaml declares when a node starts. Each part is what
+    its own verb takes; an empty part changes nothing."""
+
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    # (key, value, max); max None removes the limit.
+    limits: Sequence[tuple[str, str | None, int | None]] = ()
+    exempt_agents: Sequence[str] | None = None
+    # (key, value, max starts, period); max None removes the rate.
+    rates: Sequence[tuple[str, str | None, int | None, float | str | None]] = ()
+    # (key, value, amount, period, unit); amount None removes budgets.
+    budgets: Sequence[tuple[str, str | None, float | None, float | str | None, str | None]] = ()
+    # Whether fairness changes, and to what: (key, weights), or None to turn it off.
+    fairness_given: bool = False
+    fairness: tuple[str, Mapping[str, object] | None] | None = None
+    # (agent type, rule as JSON); rule None removes the type's rule.
+    backoff: Sequence[tuple[str, Mapping[str, Any] | None]] = ()
+    # What a file declares (rates, budgets, limits): it replaces what the file declared.
+    declared: tuple[Sequence[RateLimit], Sequence[Budget], Sequence[Limit]] | None = None
 
 
 class SettingsVerbs(StoreCore):
@@ -154,23 +170,6 @@ class SettingsVerbs(StoreCore):
             emit(tx, "limit", None, tx.now(), key=limit.key, value=limit.value, max=given)
 
 
-def check_limit(key: str, value: str | None, max_running: object, origin: str = "api") -> Limit:
-    """A per-key limit as the store keeps it (a workspace or repo spelled as tasks store
-    it): the one check of every surface and of slotline.yaml.
-
-    Raises:
-        InvalidInput: an unknown key, an empty or NUL-bearing value, a bad `max`.
-    """
-    check_limit_key(key)
-    if value is not None and not value:
-        raise InvalidInput("a limit value must not be empty")
-    if value is not None and "\x00" in value:
-        raise InvalidInput("a limit value must not contain NUL bytes")
-    if key in ("workspace", "repo") and value is not None:
-        value = normalize_workspace(value)  # the spelling tasks store
-    return Limit(key, value, check_limit_max(max_running), origin)
-
-
 def write_limit(tx: Tx, limit: Limit | None, key: str, value: str | None) -> None:
     """Make the limit of (`key`, `value`) `limit`, or remove it (None)."""
     tx.run("limit_delete", key=key, value=value or "")
@@ -181,15 +180,6 @@ def write_limit(tx: Tx, limit: Limit | None, key: str, value: str | None) -> Non
         )  # fmt: skip
 
 
-def check_limit_max(value: object) -> int:
-    """The `max` of a per-key limit: a whole number from 0 to MAX_COUNT.
-
-    Raises:
-        InvalidInput: anything else.
-    """
-    return int(check_number("a limit", value, whole=True, minimum=0, maximum=MAX_COUNT))
-
-
 def check_setting(name: str, value: Any) -> Any:
     """`value` as the setting `name` stores it: the one check of every surface.
 
@@ -197,7 +187,9 @@ def check_setting(name: str, value: Any) -> Any:
         InvalidInput: an unknown setting, or a value of the wrong type or out of range.
     """
     if name == "paused":
-        return bool(value)
+        if not isinstance(value, bool):
+            raise InvalidInput(f"paused must be true or false, got {value!r}")
+        return value
     if name not in SETTING_RULES:
         known = ", ".join(sorted(SETTING_RULES))
         raise InvalidInput(f"unknown setting {name!r}; known: {known}")

@@ -2,17 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from slotline.errors import AccessDenied, InvalidInput, InvalidTransition
 from slotline.models import Priority, Status, Task
 from slotline.scheduler import policy
+from slotline.stops import CANCEL, RESTART, StopKind, StopRequest
 from slotline.store import deps
 from slotline.store.core import StoreCore
+from slotline.store.estimates import IN_LINE
 from slotline.store.events import change, emit
 from slotline.store.queries import Tx
+from slotline.store.readback import read_back
+from slotline.store.reads import estimated, shown
 from slotline.store.rows import attempt_from_row, dumps, task_from_row
 from slotline.store.settings import read_settings
 from slotline.store.tasks import free_rank, load, next_rank, ordered_queue, resolve
-from slotline.transitions import CANCEL, RESTART, StopKind, StopRequest, check_transition
+from slotline.transitions import check_transition
+
+# The verbs `SteeringVerbs.steer` runs: each has a `_VERB(tx, task, …)` step.
+STEERED = frozenset(
+    {"cancel", "terminate", "boost", "bump", "move", "set_priority", "restart", "hold", "release"}
+)
 
 
 class SteeringVerbs(StoreCore):
@@ -28,18 +40,20 @@ class SteeringVerbs(StoreCore):
             InvalidTransition: the task has already ended.
         """
         with self._write() as tx:
-            now = tx.now()
-            task = resolve(tx, ref)
-            cancel_task(tx, task, now)
-            if cascade:
-                stack = [task.id]
-                while stack:
-                    for row in tx.rows("tasks_children", parent_id=stack.pop()):
-                        child = load(tx, row["id"])
-                        if not child.status.terminal:
-                            cancel_task(tx, child, now)
-                        stack.append(child.id)
-            return load(tx, task.id)
+            return self._cancel(tx, resolve(tx, ref), cascade)
+
+    def _cancel(self, tx: Tx, task: Task, cascade: bool = False) -> Task:
+        now = tx.now()
+        cancel_task(tx, task, now)
+        if cascade:
+            stack = [task.id]
+            while stack:
+                for row in tx.rows("tasks_children", parent_id=stack.pop()):
+                    child = load(tx, row["id"])
+                    if not child.status.terminal:
+                        cancel_task(tx, child, now)
+                    stack.append(child.id)
+        return load(tx, task.id)
 
     def terminate(
         self,
@@ -65,21 +79,26 @@ class SteeringVerbs(StoreCore):
                     f"attempt {attempt_id[:8]} of task {task.id[:8]} is no longer current",
                     task_id=task.id,
                 )
-            terminate_task(tx, task, tx.now(), reason)
-            if resumable and task.current_attempt is not None:
-                tx.run("attempt_resumable", id=task.current_attempt)
-            return load(tx, task.id)
+            return self._terminate(tx, task, reason, resumable)
+
+    def _terminate(self, tx: Tx, task: Task, reason: str, resumable: bool = False) -> Task:
+        terminate_task(tx, task, tx.now(), reason)
+        if resumable and task.current_attempt is not None:
+            tx.run("attempt_resumable", id=task.current_attempt)
+        return load(tx, task.id)
 
     def boost(self, ref: str) -> Task:
         """Start next: move the task to position 1 without bypassing any limit."""
         with self._write() as tx:
-            task = resolve(tx, ref)
-            check_transition("boost", task.id, task.status)
-            first = (tx.one("first_queued_rank") or {}).get("rank")
-            rank = free_rank(tx, None, first) if first and first <= task.rank else task.rank
-            tx.run("task_place", id=task.id, rank=rank, boosted=True, priority=int(task.priority))
-            emit(tx, "boosted", task.id, tx.now())
-            return load(tx, task.id)
+            return self._boost(tx, resolve(tx, ref))
+
+    def _boost(self, tx: Tx, task: Task) -> Task:
+        check_transition("boost", task.id, task.status)
+        first = (tx.one("first_queued_rank") or {}).get("rank")
+        rank = free_rank(tx, None, first) if first and first <= task.rank else task.rank
+        tx.run("task_place", id=task.id, rank=rank, boosted=True, priority=int(task.priority))
+        emit(tx, "boosted", task.id, tx.now())
+        return load(tx, task.id)
 
     def bump(self, ref: str, allowance: int | None = None) -> Task:
         """Start now: the next dispatch starts this task whatever the limits say; its
@@ -94,22 +113,24 @@ class SteeringVerbs(StoreCore):
                 runs over it (running or bumped) as `allowance`.
         """
         with self._write() as tx:
-            task = resolve(tx, ref)
-            to = check_transition("bump", task.id, task.status)
-            if allowance is not None:
-                _within_allowance(tx, task, allowance)
-            first = (tx.one("first_queued_rank") or {}).get("rank")
-            if first and first <= task.rank:
-                tx.run(
-                    "task_place",
-                    id=task.id,
-                    rank=free_rank(tx, None, first),
-                    boosted=True,
-                    priority=int(task.priority),
-                )
-            tx.run("task_start_now", id=task.id)
-            change(tx, task, "bumped", to, tx.now())
-            return load(tx, task.id)
+            return self._bump(tx, resolve(tx, ref), allowance)
+
+    def _bump(self, tx: Tx, task: Task, allowance: int | None = None) -> Task:
+        to = check_transition("bump", task.id, task.status)
+        if allowance is not None:
+            _within_allowance(tx, task, allowance)
+        first = (tx.one("first_queued_rank") or {}).get("rank")
+        if first and first <= task.rank:
+            tx.run(
+                "task_place",
+                id=task.id,
+                rank=free_rank(tx, None, first),
+                boosted=True,
+                priority=int(task.priority),
+            )
+        tx.run("task_start_now", id=task.id)
+        change(tx, task, "bumped", to, tx.now())
+        return load(tx, task.id)
 
     def move(
         self,
@@ -124,43 +145,53 @@ class SteeringVerbs(StoreCore):
         The task takes the band (boost and priority) of its new neighbours and a rank
         between theirs; no other task's row changes.
         """
-        if sum(x is not None for x in (to, before, after)) != 1:
-            raise InvalidInput("move needs exactly one of --to N, --before ID, --after ID")
+        _one_place(to, before, after)
         with self._write() as tx:
-            now = tx.now()
-            task = resolve(tx, ref)
-            check_transition("move", task.id, task.status)
-            if task.status is not Status.QUEUED:
-                raise InvalidTransition(
-                    f"cannot move task {task.id[:8]}: it is {task.status}; release it first",
-                    task_id=task.id,
-                    status=task.status,
-                )
-            aging = read_settings(tx)["aging_interval"]
-            line = [t for t in ordered_queue(tx, now, aging) if t.id != task.id]
-            index = _target_index(tx, task, line, to, before, after)
-            prev = line[index - 1] if index > 0 else None
-            nxt = line[index] if index < len(line) else None
-            band_of = nxt or prev
-            if band_of is None:
-                return load(tx, task.id)
-            boosted, priority = band_of.boosted, band_of.priority
-            if nxt is None:
-                rank = next_rank(tx)
-            else:
-                same = prev is not None and (prev.boosted, prev.priority) == (boosted, priority)
-                rank = free_rank(tx, prev.rank if same and prev else None, nxt.rank)
-            tx.run("task_place", id=task.id, rank=rank, boosted=boosted, priority=int(priority))
-            emit(
-                tx,
-                "moved",
-                task.id,
-                now,
-                position=index + 1,
-                priority=priority.label,
-                boosted=boosted,
+            return self._move(tx, resolve(tx, ref), to=to, before=before, after=after)
+
+    def _move(
+        self,
+        tx: Tx,
+        task: Task,
+        *,
+        to: int | None = None,
+        before: str | None = None,
+        after: str | None = None,
+    ) -> Task:
+        _one_place(to, before, after)
+        now = tx.now()
+        check_transition("move", task.id, task.status)
+        if task.status is not Status.QUEUED:
+            raise InvalidTransition(
+                f"cannot move task {task.id[:8]}: it is {task.status}; release it first",
+                task_id=task.id,
+                status=task.status,
             )
+        aging = read_settings(tx)["aging_interval"]
+        line = [t for t in ordered_queue(tx, now, aging) if t.id != task.id]
+        index = _target_index(tx, task, line, to, before, after)
+        prev = line[index - 1] if index > 0 else None
+        nxt = line[index] if index < len(line) else None
+        band_of = nxt or prev
+        if band_of is None:
             return load(tx, task.id)
+        boosted, priority = band_of.boosted, band_of.priority
+        if nxt is None:
+            rank = next_rank(tx)
+        else:
+            same = prev is not None and (prev.boosted, prev.priority) == (boosted, priority)
+            rank = free_rank(tx, prev.rank if same and prev else None, nxt.rank)
+        tx.run("task_place", id=task.id, rank=rank, boosted=boosted, priority=int(priority))
+        emit(
+            tx,
+            "moved",
+            task.id,
+            now,
+            position=index + 1,
+            priority=priority.label,
+            boosted=boosted,
+        )
+        return load(tx, task.id)
 
     def set_priority(
         self, ref: str, level: str | int | Priority, reason: str | None = None
@@ -169,9 +200,13 @@ class SteeringVerbs(StoreCore):
         A `reason` is recorded in the event."""
         priority = Priority.parse(level)
         with self._write() as tx:
-            task = resolve(tx, ref)
-            set_priority_of(tx, task, tx.now(), priority, reason)
-            return load(tx, task.id)
+            return self._set_priority(tx, resolve(tx, ref), priority, reason)
+
+    def _set_priority(
+        self, tx: Tx, task: Task, level: str | int | Priority, reason: str | None = None
+    ) -> Task:
+        set_priority_of(tx, task, tx.now(), Priority.parse(level), reason)
+        return load(tx, task.id)
 
     def restart(self, ref: str, force: bool = False) -> Task:
         """Put an ended or blocked task back in line (new attempt, history kept), at the tail
@@ -182,9 +217,11 @@ class SteeringVerbs(StoreCore):
             InvalidTransition: the task is queued/waiting/held, or running without force.
         """
         with self._write() as tx:
-            task = resolve(tx, ref)
-            restart_task(tx, task, tx.now(), force)
-            return load(tx, task.id)
+            return self._restart(tx, resolve(tx, ref), force)
+
+    def _restart(self, tx: Tx, task: Task, force: bool = False) -> Task:
+        restart_task(tx, task, tx.now(), force)
+        return load(tx, task.id)
 
     def hold(self, ref: str) -> Task:
         """Keep a queued task out of dispatch until released (a pending "start now" is
@@ -197,9 +234,62 @@ class SteeringVerbs(StoreCore):
 
     def _simple(self, ref: str, verb: str, kind: str) -> Task:
         with self._write() as tx:
-            task = resolve(tx, ref)
-            hold_or_release(tx, task, tx.now(), verb, kind)
-            return load(tx, task.id)
+            return self._hold_or_release(tx, resolve(tx, ref), verb, kind)
+
+    def _hold(self, tx: Tx, task: Task) -> Task:
+        return self._hold_or_release(tx, task, "hold", "held")
+
+    def _release(self, tx: Tx, task: Task) -> Task:
+        return self._hold_or_release(tx, task, "release", "released")
+
+    def _hold_or_release(self, tx: Tx, task: Task, verb: str, kind: str) -> Task:
+        hold_or_release(tx, task, tx.now(), verb, kind)
+        return load(tx, task.id)
+
+    def steer(
+        self,
+        verb: str,
+        ref: str,
+        *args: Any,
+        user: str | None = None,
+        allowed: Callable[[Task, str], None] | None = None,
+        seen: Callable[[Task, str], None] | None = None,
+        **options: Any,
+    ) -> tuple[Task, Task]:
+        """A steering verb (one of `STEERED`) and what its caller shows, in one
+        transaction: the task `ref` names (of `user`, if given; `allowed(task, ref)`
+        raises to refuse it, before anything changes), changed by `verb` with `args` and
+        `options`, then read back as `get` reads it (but its ETA, a simulation of the
+        line, in a read after the commit: never under the writer). A move's `before` and
+        `after` are resolved as `ref` is (of `user`; `seen` raises to refuse one).
+        Returns the task before and after.
+
+        Raises:
+            NotFound, AmbiguousId: as `get`; and whatever the verb or `allowed` raises.
+        """
+        if verb not in STEERED:
+            raise InvalidInput(f"not a steering verb: {verb!r}")
+        with self._write() as tx:
+            task = resolve(tx, ref, user)
+            if allowed is not None:
+                allowed(task, ref)
+            for side in ("before", "after"):
+                if options.get(side) is not None:
+                    other = resolve(tx, options[side], user)
+                    if seen is not None:
+                        seen(other, options[side])
+                    options[side] = other.id
+            changed = getattr(self, f"_{verb}")(tx, task, *args, **options)
+            # A read that fails answers with the task as the verb left it (`read_back`).
+            after = read_back(lambda _: shown(tx, self.url, changed, estimate=False), changed)
+        if after.status not in IN_LINE:
+            return task, after
+        # The ETA simulates the line: read after the commit, never holding the writer.
+        return task, read_back(lambda _: self._estimated(after), after)
+
+    def _estimated(self, task: Task) -> Task:
+        with self._transaction(write=False) as tx:
+            return estimated(tx, self.url, task)
 
     def add_dependency(self, ref: str, dep_ref: str) -> Task:
         """Make a waiting or queued task also wait for `dep_ref`; a cycle is refused."""
@@ -268,6 +358,11 @@ def hold_or_release(tx: Tx, task: Task, now: float, verb: str, kind: str) -> Non
     if verb == "hold" and task.start_now:
         tx.run("task_cancel_start_now", id=task.id)
     change(tx, task, kind, to, now)
+
+
+def _one_place(to: int | None, before: str | None, after: str | None) -> None:
+    if sum(x is not None for x in (to, before, after)) != 1:
+        raise InvalidInput("move needs exactly one of --to N, --before ID, --after ID")
 
 
 def _target_index(

@@ -66,7 +66,7 @@ class SubmitVerbs(StoreCore):
         written, not read back.
         """
         from slotline.spec import parse_spec
-        from slotline.worktrees.isolation import pin
+        from slotline.worktrees.pinning import pin
 
         # A worktree task's repository and base commit are checked (and pinned) here,
         # before the transaction: the git calls never hold the writer.

@@ -1,4 +1,4 @@
-"""Webhook and command-hook delivery state, and stalled runs.
+"""Webhook and command-hook delivery state: cursors, leases and the delivery log.
 
 The event log is the outbox: every change already appends its event in the transaction
 that makes it, so a hook needs only a cursor (the last `seq` it delivered), advanced
@@ -16,8 +16,7 @@ from typing import Any
 
 from slotline.clock import iso
 from slotline.store.core import StoreCore
-from slotline.store.events import emit, last_seq
-from slotline.store.queries import Tx
+from slotline.store.events import last_seq
 
 # How many deliveries `notify log` keeps.
 LOG_KEEP = 5000
@@ -61,8 +60,8 @@ class Delivery:
         }
 
 
-class NotifyVerbs(StoreCore):
-    """Cursors, the delivery lease and log of hooks; marking runs stalled."""
+class WebhookVerbs(StoreCore):
+    """Cursors, the delivery lease and log of hooks."""
 
     def notify_cursors(self, hooks: Iterable[str], now: float | None = None) -> dict[str, int]:
         """Each hook's cursor; a hook seen for the first time starts at the end of the
@@ -137,47 +136,6 @@ class NotifyVerbs(StoreCore):
         """The last `limit` deliveries and failures, newest first."""
         with self._transaction(write=False) as tx:
             return [_delivery(row) for row in tx.rows("notify_log_recent", limit=limit)]
-
-    def mark_stalled(
-        self, task_id: str, attempt_id: str, reason: str, now: float | None = None
-    ) -> bool:
-        """Mark the running attempt's task stalled and log a `stalled` event, once per
-        quiet spell; False if it already was, or the attempt is no longer current."""
-        with self._write() as tx:
-            now = tx.now() if now is None else now
-            if not tx.rows("task_stall", id=task_id, attempt=attempt_id, at=now):
-                tx.notify = False
-                return False
-            emit(tx, "stalled", task_id, now, attempt=attempt_id, reason=reason)
-            return True
-
-    def clear_stalled(self, task_id: str, attempt_id: str, now: float | None = None) -> bool:
-        """The stalled run printed again: no longer stalled (an `unstalled` event)."""
-        with self._write() as tx:
-            now = tx.now() if now is None else now
-            if not tx.rows("task_unstall", id=task_id, attempt=attempt_id):
-                tx.notify = False
-                return False
-            emit(tx, "unstalled", task_id, now, attempt=attempt_id)
-            return True
-
-
-def after_end(tx: Tx, task_id: str, now: float) -> None:
-    """In the transaction that ends a run: if nothing runs or waits in line to start
-    any more, the queue has drained (a `drained` event). (The statement that ends or
-    requeues the task has cleared its stall mark.)"""
-
-    def drained() -> None:
-        # Once per transaction, at its end: a claim that ends several runs and starts
-        # others reads it once, and after its starts; one that started a run need not
-        # ask (a round trip on PostgreSQL): that run is running at the commit.
-        if any(event["kind"] == "claimed" for event in tx.events):
-            return
-        busy = tx.one("tasks_active_any")
-        if busy is not None and not busy["busy"]:
-            emit(tx, "drained", None, now, last_task=task_id)
-
-    tx.once_before_commit("drained", drained)
 
 
 def _delivery(row: dict[str, Any]) -> Delivery:

@@ -16,7 +16,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from slotline.bounds import SECONDS, Range
 from slotline.errors import InvalidInput
 from slotline.pacing import rates
-from slotline.pacing.config import checked_pattern
+from slotline.pacing.backoff import checked_pattern
 
 # The names hooks select events by, and the event-log kind each one is.
 EVENT_KINDS = {

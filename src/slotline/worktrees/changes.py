@@ -12,10 +12,11 @@ import tempfile
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from slotline.worktrees.isolation import DiffStat, GitFailed, branch_tip, git, git_env
+from slotline.worktrees.git import GitFailed, branch_tip, git, git_env
+from slotline.worktrees.isolation import DiffStat
 
 if TYPE_CHECKING:
-    from slotline.worktrees.worktree import Checkout
+    from slotline.worktrees.isolation import Checkout
 
 _STAT = re.compile(r"(\d+) (file|insertion|deletion)")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 
 from slotline.errors import InvalidTransition
-from slotline.worktrees.isolation import GitFailed, git
+from slotline.worktrees.git import GitFailed, git
 
 # What git leaves in a checkout's git folder while an operation waits for its user.
 _IN_PROGRESS = {

@@ -15,8 +15,8 @@ from typing import Any
 from slotline.errors import InvalidInput, InvalidTransition
 from slotline.models import Attempt, Task
 from slotline.worktrees import changes
-from slotline.worktrees.isolation import GIT_TIMEOUT, DiffStat, GitFailed, branch_tip, git_env
-from slotline.worktrees.worktree import Checkout
+from slotline.worktrees.git import GIT_TIMEOUT, GitFailed, branch_tip, git_env
+from slotline.worktrees.isolation import Checkout, DiffStat
 
 # A patch longer than this is cut (at a line end) and marked truncated: a dashboard page
 # or an API answer stays small whatever an agent wrote (a vendored tree, a lock file).

@@ -2,7 +2,7 @@
 size; another machine's without a size, marked remote), and a prune that applies the
 retention policy (`prune.plan`) to this machine's: each folder removed without losing
 its work (`removal.remove_folder`), and the folders no attempt holds (after a crash)
-removed too unless they hold work (`runner.orphans`)."""
+removed too unless they hold work (`worktrees.orphans`)."""
 
 from __future__ import annotations
 
@@ -17,10 +17,9 @@ from slotline.errors import NotFound
 from slotline.models import Attempt, Task
 from slotline.store import Store
 from slotline.worktrees import orphans, worktree
-from slotline.worktrees.isolation import KeepPolicy, WorktreeState
+from slotline.worktrees.isolation import Checkout, KeepPolicy, WorktreeState
 from slotline.worktrees.prune import Candidate, WorktreePolicy, plan
 from slotline.worktrees.removal import Fate, remove_folder
-from slotline.worktrees.worktree import Checkout
 
 log = logging.getLogger("slotline.worktrees")
 

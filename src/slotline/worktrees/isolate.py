@@ -24,13 +24,12 @@ from typing import Any
 from slotline.errors import NotFound, SlotlineError
 from slotline.models import Attempt, Task
 from slotline.runner.process import Outcome
+from slotline.stops import StopKind
 from slotline.store import Store
-from slotline.transitions import StopKind
 from slotline.worktrees import inventory, orphans, repolock, worktree
 from slotline.worktrees.gitpool import run_worktree
-from slotline.worktrees.isolation import KeepPolicy, Worktree, WorktreeState
+from slotline.worktrees.isolation import Checkout, KeepPolicy, Worktree, WorktreeState
 from slotline.worktrees.prune import WorktreePolicy
-from slotline.worktrees.worktree import Checkout
 
 log = logging.getLogger("slotline.node")
 # How often a node sweeps its worktrees (besides at its start).

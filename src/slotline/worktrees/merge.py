@@ -22,7 +22,7 @@ from slotline.worktrees import removal, repolock
 from slotline.worktrees.changes import has_uncommitted
 from slotline.worktrees.checkout import check_clean, checked_out_at, fast_forward
 from slotline.worktrees.diff import latest_run
-from slotline.worktrees.isolation import GitFailed, branch_tip, git
+from slotline.worktrees.git import GitFailed, branch_tip, git
 
 # The repository's hooks are for its owner's own commits: a merge slotline makes in a
 # temporary worktree runs none (a pre-commit hook could take minutes, or prompt).

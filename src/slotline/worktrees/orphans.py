@@ -25,8 +25,7 @@ from slotline.models import Attempt, Task
 from slotline.runlogs import default_log_dir
 from slotline.store import Store
 from slotline.worktrees import worktree
-from slotline.worktrees.isolation import WorktreeState
-from slotline.worktrees.worktree import Checkout
+from slotline.worktrees.isolation import Checkout, WorktreeState
 
 log = logging.getLogger("slotline.node")
 

@@ -17,16 +17,8 @@ from slotline.models import Attempt, Task
 from slotline.store import Store
 from slotline.worktrees import repolock, worktree
 from slotline.worktrees.changes import has_uncommitted
-from slotline.worktrees.isolation import (
-    GitFailed,
-    KeepPolicy,
-    Worktree,
-    WorktreeState,
-    branch_tip,
-    git,
-    git_env,
-)
-from slotline.worktrees.worktree import Checkout
+from slotline.worktrees.git import GitFailed, branch_tip, git, git_env
+from slotline.worktrees.isolation import Checkout, KeepPolicy, Worktree, WorktreeState
 
 log = logging.getLogger("slotline.worktrees")
 

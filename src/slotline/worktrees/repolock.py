@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
-from slotline.worktrees.isolation import GitFailed
+from slotline.worktrees.git import GitFailed
 
 # A repository busy with another git command: worth a retry, a moment later.
 _LOCKED = ("lock", "busy")

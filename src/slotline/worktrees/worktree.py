@@ -17,19 +17,11 @@ import os
 import re
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from slotline.worktrees.changes import has_uncommitted, measure
-from slotline.worktrees.isolation import (
-    DiffStat,
-    GitFailed,
-    KeepPolicy,
-    WorktreeState,
-    branch_tip,
-    commit_of,
-    git,
-)
+from slotline.worktrees.git import GitFailed, branch_tip, commit_of, git
+from slotline.worktrees.isolation import Checkout, DiffStat, KeepPolicy, WorktreeState
 from slotline.worktrees.repolock import repo_folder, repo_lock, retried
 
 BRANCH_PREFIX = "slotline/"
@@ -39,16 +31,6 @@ _NAME = re.compile(r"^(?P<task>[0-9a-f]{32})-(?P<number>[0-9]+)$")
 
 class WorktreeError(Exception):
     """A worktree could not be created; the attempt fails with this reason."""
-
-
-@dataclass(frozen=True, slots=True)
-class Checkout:
-    """A run's worktree as git sees it: its repository, folder, branch and base commit."""
-
-    repo: str
-    path: str
-    branch: str
-    base_commit: str
 
 
 def place(root: Path, repo: str, task_id: str, number: int) -> tuple[Path, str]:
