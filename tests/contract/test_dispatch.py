@@ -14,6 +14,7 @@ from slotline.errors import InvalidInput, NotFound, StaleAttempt
 from slotline.models import Status
 from slotline.store import Report, StartReport, Store, Watcher
 from slotline.store.estimates import ALL
+from slotline.taskfilter import ListQuery
 
 from .conftest import NODE, ClaimFn, Clock, FinishFn, LineFn, SubmitFn, titles
 
@@ -346,7 +347,7 @@ def test_a_claim_follows_the_guard_verdict_its_node_recorded(
     assert len(store.claim("other", now=clock.now).claims) == 2
     # Once the guard holds, only a task started now starts on the node.
     store.set_pressure(NODE, "memory 120 MB < 500 MB", hold=True)
-    (held,) = (t for t in store.list_page(limit=10).tasks if t.title == "d")
+    (held,) = (t for t in store.list_page(ListQuery()).tasks if t.title == "d")
     store.bump(held.id)
     claimed = store.claim(NODE, now=clock.now).claims
     assert [c.task.title for c in claimed] == ["d"]

@@ -72,14 +72,14 @@ def test_serves_options_take_the_tables_bounds(name: str) -> None:
 
 
 def test_the_http_body_names_the_queues_settings() -> None:
-    schema = LimitsBody.model_json_schema()["properties"]["settings"]
-    assert list(schema["properties"]) == [*(s.name for s in table.QUEUE), "paused"]
+    schema = LimitsBody.model_json_schema()["$defs"]["SettingsSet"]
+    assert set(schema["properties"]) == {*(s.name for s in table.QUEUE), "paused"}
     assert schema["additionalProperties"] is False
     for setting in table.QUEUE:
         shown = schema["properties"][setting.name]
         number = next(s for s in shown.get("anyOf", [shown]) if s.get("type") != "null")
         assert number["type"] == ("integer" if setting.kind is int else "number")
-        assert number["maximum"] == _bounds(setting)[1]
+        assert (number["minimum"], number["maximum"]) == _bounds(setting)
         assert ({"type": "null"} in shown.get("anyOf", [])) is setting.optional
 
 

@@ -17,7 +17,6 @@ from slotline.cli.plain import event_line, print_json, strict_json
 from slotline.client.backend import Backend
 from slotline.clock import utcnow
 from slotline.models import Event
-from slotline.taskfilter import ListQuery
 
 if TYPE_CHECKING:
     from slotline.store import QueueStatus
@@ -74,6 +73,8 @@ def list_tasks(
     Columns: short id, status, priority, position, title, agent, age, ETA (estimated
     start; for a running task, its estimated end).
     """
+    from slotline.taskfilter import ListQuery  # `ls` needs pydantic; `status` does not
+
     wanted = task_filter()
     parent_id = None if parent is None else state.store.get(parent).id
     page = state.store.list_page(

@@ -4,9 +4,9 @@ document."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, Strict, create_model
 
 from slotline.bounds import COUNT, MAX_COUNT, Range, Spelled
 from slotline.config import settings as table
@@ -80,17 +80,22 @@ class BackoffSet(BaseModel):
     rule: dict[str, Any] | None
 
 
-def _setting_schema(setting: table.Setting) -> dict[str, Any]:
-    number: Any = Annotated[setting.kind, table.bounds(setting.name)]
-    return TypeAdapter(number | None if setting.optional else number).json_schema()
+def _setting_field(setting: table.Setting) -> Any:
+    number: Any = Annotated[setting.kind, Strict(), table.bounds(setting.name)]
+    return (number | None if setting.optional else number), Field(None, description=setting.meaning)
 
 
-# What `settings` takes, from the table: the queue's settings, each with its type and
-# bounds (null where it lifts the bound), and `paused`.
-SETTING_SCHEMAS: dict[str, Any] = {
-    **{setting.name: _setting_schema(setting) for setting in table.QUEUE},
-    "paused": {"type": "boolean"},
-}
+# What `settings` takes, from the table: each of the queue's settings with its type and
+# bounds (null where it lifts the bound), and `paused`; strict (`false` is no number).
+if TYPE_CHECKING:
+    SettingsSet = BaseModel
+else:
+    SettingsSet = create_model(
+        "SettingsSet",
+        __config__=ConfigDict(extra="forbid"),
+        paused=(Annotated[bool, Strict()], Field(None, description="Stop starting tasks")),
+        **{setting.name: _setting_field(setting) for setting in table.QUEUE},
+    )
 
 
 class LimitsBody(BaseModel):
@@ -99,10 +104,9 @@ class LimitsBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    settings: dict[str, StrictInt | StrictFloat | StrictBool | None] = Field(
-        default_factory=dict,
+    settings: SettingsSet = Field(
+        default_factory=SettingsSet,
         description="The queue's settings to change, by name (config/settings.py)",
-        json_schema_extra={"properties": SETTING_SCHEMAS, "additionalProperties": False},
     )
     limits: list[LimitSet] = Field(default_factory=list, max_length=100)
     exempt_agents: list[str] | None = None
@@ -110,6 +114,10 @@ class LimitsBody(BaseModel):
     budgets: list[BudgetSet] = Field(default_factory=list, max_length=100)
     fairness: FairnessSet | None = None
     backoff: list[BackoffSet] = Field(default_factory=list, max_length=100)
+
+    def changed_settings(self) -> dict[str, Any]:
+        """The settings the request names, with their values."""
+        return self.settings.model_dump(exclude_unset=True)
 
 
 class LimitOut(BaseModel):

@@ -219,7 +219,7 @@ def _apply_limits(store: Store, body: LimitsBody) -> Settings:
             raise InvalidInput(f"limits: {item.key}: a limit value must not be empty")
         if item.max is not None:
             check_limit_max(item.max)
-    for name, value in body.settings.items():
+    for name, value in body.changed_settings().items():
         try:
             check_setting(name, value)
         except InvalidInput as exc:
@@ -252,7 +252,7 @@ def _apply_limits(store: Store, body: LimitsBody) -> Settings:
     fair = body.fairness
     return store.apply_settings(
         SettingsChange(
-            settings=body.settings,
+            settings=body.changed_settings(),
             limits=[(item.key, item.value, item.max) for item in body.limits],
             exempt_agents=body.exempt_agents,
             rates=[(r.key, r.value, r.max, r.period) for r in body.rates],
