@@ -260,6 +260,10 @@ class Task:
     isolation: Isolation | None = None
     # Since when its run has printed nothing (or its waiting pattern); None: not stalled.
     stalled_at: float | None = None
+    # Its command runs in a terminal people attach to (`runner/terminal.py`), and since
+    # when that terminal has been quiet while the run waits on it (None: it does not).
+    interactive: bool = False
+    needs_input_at: float | None = None
     attempts: tuple[Attempt, ...] = ()
     position: int | None = None
     # What a succeeded function task returned (JSON), filled in by single-task reads.
@@ -347,6 +351,8 @@ class Task:
             "repo": self.repo,
             "isolation": None if self.isolation is None else self.isolation.to_dict(),
             "stalled_at": iso(self.stalled_at),
+            "interactive": self.interactive,
+            "needs_input_at": iso(self.needs_input_at),
             "attempts": [a.to_dict() for a in self.attempts],
         }
 

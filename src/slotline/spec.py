@@ -78,6 +78,10 @@ class TaskSpec(BaseModel):
     base: str | None = Field(default=None, max_length=256)
     base_commit: str | None = None
     keep: KeepPolicy | None = None
+    # Run the command in a terminal (a tmux session of slotline's own) that people attach
+    # to and type into (`slotline attach`, `send`), instead of headless with its output
+    # to a log (docs/coding-agents.md, "Interactive runs").
+    interactive: bool = False
 
     @field_validator("priority", mode="before")
     @classmethod
@@ -213,6 +217,8 @@ class TaskSpec(BaseModel):
             raise ValueError("give run_at (a time) or delay (seconds), not both")
         if self.dedup_window is not None and self.key is None:
             raise ValueError("dedup_window needs a key")
+        if self.interactive and kind is not Kind.COMMAND:
+            raise ValueError("interactive: only a command runs in a terminal")
         return self._isolation(kind)
 
     def _isolation(self, kind: Kind) -> TaskSpec:

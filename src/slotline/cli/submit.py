@@ -180,6 +180,13 @@ def parse_priority(
     help="With --worktree: keep the worktree after the run: on_failure (default), always, "
     "until_merged or never. A branch with commits is always kept.",
 )
+@click.option(
+    "--interactive",
+    is_flag=True,
+    default=None,
+    help="Run in a terminal you can attach to (`slotline attach`) and type into "
+    "(`slotline send`), instead of headless; an agent type may say so itself.",
+)
 @click.option("--hold", is_flag=True, help="Submit held: it does not start until released.")
 @click.option(
     "--key",
@@ -251,6 +258,7 @@ def submit(
     repo: Path | None,
     base: str | None,
     keep: str | None,
+    interactive: bool | None,
     hold: bool,
     key: str | None,
     dedup_window: float | None,
@@ -298,6 +306,7 @@ def submit(
         "repo": None if repo is None else str(repo.expanduser().resolve()),
         "base": base,
         "keep": keep,
+        "interactive": interactive or None,
     }
     if prompt is not None or (agent is not None and not command):
         warn = functools.partial(report_warning, as_json=state.json)

@@ -188,6 +188,8 @@ def task_from_json(data: dict[str, Any]) -> Task:
         repo=data.get("repo"),
         isolation=_isolation(data.get("isolation")),
         stalled_at=_epoch(data.get("stalled_at")),
+        interactive=bool(data.get("interactive")),
+        needs_input_at=_epoch(data.get("needs_input_at")),
         attempts=attempts,
         position=data.get("position"),
         eta_start=_epoch(data.get("eta_start")),

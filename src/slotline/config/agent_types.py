@@ -90,6 +90,28 @@ class AgentType(BaseModel):
         terminate = self.on_stall == "terminate"
         return StallRule(after=self.stall_after, pattern=self.stall_pattern, terminate=terminate)
 
+    # Run in a terminal people attach to and type into (docs/coding-agents.md, "Interactive
+    # runs"). Such a run needs input once its terminal has been quiet for `idle_after`
+    # (default 30s) while it waits on it; with `release_while_idle` it gives its slot
+    # back meanwhile and takes one again before someone's input reaches it.
+    interactive: bool = False
+    idle_after: StallAfter = None
+    release_while_idle: bool = False
+
+    @pydantic.model_validator(mode="after")
+    def _interactive_only(self) -> AgentType:
+        given = [
+            name
+            for name, value in (
+                ("idle_after", self.idle_after),
+                ("release_while_idle", self.release_while_idle or None),
+            )
+            if value is not None
+        ]
+        if given and not self.interactive:
+            raise ValueError(f"{', '.join(given)}: only with interactive: true")
+        return self
+
     # Where its runs print what they spent and their session id (`pacing/usage.py`), and how
     # to continue an interrupted run's session instead of starting over.
     usage: UsageConfig | None = None

@@ -58,6 +58,7 @@ def expand_agent_type(config: Config, data: dict[str, Any], prompt: str | None) 
         "repo": template.repo,
         "base": template.base,
         "keep": None if template.keep is None else template.keep.value,
+        "interactive": template.interactive or None,
     }
     for key, value in defaults.items():
         if value is not None:

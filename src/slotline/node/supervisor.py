@@ -37,6 +37,7 @@ from slotline.runner.process import (
 )
 from slotline.runner.proctree import TreeSampler
 from slotline.runner.space import SpaceWatch
+from slotline.runner.terminal import socket_path, spawn_in_terminal
 from slotline.store import Claim, ClaimResult, StartReport, Store
 from slotline.worktrees.isolate import Isolator
 from slotline.worktrees.orphans import default_root
@@ -222,16 +223,29 @@ class Supervisor:
             except WorktreeError as exc:
                 return Outcome(None, f"worktree: {exc}")
         run.resumed_session = None if resume is None else resume.session_id
+        argv = resume.argv if resume is not None else list(task.command)
         try:
-            handle = await spawn(
-                resume.argv if resume is not None else list(task.command),
-                cwd,
-                env,
-                log_path,
-                memory_mb=task.memory_mb,
-                log_max_bytes=self.settings.log_max_bytes,
-                fence=self._fence_spec(run),
-            )
+            if task.interactive:
+                handle = await spawn_in_terminal(
+                    argv,
+                    cwd,
+                    env,
+                    log_path,
+                    socket_path(settings.log_dir),
+                    memory_mb=task.memory_mb,
+                    log_max_bytes=settings.log_max_bytes,
+                    fence=self._fence_spec(run),
+                )
+            else:
+                handle = await spawn(
+                    argv,
+                    cwd,
+                    env,
+                    log_path,
+                    memory_mb=task.memory_mb,
+                    log_max_bytes=settings.log_max_bytes,
+                    fence=self._fence_spec(run),
+                )
         except SpawnError as exc:
             return Outcome(None, str(exc))
         run.handle = handle

@@ -35,6 +35,9 @@ from slotline.runner.wrap import NOT_STARTED
 
 WRAP = str(Path(__file__).with_name("wrap.py"))
 DEFAULT_LOG_MAX = 50 * 1024 * 1024
+# How long a node waits, once an interactive run's keeper has exited, for tmux to copy
+# the run's last output to its log.
+TEED_PATIENCE = 5.0
 
 
 class SpawnError(Exception):
@@ -179,17 +182,24 @@ class ProcessHandle:
         pid_started: float | None,
         log_path: Path,
         exit_path: Path,
+        teed: Path | None = None,
     ) -> None:
         self.pid = pid
         self.pid_started = pid_started
         self.log_path = log_path
         self.exit_path = exit_path
+        # An interactive run's (`terminal.py`): the file that says its whole output has
+        # reached the log, which tmux copies there after the keeper has exited.
+        self.teed = teed
         self.stop_reason: str | None = None
 
     @classmethod
     def adopt(cls, pid: int, pid_started: float, log_path: Path, exit_path: Path) -> ProcessHandle:
-        """Take over a process started by an earlier node."""
-        return cls(pid, pid_started, log_path, exit_path)
+        """Take over a process started by an earlier node (an interactive run's too: its
+        terminal's file `N.tmux` is beside its log)."""
+        interactive = log_path.with_suffix(".tmux").exists()
+        teed = log_path.with_suffix(".teed") if interactive else None
+        return cls(pid, pid_started, log_path, exit_path, teed)
 
     def alive(self, caps: Capabilities = CAPS) -> bool:
         """True while the keeper runs (same pid and start time, not a zombie)."""
@@ -202,6 +212,8 @@ class ProcessHandle:
     async def wait(self, caps: Capabilities = CAPS) -> Outcome:
         """Wait until the keeper exits, then report the command's exit status."""
         await self._exited(caps)
+        if self.teed is not None:
+            await self._teed()
         # Kill what the command left in its group. While any of it runs, the group id
         # (the keeper's pid) stays taken, so the signal cannot reach a stranger's group.
         self._reap_group()
@@ -212,6 +224,18 @@ class ProcessHandle:
         if code is None and self.stop_reason is None:
             return unknown_exit(self.exit_path)
         return Outcome(code, self.stop_reason or describe_exit(code))
+
+    async def _teed(self, patience: float = TEED_PATIENCE) -> None:
+        """Wait until tmux has copied the run's last output to its log (its pane closes
+        once the keeper exits), for at most `patience` seconds: the end of the log is
+        where what the run spent is read."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + patience
+        while not self.teed_done() and loop.time() < deadline:
+            await asyncio.sleep(0.02)
+
+    def teed_done(self) -> bool:
+        return self.teed is None or self.teed.exists()
 
     async def _exited(self, caps: Capabilities) -> None:
         notice = exit_notice(self.pid, caps)
@@ -393,15 +417,12 @@ async def spawn(
     return ProcessHandle(pid, started, log_path, exit_path)
 
 
-def _start(
-    argv: list[str],
-    cwd: str | None,
-    env: dict[str, str],
-    log_path: Path,
-    keeper: list[str],
-    memory_mb: int | None,
-) -> tuple[int, float | None]:
-    """`spawn`'s blocking part: the keeper's pid and start time."""
+def check_program(argv: list[str], cwd: str | None, env: dict[str, str]) -> None:
+    """Refuse a run whose workspace or program is not there, before anything starts.
+
+    Raises:
+        SpawnError: which of the two is missing.
+    """
     if cwd is not None and not os.path.isdir(cwd):
         raise SpawnError(f"workspace {cwd} does not exist")
     program = argv[0]
@@ -412,14 +433,31 @@ def _start(
             raise SpawnError(f"command not found or not executable: {program}")
     elif shutil.which(program, path=search) is None:
         raise SpawnError(f"command not found: {program}")
-    private_dir(log_path.parent)
-    log_path.with_suffix(".exit").unlink(missing_ok=True)  # an earlier run's exit file
+
+
+def clear_earlier(log_path: Path) -> None:
+    """Remove what an earlier run of the same log left beside it."""
+    log_path.with_suffix(".exit").unlink(missing_ok=True)  # its exit file
     reserved_path(log_path.with_suffix(".exit")).unlink(missing_ok=True)
-    log_path.with_suffix(".tail").unlink(missing_ok=True)  # and its output past the cap
-    log_path.with_suffix(".fenced").unlink(missing_ok=True)  # and why it was fenced
+    log_path.with_suffix(".tail").unlink(missing_ok=True)  # its output past the cap
+    log_path.with_suffix(".fenced").unlink(missing_ok=True)  # why it was fenced
+
+
+def _start(
+    argv: list[str],
+    cwd: str | None,
+    env: dict[str, str],
+    log_path: Path,
+    keeper: list[str],
+    memory_mb: int | None,
+) -> tuple[int, float | None]:
+    """`spawn`'s blocking part: the keeper's pid and start time."""
+    check_program(argv, cwd, env)
+    private_dir(log_path.parent)
+    clear_earlier(log_path)
     keeper.insert(1, str(memory_cap(memory_mb, log_path)))
     try:
         pid = KEEPERS.start_keeper(keeper, env, log_path)
     except OSError as exc:
-        raise SpawnError(f"cannot start {program}: {exc.strerror or exc}") from exc
+        raise SpawnError(f"cannot start {argv[0]}: {exc.strerror or exc}") from exc
     return pid, process_start_time(pid)

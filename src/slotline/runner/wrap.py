@@ -114,19 +114,23 @@ def _write_exit(exit_file: str, code: int) -> None:
         time.sleep(EXIT_RETRY_EVERY)
 
 
-def _start(command: list[str], memory_mb: str, out: int) -> int:
-    """Start the command with its output on `out`; returns its pid, or -1 if it could
-    not be started (the reason is in the log)."""
+def _start(command: list[str], memory_mb: str, out: int | None) -> int:
+    """Start the command with its output on `out` (None: on the keeper's own stdout and
+    stderr, a terminal's); returns its pid, or -1 if it could not be started (the reason
+    is in the log)."""
     if memory_mb == "0":
         # posix_spawn (a vfork, not a copy of this process) where no limit has to be set
         # between fork and exec: a fork of even this small interpreter costs about a
         # millisecond of CPU per command.
+        outputs = (
+            [] if out is None else [(os.POSIX_SPAWN_DUP2, out, 1), (os.POSIX_SPAWN_DUP2, out, 2)]
+        )
         try:
             return os.posix_spawnp(
                 command[0],
                 command,
                 os.environ,
-                file_actions=[(os.POSIX_SPAWN_DUP2, out, 1), (os.POSIX_SPAWN_DUP2, out, 2)],
+                file_actions=outputs,
                 setsigdef=(signal.SIGTERM, signal.SIGINT, signal.SIGHUP),
             )
         except OSError as exc:
@@ -136,9 +140,10 @@ def _start(command: list[str], memory_mb: str, out: int) -> int:
     if pid == 0:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)
-        os.dup2(out, 1)
-        os.dup2(out, 2)
-        os.close(out)
+        if out is not None:
+            os.dup2(out, 1)
+            os.dup2(out, 2)
+            os.close(out)
         try:
             if memory_mb != "0":
                 import resource
@@ -255,7 +260,7 @@ def ended(fence: Fence | None) -> None:
 
 def _pump(
     source: int,
-    pid: int,
+    pid: int | None,
     cap: int,
     tail_path: str,
     fence: Fence | None = None,
@@ -263,7 +268,8 @@ def _pump(
 ) -> int:
     """Copy the command's output to our stdout (the log) up to `cap` bytes, draining the
     rest so the command never blocks on a full pipe; the last `TAIL` bytes of what is
-    dropped go to `tail_path`; fence the run when `fence` says. Returns the wait status."""
+    dropped go to `tail_path`; fence the run when `fence` says. Returns the wait status
+    (0 without a `pid`: a terminal's output, copied until the terminal closes)."""
     written = dropped = 0
     status = None
     tail = bytearray()
@@ -277,6 +283,8 @@ def _pump(
             if tail_dirty:
                 _save_tail(tail_path, tail)
                 tail_dirty, tail_at = False, time.monotonic()
+            if pid is None:
+                continue
             # Quiet for a moment: if the command has exited, background children it left
             # holding the pipe open must not keep the attempt alive.
             done, wait_status = os.waitpid(pid, os.WNOHANG)
@@ -306,7 +314,7 @@ def _pump(
     if tail_dirty:
         _save_tail(tail_path, tail)
     if status is None:
-        status = _wait(pid, fence, exit_file)
+        status = 0 if pid is None else _wait(pid, fence, exit_file)
     if dropped:
         _log(f"[slotline: {dropped} bytes of output dropped]\n".encode())
     return status
@@ -383,7 +391,46 @@ def _keep(argv: list[str], env: dict[str, str], log: str, in_session: int) -> No
         os._exit(code)
 
 
-def main(argv: list[str]) -> int:
+def pane(argv: list[str]) -> int:
+    """The keeper of an interactive run, the first process of its tmux pane:
+    `wrap.py --pane ENV_FILE EXIT_FILE MEMORY_MB CWD LOG_MAX_BYTES FENCE -- ARGV...`.
+
+    As `main`, but the command keeps the pane's terminal as its stdin, stdout and stderr
+    (tmux copies what it prints to the log: `tee`), and gets its environment from
+    ENV_FILE, which the node wrote (mode 0600) and this removes: on the command line, a
+    key would be in every `ps`. Of the pane's own variables only TERM is kept."""
+    import json
+
+    env_file, *rest = argv
+    with open(env_file, encoding="utf-8") as file:
+        env = json.load(file)
+    _unlink(env_file)
+    term = os.environ.get("TERM", "screen-256color")
+    os.environ.clear()
+    os.environ.update(env)
+    os.environ["TERM"] = term
+    return main(rest, in_terminal=True)
+
+
+def tee(argv: list[str]) -> int:
+    """`wrap.py --tee LOG_FILE LOG_MAX_BYTES`: what an interactive run's pane prints, read
+    on stdin (tmux's `pipe-pane`), appended to its log up to the cap as `main` does, escape
+    sequences and all; `LOG_FILE.teed` says it is all there (the node reads the log at the
+    run's end only then)."""
+    log_file, log_max = argv
+    out = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(out, 1)
+    os.close(out)
+    stem = log_file.removesuffix(".log")
+    _pump(0, None, int(log_max), stem + ".tail")
+    try:  # noqa: SIM105 - as in _log
+        _write(stem + ".teed", b"")
+    except OSError:
+        pass
+    return 0
+
+
+def main(argv: list[str], in_terminal: bool = False) -> int:
     # Nothing of the node but stdin, stdout and stderr: an inherited socket or pipe would
     # outlive the node in this keeper (the node closes them at spawn too; this is the
     # fallback where it cannot list its descriptors).
@@ -411,6 +458,16 @@ def main(argv: list[str]) -> int:
     # command gets the default dispositions back before exec.
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
+    if in_terminal:
+        pid = _start(command, memory_mb, None)
+        if pid < 0:
+            _write_exit(exit_file, 127)
+            return 0
+        status = _wait(pid, fence, exit_file)
+        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        _write_exit(exit_file, code)
+        ended(fence)
+        return 0
     read_end, write_end = os.pipe()
     pid = _start(command, memory_mb, write_end)
     os.close(write_end)
@@ -431,4 +488,8 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(serve() if sys.argv[1:] == ["--serve"] else main(sys.argv[1:]))
+    MODES = {"--pane": pane, "--tee": tee}
+    if sys.argv[1:] == ["--serve"]:
+        sys.exit(serve())
+    mode = MODES.get(sys.argv[1]) if len(sys.argv) > 1 else None
+    sys.exit(mode(sys.argv[2:]) if mode is not None else main(sys.argv[1:]))

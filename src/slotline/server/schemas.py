@@ -167,6 +167,10 @@ class TaskOut(BaseModel):
     stalled_at: str | None = Field(
         None, description="Since when its run printed nothing or its waiting pattern"
     )
+    interactive: bool = Field(False, description="It runs in a terminal people attach to")
+    needs_input_at: str | None = Field(
+        None, description="Since when its terminal has been quiet, waiting for input"
+    )
     attempts: list[AttemptOut]
     current_attempt: str | None
     start_now: bool
@@ -253,6 +257,9 @@ class SubmitBody(BaseModel):
     base: str | None = None
     base_commit: str | None = None
     keep: Literal["on_failure", "always", "until_merged", "never"] | None = None
+    interactive: bool | None = Field(
+        default=None, description="Run the command in a terminal people attach to"
+    )
 
 
 class BatchBody(BaseModel):

@@ -89,6 +89,8 @@ def task_from_row(
         repo=row["repo"],
         isolation=isolation_from_text(row["isolation"]),
         stalled_at=_opt_float(row.get("stalled_at")),
+        interactive=bool(row.get("interactive")),
+        needs_input_at=_opt_float(row.get("needs_input_at")),
         attempts=attempts,
         position=position,
     )

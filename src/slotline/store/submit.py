@@ -248,6 +248,7 @@ class _Batch:
             schedule=self.schedule,
             repo=spec.repo,
             isolation=isolation,
+            interactive=spec.interactive,
         )
         self.tasks.append(task)
         if task.repo is not None:
@@ -286,6 +287,7 @@ class _Batch:
                 "dedup_key": task.key,
                 "run_at": run_at,
                 "schedule": self.schedule,
+                "interactive": task.interactive,
             }
         )
         self.edges.extend({"task_id": task.id, "dep_id": dep.id} for dep in needs)
