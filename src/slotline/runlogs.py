@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from slotline.models import Attempt, Kind, Task
@@ -36,3 +37,47 @@ def default_log_dir(store: object) -> Path:
         return path.parent / "logs"
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "slotline" / "logs"
+
+
+# What a terminal program prints besides text: CSI sequences (colours, cursor moves,
+# erasing: ESC [ … final), OSC strings (a window title, a hyperlink: ESC ] … BEL or
+# ESC \), DCS/APC/PM/SOS strings (ESC P/_/^/X … ESC \), character set choices (ESC ( B)
+# and the other two-byte escapes (ESC =, ESC 7, ESC M).
+_SEQUENCE = re.compile(
+    rb"\x1b\[[0-?]*[ -/]*[@-~]"
+    rb"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"
+    rb"|\x1b[P_^X][^\x1b]*\x1b\\"
+    rb"|\x1b[()*+\-./][ -~]"
+    rb"|\x1b[ -/]*[0-~]"
+)
+# An escape that may still be going on at the end of a chunk (kept for the next one).
+_UNFINISHED = re.compile(
+    rb"\x1b(?:\[[0-?]*[ -/]*|\][^\x07\x1b]*|[P_^X][^\x1b]*|[()*+\-./]|[ -/]*)?\x1b?$"
+)
+# An unfinished escape is given up on (written as it is) past this many bytes.
+_CARRY_MAX = 4096
+
+
+class Plain:
+    """What an interactive run printed, as text: its terminal's escape sequences taken
+    out and its line ends made plain (CR LF to LF), as `logs` shows it; the log itself
+    keeps them, for a replay. Fed in chunks: a sequence split between two chunks is
+    still taken out whole."""
+
+    def __init__(self) -> None:
+        self._carry = b""
+
+    def feed(self, data: bytes, final: bool = False) -> bytes:
+        data = self._carry + data
+        self._carry = b""
+        if not final:
+            unfinished = _UNFINISHED.search(data)
+            if unfinished is not None and len(data) - unfinished.start() <= _CARRY_MAX:
+                self._carry = data[unfinished.start() :]
+                data = data[: unfinished.start()]
+        return _SEQUENCE.sub(b"", data).replace(b"\r\n", b"\n")
+
+
+def plain_text(data: bytes) -> bytes:
+    """`data` whole, as `Plain` gives it."""
+    return Plain().feed(data, final=True)

@@ -213,6 +213,15 @@ class Queue:
         """Stop a running task (fails "terminated: REASON"); `resumable`: a restart resumes it."""
         return await self._call(self.store.terminate, ref, reason, resumable)
 
+    async def send_input(self, ref: str, text: str, enter: bool = True) -> Task:
+        """Type `text` into an interactive task's run, then Enter unless `enter` is false
+        (its terminal must be on this machine: coding-agents.md, "Interactive runs")."""
+        from slotline.runner.terminal import send_input
+
+        task = await self._call(self.store.get, ref)
+        await self._call(send_input, task, text, enter)
+        return task
+
     async def followup(self, ref: str, prompt: str, *, config: Config | None = None) -> Task:
         """A follow-up of `ref` in its session (coding-agents.md), by its agent type in
         `config` (default: slotline.yaml), else as a running node published it (a type

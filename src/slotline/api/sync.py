@@ -135,6 +135,7 @@ class SyncQueue:
     settings = _Sync(Queue.settings)
     cancel = _Sync(Queue.cancel)
     terminate = _Sync(Queue.terminate)
+    send_input = _Sync(Queue.send_input)
     followup = _Sync(Queue.followup)
     boost = _Sync(Queue.boost)
     bump = _Sync(Queue.bump)

@@ -183,6 +183,11 @@ VERBS: tuple[Verb, ...] = (
     Verb("cancel", ("ref", "cascade"), spelled={"mcp": "cancel_task"}),
     Verb("terminate", ("ref", "reason", "resumable"), spelled={"mcp": "terminate_task"}),
     Verb("restart", ("ref", "force"), spelled={"mcp": "restart_task"}),
+    Verb(
+        "send_input",
+        ("ref", "text", "enter"),
+        omitted={"backend": "the CLI types into a local terminal itself, else asks the server"},
+    ),
     Verb("hold", ("ref",), omitted=_no_mcp()),
     Verb("release", ("ref",), omitted=_no_mcp()),
     Verb("boost", ("ref",), spelled={"mcp": "boost_task"}),

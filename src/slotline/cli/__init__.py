@@ -32,6 +32,8 @@ COMMANDS = {
     "status": ("views:queue_status_command", "Show capacity, running tasks and the line."),
     "events": ("views:events", "Show the event log."),
     "logs": ("logs:logs", "Print the output of a task's run."),
+    "attach": ("terminal:attach", "Attach this terminal to an interactive task's run."),
+    "send": ("terminal:send", "Type a line into an interactive task's run."),
     "stats": ("stats:stats", "Show counts, wait and run times, throughput and spending."),
     "top": ("top:top", "A live view: utilization, running agents, the line."),
     "export": ("export:export", "Write the whole queue state as JSON."),

@@ -19,7 +19,7 @@ from slotline.cli.plain import describe_place, printable, short_id
 from slotline.client.backend import Backend
 from slotline.errors import NotFound
 from slotline.models import Attempt, Status, Task
-from slotline.runlogs import why_no_log
+from slotline.runlogs import Plain, why_no_log
 
 if TYPE_CHECKING:
     from slotline.client.http import SlotlineClient
@@ -64,6 +64,8 @@ def logs(state: CliState, task_id: str, follow: bool, number: int | None, raw: b
     out: Sink = sys.stdout.buffer
     if not raw and sys.stdout.isatty():
         out = Escaped(out)
+    if not raw and task.interactive:
+        out = Stripped(out)
     if follow and remote is not None:
         copier = _remote_copier(remote, out)
         run_until_interrupted(lambda: _follow(remote, copier, True, task, number, _note))
@@ -100,6 +102,22 @@ class Escaped:
     def write(self, data: bytes, /) -> int:
         text = printable(self._decoder.decode(data), lines=True)
         self._out.write(text.encode("utf-8"))
+        return len(data)
+
+    def flush(self) -> None:
+        self._out.flush()
+
+
+class Stripped:
+    """Writes an interactive run's log as text: its terminal's escape sequences taken
+    out (`runlogs.Plain`); --raw keeps them, for a replay in a terminal."""
+
+    def __init__(self, out: Sink) -> None:
+        self._out = out
+        self._plain = Plain()
+
+    def write(self, data: bytes, /) -> int:
+        self._out.write(self._plain.feed(data))
         return len(data)
 
     def flush(self) -> None:

@@ -285,6 +285,11 @@ class SlotlineClient:
         body = {"reason": reason, "resumable": resumable}
         return self._task("POST", task_path(ref, "terminate"), body)
 
+    def send_input(self, ref: str, text: str, enter: bool = True) -> Task:
+        """Type `text` into an interactive task's run (then Enter): the server's machine
+        must be the run's."""
+        return self._task("POST", task_path(ref, "input"), {"text": text, "enter": enter})
+
     def followup(self, ref: str, prompt: str) -> Task:
         """A follow-up of task `ref` (`slotline followup`), created by the server from
         its own agent types."""

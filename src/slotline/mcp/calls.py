@@ -16,6 +16,7 @@ from slotline.client.backend import Backend, agent_type_fields
 from slotline.client.wire import task_path
 from slotline.config.file import Config
 from slotline.models import Status, Task
+from slotline.runlogs import plain_text
 from slotline.store import Store, Watcher
 from slotline.store.readback import read_back
 from slotline.taskfilter import ListQuery, TaskFilter
@@ -46,6 +47,8 @@ class Calls(Protocol):
 
     async def merge(self, ref: str, into: str | None, squash: bool) -> dict[str, Any]: ...
 
+    async def send_input(self, ref: str, text: str, enter: bool) -> dict[str, Any]: ...
+
     def watcher(self) -> Watcher: ...
 
 
@@ -69,6 +72,24 @@ def status_summary(
         "rates": [r for r in status.get("rates") or () if r.get("next_start_at") is not None],
         "backoff": status.get("backoff") or [],
     }
+
+
+def task_log(task: Task, max_bytes: int) -> str:
+    """What `task_log` answers: the last `max_bytes` of the task's latest log as text;
+    for an interactive run, what its terminal shows now (the question it waits on is
+    there, where its log holds the screen's redrawing), else its log without escapes."""
+    path = task.attempts[-1].log_path if task.attempts else None
+    if task.interactive:
+        from slotline.runner.terminal import Terminal, TerminalError
+
+        terminal = Terminal.of(path) if task.status is Status.RUNNING else None
+        if terminal is not None:
+            try:
+                return terminal.screen()[-max_bytes:]
+            except TerminalError:
+                pass  # it ended meanwhile: its log
+        return plain_text(tail(path, max_bytes).encode()).decode("utf-8", "replace")
+    return tail(path, max_bytes)
 
 
 def tail(path: str | None, max_bytes: int) -> str:
@@ -161,7 +182,7 @@ class BackendCalls:
             data = await self._run(self.backend.log, ref)
             return data[-max_bytes:].decode("utf-8", "replace")
         task = await self._run(self.backend.get, ref)
-        return tail(task.attempts[-1].log_path if task.attempts else None, max_bytes)
+        return await self._run(task_log, task, max_bytes)
 
     def watcher(self) -> Watcher:
         return self.backend.watcher()
@@ -205,6 +226,18 @@ class BackendCalls:
     def _store(self) -> Store:
         assert isinstance(self.backend, Store)
         return self.backend
+
+    async def send_input(self, ref: str, text: str, enter: bool) -> dict[str, Any]:
+        from slotline.client.http import SlotlineClient
+
+        if isinstance(self.backend, SlotlineClient):
+            typed = await self._run(self.backend.send_input, ref, text, enter)
+            return typed.to_dict()
+        from slotline.runner.terminal import send_input
+
+        task = await self._run(self.backend.get, ref)
+        await self._run(send_input, task, text, enter)
+        return task.to_dict()
 
     async def steer(self, verb: str, ref: str, **options: Any) -> dict[str, Any]:
         verbs: dict[str, Callable[..., Task]] = {

@@ -21,6 +21,7 @@ from slotline.bounds import OFFSET, ORDINAL, SECONDS, Range
 from slotline.errors import AccessDenied, BoundExceeded, SlotlineError
 from slotline.mcp.calls import Calls
 from slotline.models import Priority, Status
+from slotline.runner.terminal import MAX_INPUT
 
 R = TypeVar("R")
 TaskId = Annotated[str, Field(description="A task id, or a unique prefix of one")]
@@ -304,6 +305,18 @@ def build_server(calls_for: Callable[[Context[Any, Any, Any]], Calls], **setting
         return await call(
             ctx, lambda c: c.steer("terminate", task_id, reason=reason, resumable=resumable)
         )
+
+    @server.tool()
+    async def send_input(
+        ctx: Context[Any, Any, Any],
+        task_id: TaskId,
+        text: Annotated[str, Field(description="What to type, as it is", max_length=MAX_INPUT)],
+        enter: Annotated[StrictBool, Field(description="Press Enter after it")] = True,
+    ) -> dict[str, Any]:
+        """Type a line into an interactive task's run (its terminal), then Enter: answer
+        the question it waits on (its `needs_input_at` is set while it waits). Read what
+        it shows with `task_log` first."""
+        return await call(ctx, lambda c: c.send_input(task_id, text, enter))
 
     @server.tool()
     async def followup_task(

@@ -33,6 +33,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from slotline.errors import InvalidInput, InvalidTransition
+from slotline.models import Status, Task
 from slotline.runner.capabilities import memory_cap
 from slotline.runner.files import private_dir
 from slotline.runner.process import (
@@ -52,7 +54,7 @@ _SOCKET_MAX = 100
 # What tmux sets for every session of slotline's server (`tmux set-option -g`): the
 # bar says which run the terminal is and how to leave it running.
 _OPTIONS = (
-    ("status-left", "[slotline #{session_name}] "),
+    ("status-left", "[slotline #{=8:session_name}] "),
     ("status-left-length", "40"),
     ("status-right", "detach: C-b d "),
     ("default-terminal", "screen-256color"),
@@ -172,6 +174,60 @@ def _config(log_dir: Path) -> str:
     tmp.write_text(text)
     tmp.replace(path)
     return str(path)
+
+
+# The most text one `send` types (a pasted answer, a prompt; not a file).
+MAX_INPUT = 64 * 1024
+
+
+def terminal_of(task: Task) -> Terminal:
+    """The terminal of the task's running attempt, on this machine.
+
+    Raises:
+        InvalidInput: the task is not interactive.
+        InvalidTransition: it has no live terminal now (not started, ended, starting, or
+            running on another machine); the message says which.
+    """
+    short = task.id[:8]
+    if not task.interactive:
+        raise InvalidInput(
+            f"task {short} is not interactive: it runs without a terminal (its output: "
+            f"slotline logs {short}); submit with --interactive, or an agent type with "
+            "interactive: true"
+        )
+    if task.status.terminal:
+        raise InvalidTransition(f"task {short} has ended ({task.status}): its terminal is gone")
+    if task.status is not Status.RUNNING:
+        raise InvalidTransition(f"task {short} is {task.status}: it has no terminal until it runs")
+    attempt = task.attempts[-1] if task.attempts else None
+    if attempt is None or not attempt.log_path:
+        raise InvalidTransition(f"task {short} is starting: its terminal is not there yet")
+    terminal = Terminal.of(attempt.log_path)
+    if terminal is None:
+        node = f"node {attempt.node_id}" if attempt.node_id else "another node"
+        raise InvalidTransition(
+            f"task {short} runs on {node}, whose terminals are not on this machine: "
+            "attach or send there (or through that node's server)"
+        )
+    return terminal
+
+
+def send_input(task: Task, text: str, enter: bool = True) -> None:
+    """Type `text` (then Enter, unless `enter` is false) into the task's run.
+
+    Raises:
+        InvalidInput: the task is not interactive, or the text is too long or has a NUL.
+        InvalidTransition: it has no terminal now (`terminal_of`), or it just ended.
+    """
+    if len(text.encode()) > MAX_INPUT:
+        raise InvalidInput(f"text: at most {MAX_INPUT} bytes at a time")
+    if "\x00" in text:
+        raise InvalidInput("text: must not contain NUL bytes")
+    terminal = terminal_of(task)
+    try:
+        terminal.send(text, enter)
+    except TerminalError as exc:
+        raise InvalidTransition(f"task {task.id[:8]}: {exc}") from None
 
 
 def sidecar(log_path: Path) -> Path:

@@ -36,6 +36,7 @@ from slotline.server.errors import error_body
 from slotline.server.schemas import (
     CancelBody,
     FollowupBody,
+    InputBody,
     MoveBody,
     PriorityBody,
     RestartBody,
@@ -104,7 +105,7 @@ class RouteCalls:
 
     async def log(self, ref: str, max_bytes: int) -> str:
         task = await self.state.visible_task(self.who, ref)
-        return mcp_calls.tail(task.attempts[-1].log_path if task.attempts else None, max_bytes)
+        return await self.state.call(mcp_calls.task_log, task, max_bytes)
 
     def watcher(self) -> Watcher:
         return _UntilAccessEnds(self.state.store.watcher(), self.access)
@@ -125,6 +126,10 @@ class RouteCalls:
         if verb == "terminate":
             return await routes.terminate(state, who, ref, TerminateBody(**options))
         return await routes.restart(state, who, ref, RestartBody(**options))
+
+    async def send_input(self, ref: str, text: str, enter: bool) -> dict[str, Any]:
+        body = InputBody(text=text, enter=enter)
+        return await routes.send_input(self.state, self._writer(), ref, body)
 
     async def followup(self, ref: str, prompt: str) -> dict[str, Any]:
         body = FollowupBody(prompt=prompt)

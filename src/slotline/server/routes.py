@@ -13,6 +13,7 @@ from slotline.config.templates import expand_agent_type, followup_fields
 from slotline.errors import NotFound, UnknownDependency
 from slotline.models import Priority, Task
 from slotline.reach import bounded, check_submit
+from slotline.runner import terminal
 from slotline.server.auth import Principal
 from slotline.server.context import Reader, ServerState, State, Writer, hidden
 from slotline.server.errors import ERROR_RESPONSES
@@ -24,6 +25,7 @@ from slotline.server.schemas import (
     CancelBody,
     EventList,
     FollowupBody,
+    InputBody,
     MoveBody,
     MovedOut,
     PriorityBody,
@@ -339,6 +341,16 @@ async def terminate(
     """Stop a running task; it fails with "terminated: REASON" and its slot frees."""
     body = body or TerminateBody()
     return (await _steer(state, who, "terminate", ref, body.reason, body.resumable))[1]
+
+
+@router.post("/{ref}/input", response_model=TaskOut)
+async def send_input(state: State, who: Writer, ref: TaskRef, body: InputBody) -> dict[str, Any]:
+    """Type `text` into an interactive task's run, then Enter (unless `enter` is false):
+    a supervising agent answers the run's question without a terminal. The run must be
+    running on this server's machine; the caller must be allowed to steer the task."""
+    task = await _steerable(state, who, ref)
+    await state.call(terminal.send_input, task, body.text, body.enter)
+    return task_json(task)
 
 
 @router.post("/{ref}/followup", response_model=TaskOut, status_code=201)

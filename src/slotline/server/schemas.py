@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from slotline.bounds import MAX_INT, ORDINAL
 from slotline.models import Kind, Status, Task
+from slotline.runner.terminal import MAX_INPUT
 from slotline.server.fields import PriorityIn, TaskId
 from slotline.server.flags import Flag
 from slotline.server.limit_schemas import BackoffOut, BudgetStateOut, RateStateOut
@@ -290,6 +291,15 @@ class TerminateBody(BaseModel):
     reason: str = Field(default="by request", max_length=500)
     # Its next attempt (a restart) continues the agent's session (`resume`).
     resumable: Flag = False
+
+
+class InputBody(BaseModel):
+    """A line typed into an interactive run's terminal."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(max_length=MAX_INPUT, description="What to type, as it is (no key names)")
+    enter: Flag = Field(default=True, description="Press Enter after it")
 
 
 class FollowupBody(BaseModel):

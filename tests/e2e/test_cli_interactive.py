@@ -1,0 +1,325 @@
+"""Interactive runs through the CLI and a real node: tmux is the terminal.
+
+A test agent (`tests/asking_agent.py`) asks a yes/no question on its terminal and waits.
+The tests answer it with `slotline send`, and with `slotline attach` run in a terminal
+of the test's own (a pane of a second, private tmux server: a real PTY, keys typed by
+`send-keys`), terminate it, kill the node with SIGKILL under two of them, and churn
+attaches at a limit. Every tmux server is killed at the end of its test.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from slotline.runner.terminal import Terminal, socket_path
+from waiting import until
+
+from .conftest import Run, Serve, ok
+
+AGENT = str(Path(__file__).resolve().parents[1] / "asking_agent.py")
+ASK = ["--interactive", "--", sys.executable, AGENT]
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("tmux") is None and not os.environ.get("CI"),
+    reason="tmux is not installed (.ci/run installs it)",
+)
+
+
+@pytest.fixture(autouse=True)
+def node_tmux(tmp_path: Path) -> Iterator[str]:
+    """The node's own tmux server (its socket beside the store's logs), killed at the end
+    so that a failed test leaves no run behind."""
+    socket = socket_path(tmp_path / "logs")
+    yield socket
+    subprocess.run(["tmux", "-S", socket, "kill-server"], capture_output=True, check=False)
+
+
+@pytest.fixture
+def outer(tmp_path: Path, base_env: dict[str, str]) -> Iterator[Callable[..., str]]:
+    """A terminal of the test's own: tmux commands on a second private server (a user's
+    tmux, in which `slotline attach` runs as in any terminal)."""
+    socket = str(tmp_path / "outer.sock")
+    env = {k: v for k, v in base_env.items() if k not in ("COLUMNS", "LINES")}
+
+    def run(*args: str) -> str:
+        done = subprocess.run(
+            ["tmux", "-S", socket, "-f", os.devnull, *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=30,
+            check=True,
+        )
+        return done.stdout
+
+    yield run
+    subprocess.run(["tmux", "-S", socket, "kill-server"], capture_output=True, check=False)
+
+
+def screen_of(outer: Callable[..., str], name: str) -> str:
+    try:
+        return outer("capture-pane", "-p", "-t", f"={name}:")
+    except subprocess.CalledProcessError:
+        return ""
+
+
+def start_attach(outer: Callable[..., str], tmp_path: Path, name: str, *args: str) -> None:
+    """Run `slotline attach ARGS` in a new window of the test's terminal; once it exits,
+    the window says how (`attach exited N`) and stays."""
+    command = shlex.join([sys.executable, "-m", "slotline", "attach", *args])
+    shell = f'cd {shlex.quote(str(tmp_path))} && {command}; echo "attach exited $?"; exec sleep 600'
+    outer("new-session", "-d", "-s", name, "-x", "120", "-y", "30", shell)
+
+
+def task_of(cli: Run, task_id: str) -> dict[str, Any]:
+    found: dict[str, Any] = ok(cli("--json", "show", task_id))
+    return found
+
+
+def running(cli: Run, task_id: str) -> dict[str, Any] | None:
+    task = task_of(cli, task_id)
+    return task if task["status"] == "running" and task["attempts"][-1]["pid"] else None
+
+
+def asks(cli: Run, task_id: str) -> bool:
+    """Whether the run's terminal shows the agent's question."""
+    task = task_of(cli, task_id)
+    if task["status"] != "running" or not task["attempts"]:
+        return False
+    terminal = Terminal.of(task["attempts"][-1]["log_path"])
+    return terminal is not None and "Proceed?" in _screen(terminal)
+
+
+def _screen(terminal: Terminal) -> str:
+    try:
+        return terminal.screen()
+    except Exception:
+        return ""
+
+
+def ended(cli: Run, task_id: str) -> dict[str, Any] | None:
+    task = task_of(cli, task_id)
+    return task if task["status"] in ("succeeded", "failed", "cancelled") else None
+
+
+def submit_asking(cli: Run, *args: str) -> str:
+    task_id: str = ok(cli("--json", "submit", *args, *ASK))["id"]
+    return task_id
+
+
+def test_send_answers_the_question_and_logs_show_it_as_text(cli: Run, serve: Serve) -> None:
+    serve()
+    task_id = submit_asking(cli)
+    until(lambda: asks(cli, task_id), what="the question on the run's terminal")
+
+    sent = cli("send", task_id, "yes")
+    assert sent.code == 0, sent.err
+    assert sent.out.strip() == f"typed into {task_id[:8]}: 3 characters, then Enter"
+
+    task = until(lambda: ended(cli, task_id), what="the run's end")
+    assert task["status"] == "succeeded"
+    assert task["interactive"] is True
+    assert task["attempts"][-1]["exit_code"] == 0
+    logs = cli("logs", task_id)
+    assert "Proceed? [y/n] yes\nasking_agent got 'yes'\n" in logs.out
+    assert "\r" not in logs.out  # the terminal's CR LF, as plain LF
+    log = Path(task["attempts"][-1]["log_path"]).read_bytes()
+    assert b"asking_agent got 'yes'\r\n" in log  # as the terminal was sent it
+
+    # Its terminal is gone with it; a headless task has none.
+    gone = cli("send", task_id, "again")
+    assert gone.code == 1
+    assert f"task {task_id[:8]} has ended (succeeded): its terminal is gone" in gone.err
+    headless = ok(cli("--json", "submit", "--", "true"))["id"]
+    refused = cli("send", headless, "y")
+    assert refused.code == 1
+    assert f"task {headless[:8]} is not interactive" in refused.err
+
+
+def test_an_answer_no_fails_the_run_with_its_exit_code(cli: Run, serve: Serve) -> None:
+    serve()
+    task_id = submit_asking(cli)
+    until(lambda: asks(cli, task_id), what="the question")
+    assert cli("send", task_id, "no").code == 0
+    task = until(lambda: ended(cli, task_id), what="the run's end")
+    assert task["status"] == "failed"
+    assert task["attempts"][-1]["exit_code"] == 3
+
+
+def test_attach_waits_for_a_queued_run_then_types_into_it(
+    cli: Run, serve: Serve, outer: Callable[..., str], tmp_path: Path
+) -> None:
+    assert cli("limits", "--set", "max_concurrent=1").code == 0
+    serve()
+    first = submit_asking(cli, "--title", "first")
+    second = submit_asking(cli, "--title", "second")
+    until(lambda: asks(cli, first), what="the first run's question")
+
+    # The second waits in line: attach says so, and attaches once it runs.
+    start_attach(outer, tmp_path, "user", second)
+    until(
+        lambda: (
+            f"waiting for {second[:8]} to start: queued, position 1" in screen_of(outer, "user")
+        ),
+        what="attach's wait line",
+    )
+    assert cli("send", first, "y").code == 0
+    until(
+        lambda: "Proceed?" in screen_of(outer, "user"), what="the second run's question, attached"
+    )
+    assert "[slotline " in screen_of(outer, "user")  # slotline's status bar, not the user's
+
+    # Keys typed in the user's terminal reach the run.
+    outer("send-keys", "-t", "=user:", "y", "Enter")
+    task = until(lambda: ended(cli, second), what="the second run's end")
+    assert task["status"] == "succeeded"
+    screen = until(
+        lambda: "attach exited 0" in screen_of(outer, "user") and screen_of(outer, "user")
+    )
+    assert f"task {second[:8]} succeeded" in screen
+
+
+def test_detaching_leaves_the_run_going_and_read_only_cannot_type(
+    cli: Run, serve: Serve, outer: Callable[..., str], tmp_path: Path
+) -> None:
+    serve()
+    task_id = submit_asking(cli)
+    until(lambda: asks(cli, task_id), what="the question")
+
+    start_attach(outer, tmp_path, "watcher", "--read-only", task_id)
+    until(lambda: "Proceed?" in screen_of(outer, "watcher"), what="the read-only view")
+    outer("send-keys", "-t", "=watcher:", "y", "Enter")
+    # Detach (C-b d): attach exits 0, saying the run goes on; it still waits, unanswered.
+    outer("send-keys", "-t", "=watcher:", "C-b", "d")
+    screen = until(
+        lambda: "attach exited 0" in screen_of(outer, "watcher") and screen_of(outer, "watcher")
+    )
+    assert f"detached from {task_id[:8]}; it goes on" in screen
+    task = task_of(cli, task_id)
+    assert task["status"] == "running"
+    assert "asking_agent got" not in cli("logs", task_id).out
+
+    assert cli("send", task_id, "y").code == 0
+    assert until(lambda: ended(cli, task_id))["status"] == "succeeded"
+
+
+def test_attach_needs_a_terminal_and_an_interactive_task(cli: Run) -> None:
+    headless = ok(cli("--json", "submit", "--", "true"))["id"]
+    refused = cli("attach", headless)
+    assert refused.code == 1
+    assert "is not interactive" in refused.err
+    interactive = submit_asking(cli)
+    piped = cli("attach", interactive)
+    assert piped.code == 2
+    assert "attach needs a terminal" in piped.err
+
+
+def test_terminate_stops_an_interactive_run(cli: Run, serve: Serve) -> None:
+    serve()
+    task_id = submit_asking(cli)
+    until(lambda: asks(cli, task_id), what="the question")
+    ok(cli("--json", "terminate", task_id))
+    task = until(lambda: ended(cli, task_id), what="the run's end")
+    assert task["status"] == "failed"
+    assert "terminated" in task["failure_reason"]
+    assert task["attempts"][-1]["exit_code"] == -signal.SIGTERM
+
+
+def test_a_node_killed_with_sigkill_readopts_its_interactive_runs(
+    cli: Run, base_env: dict[str, str], tmp_path: Path
+) -> None:
+    def start() -> subprocess.Popen[str]:
+        node = subprocess.Popen(
+            [sys.executable, "-m", "slotline", "serve", "--no-http", "--node-id", "n1"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=base_env,
+            cwd=tmp_path,
+        )
+        assert node.stdout is not None
+        assert "max_concurrent" in node.stdout.readline()
+        return node
+
+    node = start()
+    try:
+        ids = [submit_asking(cli, "--title", name) for name in ("one", "two")]
+        for task_id in ids:
+            until(lambda task_id=task_id: asks(cli, task_id), what="each run's question")
+        pids = [task_of(cli, task_id)["attempts"][-1]["pid"] for task_id in ids]
+
+        node.send_signal(signal.SIGKILL)
+        node.communicate(timeout=30)
+        # The runs go on without their node, their terminals too.
+        assert cli("send", ids[0], "y").code == 0
+        until(
+            lambda: (
+                Path(task_of(cli, ids[0])["attempts"][-1]["log_path"]).with_suffix(".exit")
+            ).exists()
+        )
+
+        node = start()
+        first = until(lambda: ended(cli, ids[0]), what="the run that ended while no node ran")
+        assert first["status"] == "succeeded"
+        assert first["attempts"][-1]["exit_code"] == 0
+        second = task_of(cli, ids[1])
+        assert second["status"] == "running"
+        assert second["attempts"][-1]["pid"] == pids[1]  # the same process, re-adopted
+        events = ok(cli("--json", "events", "-n", "1000"))
+        assert any(
+            e["kind"] == "reconciled"
+            and e["task_id"] == ids[1]
+            and e["data"]["action"] == "adopted"
+            for e in events
+        )
+
+        assert cli("send", ids[1], "no").code == 0
+        second = until(lambda: ended(cli, ids[1]), what="the re-adopted run's end")
+        assert second["status"] == "failed"
+        assert second["attempts"][-1]["exit_code"] == 3
+        assert "asking_agent got 'no'" in cli("logs", ids[1]).out
+    finally:
+        node.send_signal(signal.SIGTERM)
+        node.communicate(timeout=30)
+
+
+def test_the_limit_holds_while_people_attach_and_detach(
+    cli: Run, serve: Serve, outer: Callable[..., str], tmp_path: Path
+) -> None:
+    assert cli("limits", "--set", "max_concurrent=2").code == 0
+    serve()
+    ids = [submit_asking(cli, "--title", f"run{n}") for n in range(3)]
+    until(lambda: sum(bool(running(cli, t)) for t in ids) == 2, what="two runs")
+    first, second = [t for t in ids if running(cli, t)]
+    third = next(t for t in ids if t not in (first, second))
+
+    for round_ in range(3):
+        for task_id in (first, second):
+            name = f"a{round_}{task_id[:4]}"
+            start_attach(outer, tmp_path, name, task_id)
+            until(lambda name=name: "Proceed?" in screen_of(outer, name), what="attached")
+            status = ok(cli("--json", "status"))
+            assert status["active"] == 2
+            assert task_of(cli, third)["status"] == "queued"
+            outer("send-keys", "-t", f"={name}:", "C-b", "d")
+            until(lambda name=name: "attach exited 0" in screen_of(outer, name), what="detached")
+            outer("kill-session", "-t", f"={name}:")
+    # Answering one frees its slot: the third starts, never a fourth slot.
+    assert cli("send", first, "y").code == 0
+    until(lambda: running(cli, third), what="the third run")
+    assert ok(cli("--json", "status"))["active"] == 2
+    for task_id in (second, third):
+        until(lambda task_id=task_id: asks(cli, task_id))
+        assert cli("send", task_id, "y").code == 0
+    for task_id in ids:
+        assert until(lambda task_id=task_id: ended(cli, task_id))["status"] == "succeeded"
