@@ -91,11 +91,18 @@ def status_text(status: Status) -> Text:
 
 
 def task_state(task: Task) -> Text:
-    """The status, with the STALLED badge of a run that went quiet (or waits for input)."""
+    """The status, with the NEEDS INPUT badge of an interactive run that waits on its
+    terminal, and the STALLED one of a run that went quiet (or printed its prompt)."""
     state = status_text(task.status)
-    if task.stalled_at is not None and task.status is Status.RUNNING:
-        state.append(" STALLED", style="bold yellow")
+    if task.status is Status.RUNNING:
+        state.append(run_marks(task), style="bold yellow")
     return state
+
+
+def run_marks(task: Task) -> str:
+    """` NEEDS INPUT`, ` STALLED`, both or neither, after a running task's title or state."""
+    marks = " NEEDS INPUT" if task.needs_input_at is not None else ""
+    return marks + (" STALLED" if task.stalled_at is not None else "")
 
 
 def _table(*columns: str, title: str | None = None) -> Table:
@@ -164,7 +171,7 @@ def queue_status(
         attempt = task.attempts[-1] if task.attempts else None
         pid = attempt.pid if attempt is not None else None
         marker = " (over limit)" if attempt is not None and attempt.over_limit else ""
-        marker += " STALLED" if task.stalled_at is not None else ""
+        marker += run_marks(task)
         running.add_row(
             ids[task.id],
             text(task.title + marker),
@@ -250,8 +257,9 @@ def task_detail(task: Task, now: float) -> RenderableType:
     fields.add_column(style="bold", no_wrap=True)
     fields.add_column()
     state = task_state(task)
-    if task.stalled_at is not None and task.status is Status.RUNNING:
-        state.append(f" since {ago(task.stalled_at, now)}")
+    marked = task.needs_input_at or task.stalled_at
+    if marked is not None and task.status is Status.RUNNING:
+        state.append(f" since {ago(marked, now)}")
     if task.position is not None:
         state.append(f" (position {task.position}{', NEXT UP' if task.next_up else ''})")
     if task.status_reason:

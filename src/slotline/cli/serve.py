@@ -344,8 +344,10 @@ async def _run(
 
 
 def _hear(node: Node, config: Config, stop: asyncio.Event) -> list[asyncio.Task[None]]:
-    """The node's hooks (`notify`, `on_event`) and its watch for stalled runs, each in a
-    task of its own beside the dispatch loop."""
+    """The node's hooks (`notify`, `on_event`), its watch for stalled runs and the one
+    for interactive runs that need input, each in a task of its own beside the dispatch
+    loop."""
+    from slotline.node.needs_input import InputWatch
     from slotline.node.stall import StallWatch
     from slotline.webhooks.deliver import deliver_until
 
@@ -355,4 +357,12 @@ def _hear(node: Node, config: Config, stop: asyncio.Event) -> list[asyncio.Task[
         node.lease, node.supervisor.settings.env_allow,
     )  # fmt: skip
     watch = StallWatch(node.supervisor, rules)
-    return [asyncio.create_task(hooks), asyncio.create_task(watch.run(stop))]
+    idle_after = {
+        name: agent.idle_after for name, agent in config.agents.items() if agent.idle_after
+    }
+    inputs = InputWatch(node.supervisor, idle_after)
+    return [
+        asyncio.create_task(hooks),
+        asyncio.create_task(watch.run(stop)),
+        asyncio.create_task(inputs.run(stop)),
+    ]

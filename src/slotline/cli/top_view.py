@@ -13,7 +13,7 @@ from rich.text import Text
 
 from slotline.cli.pacing import status_lines
 from slotline.cli.plain import NEXT_UP, duration, eta_text, short_ids, why_text
-from slotline.cli.render import keep_widths, text
+from slotline.cli.render import keep_widths, run_marks, text
 from slotline.models import Task
 from slotline.runner.proctree import Usage, size
 from slotline.store import QueueStatus
@@ -114,8 +114,7 @@ def _running(view: View) -> RenderableType:
         title = text(task.title)
         if attempt is not None and attempt.over_limit:
             title.append(" (over limit)", style="red")
-        if task.stalled_at is not None:
-            title.append(" STALLED", style="bold yellow")
+        title.append(run_marks(task), style="bold yellow")
         table.add_row(
             ids[task.id],
             title,

@@ -94,7 +94,7 @@ class StallWatch:
     async def _check_run(self, attempt_id: str, run: Run, rule: StallRule, path: Path) -> None:
         now = self.clock()
         spell = self._spells.get(attempt_id)
-        size, tail = await asyncio.to_thread(_progress, path)
+        size, tail = await asyncio.to_thread(output_progress, path)
         if spell is None:
             # A new run's output so far is read below (a prompt may be printed at once).
             # A run adopted after a restart starts at its log's current size: its old
@@ -167,7 +167,7 @@ def _last_line(text: str) -> str:
     return text.rstrip("\r\n").rsplit("\n", 1)[-1][-1024:]
 
 
-def _progress(path: Path) -> tuple[int, int]:
+def output_progress(path: Path) -> tuple[int, int]:
     """The log's size, and the mtime (ns) of the keeper's tail of output past its cap
     (0 for a file that is not there): either changes while the run prints."""
     found = []

@@ -91,3 +91,26 @@ def size(nbytes: int) -> str:
             return f"{value:.0f}{unit}"
         value /= 1024
     return f"{value:.1f}M" if value < 1024 else f"{value / 1024:.1f}G"
+
+
+def tree_cpu_seconds(pid: int, pid_started: float | None = None) -> float | None:
+    """The CPU time (user and system, seconds) `pid` and its descendants have used, or
+    None if it is gone (or is another process that reused the pid)."""
+    try:
+        root = psutil.Process(pid)
+        if (
+            pid_started is not None
+            and abs(root.create_time() - pid_started) >= SAME_START_TOLERANCE
+        ):
+            return None
+        tree = [root, *root.children(recursive=True)]
+    except _GONE:
+        return None
+    used = 0.0
+    for process in tree:
+        try:
+            times = process.cpu_times()
+        except _GONE:
+            continue
+        used += times.user + times.system + times.children_user + times.children_system
+    return used

@@ -32,6 +32,8 @@ EVENT_KINDS = {
     "task.requeued": "requeued",
     "task.stalled": "stalled",
     "task.unstalled": "unstalled",
+    "task.needs_input": "needs_input",
+    "task.output_resumed": "output_resumed",
     "task.denied": "denied",
     "queue.drained": "drained",
     "budget.reached": "budget_reached",

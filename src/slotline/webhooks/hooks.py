@@ -66,6 +66,7 @@ def payload(event: Event, task: Task | None) -> dict[str, Any]:
             "workspace": task.workspace,
             "user": task.user,
             "stalled_at": iso(task.stalled_at),
+            "needs_input_at": iso(task.needs_input_at),
         }
     return {
         "event": EVENT_NAMES.get(event.kind, event.kind),

@@ -55,6 +55,17 @@ UPDATE tasks SET stalled_at = NULL
 WHERE id = :id AND current_attempt = :attempt AND stalled_at IS NOT NULL
 RETURNING id;
 
+-- name: task_needs_input
+-- Marks a running interactive task as needing input (once per quiet spell).
+UPDATE tasks SET needs_input_at = :at
+WHERE id = :id AND status = 'running' AND current_attempt = :attempt AND needs_input_at IS NULL
+RETURNING id;
+
+-- name: task_input_done
+UPDATE tasks SET needs_input_at = NULL
+WHERE id = :id AND current_attempt = :attempt AND needs_input_at IS NOT NULL
+RETURNING id;
+
 -- name: tasks_active_any
 -- Whether anything runs or waits in line to start (queue.drained when not).
 SELECT EXISTS (SELECT 1 FROM tasks WHERE status IN ('running', 'queued')) AS busy;
