@@ -264,6 +264,9 @@ class Task:
     # when that terminal has been quiet while the run waits on it (None: it does not).
     interactive: bool = False
     needs_input_at: float | None = None
+    # Since when its run has given its slot back while it needs input (the limits do
+    # not count it meanwhile: `release_while_idle`); None: it holds one if it runs.
+    slot_released: float | None = None
     attempts: tuple[Attempt, ...] = ()
     position: int | None = None
     # What a succeeded function task returned (JSON), filled in by single-task reads.
@@ -288,6 +291,11 @@ class Task:
     budget_until: float | None = field(default=None, compare=False)
     # Set by submit only: the task already existed with this key (nothing was created).
     deduplicated: bool = field(default=False, compare=False)
+
+    @property
+    def holds_slot(self) -> bool:
+        """Whether the limits count it: it runs, and has not given its slot back."""
+        return self.status is Status.RUNNING and self.slot_released is None
 
     def key_value(self, key: str) -> str | None:
         """The value of a limit key (`agent`, `workspace`, `user`, `label:NAME`) for this task."""
@@ -353,6 +361,7 @@ class Task:
             "stalled_at": iso(self.stalled_at),
             "interactive": self.interactive,
             "needs_input_at": iso(self.needs_input_at),
+            "slot_released": iso(self.slot_released),
             "attempts": [a.to_dict() for a in self.attempts],
         }
 

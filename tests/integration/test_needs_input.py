@@ -18,7 +18,7 @@ import yaml
 
 from receiver import Receiver
 from slotline.models import Status
-from slotline.runner.terminal import send_input, socket_path
+from slotline.runner.terminal import Terminal, send_input, socket_path
 from slotline.store import Store, open_store
 from waiting import until
 
@@ -155,3 +155,57 @@ def test_a_run_busy_without_printing_is_not_waiting(
 def log_of(store: Store, task_id: str) -> str:
     attempts = store.get(task_id).attempts
     return attempts[-1].log_path or os.devnull if attempts else os.devnull
+
+
+def test_a_run_that_needs_input_gives_its_slot_back_and_takes_it_again(
+    tmp_path: Path, receiver: Receiver, node_tmux: None
+) -> None:
+    # One slot; runs of `asker` give theirs back while they need input.
+    config, env = setup(tmp_path, receiver, release_while_idle=True)
+    store = open_store(env["SLOTLINE_STORE"])
+    store.set_setting("max_concurrent", 1)
+    node = serve(config, env, tmp_path)
+    try:
+        cli(env, tmp_path, "submit", "--agent", "asker", "--prompt", "Deploy? ")
+        asker = until(lambda: store.list_tasks(Status.RUNNING), 60, "the asker")[0]
+        go = tmp_path / "go"
+        waiter = store.submit({"command": [sys.executable, "-c", WAIT_FOR_FILE, str(go)]})
+        # Its question unanswered, it gives its slot back: the other task starts beside it.
+        until(lambda: store.get(waiter.id).status is Status.RUNNING, 60, "the second start")
+        released = store.get(asker.id)
+        assert released.status is Status.RUNNING
+        assert released.slot_released is not None
+        assert released.needs_input_at is not None
+        assert store.status().active == 1
+        assert "NEEDS INPUT" in cli(env, tmp_path, "ls")
+
+        # Typed while no slot is free: refused, and nothing reaches the run, not even
+        # keys typed into its terminal behind slotline's back.
+        refused = subprocess.run(
+            [sys.executable, "-m", "slotline", "send", asker.id, "y"],
+            env=env, cwd=tmp_path, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert refused.returncode == 1
+        assert "gave its slot back while it waited for input and cannot take one again now" in (
+            refused.stderr
+        )
+        assert "the 1 slot is taken" in refused.stderr
+        terminal = Terminal.of(released.attempts[-1].log_path)
+        assert terminal is not None
+        terminal.send("sneaky")
+        # Once the slot frees, the answer takes it again first, then reaches the run.
+        go.touch()
+        until(lambda: store.get(waiter.id).status.terminal, 60, "the second's end")
+        send_input(store.get(asker.id), "y", store=store)
+        assert "slot_retaken" in kinds(store, asker.id)
+        ended = until(lambda: store.get(asker.id).status.terminal and store.get(asker.id), 60)
+        assert ended.status is Status.SUCCEEDED
+        log = Path(ended.attempts[-1].log_path or "").read_bytes()
+        assert b"sneaky" not in log
+        assert b"asking_agent got 'y'" in log
+    finally:
+        stop(node)
+        store.close()
+
+
+WAIT_FOR_FILE = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.05)\n"

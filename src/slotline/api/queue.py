@@ -219,7 +219,7 @@ class Queue:
         from slotline.runner.terminal import send_input
 
         task = await self._call(self.store.get, ref)
-        await self._call(send_input, task, text, enter)
+        await self._call(send_input, task, text, enter, self.store)
         return task
 
     async def followup(self, ref: str, prompt: str, *, config: Config | None = None) -> Task:

@@ -347,7 +347,7 @@ def _hear(node: Node, config: Config, stop: asyncio.Event) -> list[asyncio.Task[
     """The node's hooks (`notify`, `on_event`), its watch for stalled runs and the one
     for interactive runs that need input, each in a task of its own beside the dispatch
     loop."""
-    from slotline.node.needs_input import InputWatch
+    from slotline.node.needs_input import DEFAULT_IDLE_AFTER, InputRule, InputWatch
     from slotline.node.stall import StallWatch
     from slotline.webhooks.deliver import deliver_until
 
@@ -357,10 +357,12 @@ def _hear(node: Node, config: Config, stop: asyncio.Event) -> list[asyncio.Task[
         node.lease, node.supervisor.settings.env_allow,
     )  # fmt: skip
     watch = StallWatch(node.supervisor, rules)
-    idle_after = {
-        name: agent.idle_after for name, agent in config.agents.items() if agent.idle_after
+    input_rules = {
+        name: InputRule(agent.idle_after or DEFAULT_IDLE_AFTER, agent.release_while_idle)
+        for name, agent in config.agents.items()
+        if agent.interactive
     }
-    inputs = InputWatch(node.supervisor, idle_after)
+    inputs = InputWatch(node.supervisor, input_rules)
     return [
         asyncio.create_task(hooks),
         asyncio.create_task(watch.run(stop)),

@@ -23,7 +23,8 @@ from slotline.cli.wait import StatusLine, ended, summary
 from slotline.client.backend import Backend
 from slotline.errors import InvalidTransition
 from slotline.models import Status, Task
-from slotline.runner.terminal import Terminal, send_input, terminal_of
+from slotline.runner.terminal import NoSlot, Terminal, retake, send_input, terminal_of
+from slotline.store import Store
 
 EXIT_INTERRUPTED = 130
 # How often a wait for the terminal looks again besides the store's wake-ups: a run's
@@ -58,6 +59,8 @@ def attach(state: CliState, task_id: str, read_only: bool) -> int:
         return EXIT_INTERRUPTED
     if isinstance(terminal, Task):
         raise InvalidTransition(f"{summary(terminal)}: nothing to attach to")
+    if not read_only and not _slot_for(store, store.get(task.id), terminal):
+        return EXIT_INTERRUPTED
     env = {name: value for name, value in os.environ.items() if name not in ("TMUX", "TMUX_PANE")}
     subprocess.run(terminal.attach_argv(read_only), env=env, check=False)
     now = store.get(task.id)
@@ -73,6 +76,49 @@ def attach(state: CliState, task_id: str, read_only: bool) -> int:
     else:
         click.echo(summary(now), err=True)
     return 0
+
+
+def _slot_for(store: Backend, task: Task, terminal: Terminal) -> bool:
+    """A run that gave its slot back while it waited for input takes one again before
+    what is typed can reach it, waiting for one to free (its limit shown); False if
+    Ctrl-C came first."""
+    if task.slot_released is None:
+        return True
+    if not isinstance(store, Store):
+        raise InvalidTransition(
+            f"task {short_id(task.id)} gave its slot back while it waited for input: attach "
+            "on its node's machine without --url (or --read-only, or `slotline send`, which "
+            "take it back through the server)"
+        )
+    console = Console(stderr=True, highlight=False, emoji=False)
+    said = ""
+
+    async def wait() -> bool:
+        nonlocal said
+        watcher = store.watcher()
+        try:
+            while True:
+                current = await asyncio.to_thread(store.get, task.id)
+                if ended(current) or current.current_attempt is None:
+                    return True  # attach says it ended
+                try:
+                    await asyncio.to_thread(retake, current, terminal, store)
+                except NoSlot as exc:
+                    if exc.limit != said:
+                        said = exc.limit
+                        console.print(f"waiting for a slot: {said}")
+                    await watcher.wait(TICK_SECONDS * 4)
+                    continue
+                return True
+        finally:
+            watcher.close()
+
+    click.echo(
+        f"{short_id(task.id)} gave its slot back while it waited for input; taking one again",
+        err=True,
+    )
+    found, interrupted = run_until_interrupted(wait)
+    return bool(found) and not interrupted
 
 
 def _ending(store: Backend, task: Task, patience: float = 10.0) -> Task:
@@ -161,8 +207,10 @@ def send(state: CliState, task_id: str, text: str | None, no_enter: bool) -> Non
     if remote is not None:
         task = remote.send_input(task_id, text, enter)
     else:
-        task = state.store.get(task_id)
-        send_input(task, text, enter)
+        store = state.store
+        assert isinstance(store, Store)  # without --url, the CLI's backend is the store
+        task = store.get(task_id)
+        send_input(task, text, enter, store)
     if state.json:
         print_json(task.to_dict())
         return

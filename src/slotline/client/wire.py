@@ -190,6 +190,7 @@ def task_from_json(data: dict[str, Any]) -> Task:
         stalled_at=_epoch(data.get("stalled_at")),
         interactive=bool(data.get("interactive")),
         needs_input_at=_epoch(data.get("needs_input_at")),
+        slot_released=_epoch(data.get("slot_released")),
         attempts=attempts,
         position=data.get("position"),
         eta_start=_epoch(data.get("eta_start")),

@@ -236,7 +236,7 @@ class BackendCalls:
         from slotline.runner.terminal import send_input
 
         task = await self._run(self.backend.get, ref)
-        await self._run(send_input, task, text, enter)
+        await self._run(send_input, task, text, enter, self._store())
         return task.to_dict()
 
     async def steer(self, verb: str, ref: str, **options: Any) -> dict[str, Any]:

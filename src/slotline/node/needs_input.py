@@ -5,7 +5,15 @@ computes without printing is working, not waiting) is marked as needing input in
 store (a `needs_input` event, once per quiet spell; webhooks and command hooks hear it
 as `task.needs_input`). The mark clears when the terminal prints again (an
 `output_resumed` event), as when someone answered. A run adopted after a restart is
-judged on what it prints from then on; the store clears the mark when the run ends."""
+judged on what it prints from then on; the store clears the mark when the run ends.
+
+With its type's `release_while_idle`, a run that needs input gives its slot back: its
+terminal stops taking input first (tmux's `select-pane -d`: nothing typed reaches an
+agent that holds no slot), then the limits stop counting it, and another task may
+start. Whoever types into it takes a slot again first (`runner/terminal.retake`:
+`send`, `attach`, the dashboard), or waits for one. A run that prints again on its own
+takes its slot back at once, even over the limits (nothing else starts until the count
+is back under them, as after a start now)."""
 
 from __future__ import annotations
 
@@ -21,6 +29,7 @@ from slotline.node.run import Run
 from slotline.node.stall import output_progress
 from slotline.node.supervisor import Supervisor
 from slotline.runner.proctree import tree_cpu_seconds
+from slotline.runner.terminal import Terminal, TerminalError
 
 log = logging.getLogger("slotline.node")
 
@@ -29,6 +38,15 @@ log = logging.getLogger("slotline.node")
 # fraction of one core).
 DEFAULT_IDLE_AFTER = 30.0
 BUSY = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class InputRule:
+    """An agent type's: how long a quiet terminal waits before it needs input, and
+    whether its run gives its slot back meanwhile."""
+
+    idle_after: float = DEFAULT_IDLE_AFTER
+    release: bool = False
 
 
 @dataclass
@@ -41,20 +59,22 @@ class Quiet:
     since: float
     cpu: float | None
     marked: bool
+    released: bool = False
 
 
 class InputWatch:
-    """Watches the interactive runs of `supervisor`; `idle_after` per agent type."""
+    """Watches the interactive runs of `supervisor`, by the rule of each one's agent type
+    (the default rule for the others)."""
 
     def __init__(
         self,
         supervisor: Supervisor,
-        idle_after: Mapping[str, float],
+        rules: Mapping[str, InputRule],
         interval: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.supervisor = supervisor
-        self.idle_after = dict(idle_after)
+        self.rules = dict(rules)
         self.interval = interval
         self.clock = clock
         self._quiet: dict[str, Quiet] = {}
@@ -69,8 +89,8 @@ class InputWatch:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self.interval)
 
-    def after(self, run: Run) -> float:
-        return self.idle_after.get(run.task.agent or "", DEFAULT_IDLE_AFTER)
+    def rule(self, run: Run) -> InputRule:
+        return self.rules.get(run.task.agent or "", InputRule())
 
     async def check(self) -> None:
         """One round over the node's interactive runs."""
@@ -95,7 +115,8 @@ class InputWatch:
         quiet = self._quiet.get(attempt_id)
         if quiet is None:
             marked = run.task.needs_input_at is not None
-            self._quiet[attempt_id] = Quiet(size, tail, now, cpu, marked)
+            released = run.task.slot_released is not None
+            self._quiet[attempt_id] = Quiet(size, tail, now, cpu, marked, released)
             return
         if (size, tail) != (quiet.size, quiet.tail):
             quiet.size, quiet.tail, quiet.since, quiet.cpu = size, tail, now, cpu
@@ -103,33 +124,60 @@ class InputWatch:
                 await self._resumed(run, quiet)
             return
         waited = now - quiet.since
-        if quiet.marked or waited < self.after(run):
+        rule = self.rule(run)
+        if quiet.marked or waited < rule.idle_after:
             return
         if cpu is not None and quiet.cpu is not None and cpu - quiet.cpu > BUSY * waited:
             # Working without printing: its quiet spell starts again from here.
             quiet.since, quiet.cpu = now, cpu
             return
-        await self._needs_input(run, quiet, f"its terminal printed nothing for {waited:.0f}s")
+        why = f"its terminal printed nothing for {waited:.0f}s"
+        await self._needs_input(run, quiet, why, rule.release)
 
-    async def _needs_input(self, run: Run, quiet: Quiet, why: str) -> None:
+    async def _needs_input(self, run: Run, quiet: Quiet, why: str, release: bool) -> None:
         task, attempt = run.task, run.attempt
+        terminal = Terminal.of(run.handle.log_path) if run.handle is not None else None
+        if release and terminal is not None:
+            # Input stops before the slot goes: nothing typed meanwhile reaches the run.
+            release = await self._allow(run, terminal, False)
+        store = self.supervisor.store
         try:
             marked = await asyncio.to_thread(
-                self.supervisor.store.mark_needs_input, task.id, attempt.id, why
+                store.mark_needs_input, task.id, attempt.id, why, release=release
             )
         except SlotlineError:
             log.exception("marking a run as needing input failed", extra={"task_id": task.id})
-            return
-        quiet.marked = True
-        if marked:
-            log.info("run needs input: %s", why, extra={"task_id": task.id})
+            marked = False
+        else:
+            quiet.marked = True
+        if release and not marked and terminal is not None:
+            await self._allow(run, terminal, True)  # it keeps its slot: input again
+        elif marked:
+            quiet.released = release
+            held = "; it gave its slot back" if release else ""
+            log.info("run needs input: %s%s", why, held, extra={"task_id": task.id})
+
+    async def _allow(self, run: Run, terminal: Terminal, allowed: bool) -> bool:
+        try:
+            await asyncio.to_thread(terminal.allow_input, allowed)
+        except TerminalError:
+            log.warning("its terminal is gone", extra={"task_id": run.task.id})
+            return False
+        return True
 
     async def _resumed(self, run: Run, quiet: Quiet) -> None:
+        store, task, attempt = self.supervisor.store, run.task, run.attempt
         try:
-            await asyncio.to_thread(
-                self.supervisor.store.clear_needs_input, run.task.id, run.attempt.id
-            )
+            if quiet.released:
+                # At work again, by itself or because someone typed (who then took a
+                # slot: this changes nothing): it holds a slot, even over the limits.
+                await asyncio.to_thread(store.retake_slot, task.id, attempt.id, True)
+                terminal = Terminal.of(run.handle.log_path) if run.handle is not None else None
+                if terminal is not None:
+                    await self._allow(run, terminal, True)
+                quiet.released = False
+            await asyncio.to_thread(store.clear_needs_input, task.id, attempt.id)
         except SlotlineError:
-            log.exception("clearing a needs-input mark failed", extra={"task_id": run.task.id})
+            log.exception("clearing a needs-input mark failed", extra={"task_id": task.id})
             return
         quiet.marked = False

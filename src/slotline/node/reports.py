@@ -28,7 +28,8 @@ async def read_spent(agents: Mapping[str, AgentType], run: Run, log_path: Path) 
     reading = Reading()
     if agent is not None and agent.usage is not None and run.task.kind is Kind.COMMAND:
         try:
-            reading = await asyncio.to_thread(read_log, agent.usage, log_path)
+            terminal = run.task.interactive
+            reading = await asyncio.to_thread(read_log, agent.usage, log_path, terminal)
         except Exception:
             log.exception("reading what a run spent failed", extra={"task_id": run.task.id})
     if reading.session_id is None and run.resumed_session is not None:

@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from slotline.models import Usage
 from slotline.pacing.backoff import checked_pattern
+from slotline.runlogs import plain_text
 
 AMOUNTS = ("cost_usd", "input_tokens", "output_tokens")
 KEYS = (*AMOUNTS, "session_id", "permission_denials")
@@ -166,23 +167,25 @@ def _denied(value: Any) -> tuple[str, ...]:
     return tuple(names)
 
 
-def read_log(rules: UsageConfig, path: Path) -> Reading:
+def read_log(rules: UsageConfig, path: Path, terminal: bool = False) -> Reading:
     """`read_usage` over the last `TAIL_BYTES` of the log at `path` (nothing if there is
     no log), followed by the output its keeper dropped past the log's cap, if any (the
     last of it, in `N.tail` beside `N.log`): the result an agent prints last is read even
-    when its log was full."""
+    when its log was full. The log of a run in a `terminal` (an interactive one) is read
+    without its escape sequences, as `logs` shows it."""
     try:
         with path.open("rb") as log:
             log.seek(0, os.SEEK_END)
             log.seek(max(0, log.tell() - TAIL_BYTES))
-            text = log.read().decode("utf-8", errors="replace")
+            data = log.read()
     except OSError:
         return Reading()
     with contextlib.suppress(OSError):
-        past_cap = path.with_suffix(".tail").read_bytes()
         # It may start inside a line: a reader takes whole lines or the last object.
-        text += "\n" + past_cap.decode("utf-8", errors="replace")
-    return read_usage(rules, text)
+        data += b"\n" + path.with_suffix(".tail").read_bytes()
+    if terminal:
+        data = plain_text(data)
+    return read_usage(rules, data.decode("utf-8", errors="replace"))
 
 
 def last_json_object(text: str) -> dict[str, Any] | None:

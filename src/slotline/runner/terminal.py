@@ -32,6 +32,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from slotline.errors import InvalidInput, InvalidTransition
 from slotline.models import Status, Task
@@ -45,6 +46,9 @@ from slotline.runner.process import (
     clear_earlier,
     process_start_time,
 )
+
+if TYPE_CHECKING:
+    from slotline.store import Store
 
 # The terminal's size before anyone attaches (an attached client resizes it).
 COLUMNS, LINES = 120, 40
@@ -60,6 +64,15 @@ _OPTIONS = (
     ("default-terminal", "screen-256color"),
     ("history-limit", "10000"),
 )
+
+
+class NoSlot(InvalidTransition):
+    """A run that gave its slot back cannot take one again now: `limit` says which limit
+    keeps it out."""
+
+    def __init__(self, message: str, limit: str) -> None:
+        super().__init__(message)
+        self.limit = limit
 
 
 class TerminalError(Exception):
@@ -128,6 +141,11 @@ class Terminal:
         if not text:
             commands = ["send-keys", "-t", self.target, "Enter"]
         self._run(commands)
+
+    def allow_input(self, allowed: bool) -> None:
+        """Let what is typed reach the run (True), or drop it (False: a run that gave its
+        slot back takes no input until it holds one again)."""
+        self._run(["select-pane", "-t", self.target, "-e" if allowed else "-d"])
 
     def screen(self) -> str:
         """What the terminal shows now, as plain text (tmux's `capture-pane`)."""
@@ -212,12 +230,15 @@ def terminal_of(task: Task) -> Terminal:
     return terminal
 
 
-def send_input(task: Task, text: str, enter: bool = True) -> None:
-    """Type `text` (then Enter, unless `enter` is false) into the task's run.
+def send_input(task: Task, text: str, enter: bool = True, store: Store | None = None) -> None:
+    """Type `text` (then Enter, unless `enter` is false) into the task's run. A run that
+    gave its slot back while it waited (`release_while_idle`) takes one again in `store`
+    first: without one free, nothing is typed.
 
     Raises:
         InvalidInput: the task is not interactive, or the text is too long or has a NUL.
-        InvalidTransition: it has no terminal now (`terminal_of`), or it just ended.
+        InvalidTransition: it has no terminal now (`terminal_of`), it just ended, or it
+            cannot take a slot again now (the limit that keeps it out, in words).
     """
     if len(text.encode()) > MAX_INPUT:
         raise InvalidInput(f"text: at most {MAX_INPUT} bytes at a time")
@@ -225,9 +246,31 @@ def send_input(task: Task, text: str, enter: bool = True) -> None:
         raise InvalidInput("text: must not contain NUL bytes")
     terminal = terminal_of(task)
     try:
+        if task.slot_released is not None:
+            retake(task, terminal, store)
         terminal.send(text, enter)
     except TerminalError as exc:
         raise InvalidTransition(f"task {task.id[:8]}: {exc}") from None
+
+
+def retake(task: Task, terminal: Terminal, store: Store | None) -> None:
+    """Take a slot again for a run that gave its back, then let input reach it.
+
+    Raises:
+        InvalidTransition: no slot is free for it now (nothing changed), or no store.
+        TerminalError: its terminal is gone.
+    """
+    short = task.id[:8]
+    if store is None or task.current_attempt is None:
+        raise InvalidTransition(f"task {short} gave its slot back while it waited for input")
+    full = store.retake_slot(task.id, task.current_attempt)
+    if full is not None:
+        raise NoSlot(
+            f"task {short} gave its slot back while it waited for input and cannot take "
+            f"one again now ({full}); nothing was typed",
+            full,
+        )
+    terminal.allow_input(True)
 
 
 def sidecar(log_path: Path) -> Path:

@@ -349,7 +349,7 @@ async def send_input(state: State, who: Writer, ref: TaskRef, body: InputBody) -
     a supervising agent answers the run's question without a terminal. The run must be
     running on this server's machine; the caller must be allowed to steer the task."""
     task = await _steerable(state, who, ref)
-    await state.call(terminal.send_input, task, body.text, body.enter)
+    await state.call(terminal.send_input, task, body.text, body.enter, state.store)
     return task_json(task)
 
 

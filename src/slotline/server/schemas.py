@@ -172,6 +172,9 @@ class TaskOut(BaseModel):
     needs_input_at: str | None = Field(
         None, description="Since when its terminal has been quiet, waiting for input"
     )
+    slot_released: str | None = Field(
+        None, description="Since when it has given its slot back while it needs input"
+    )
     attempts: list[AttemptOut]
     current_attempt: str | None
     start_now: bool

@@ -140,7 +140,7 @@ class ClaimVerbs(StoreCore):
             fairness = Fairness.from_setting(settings["fairness"])
             passes = fair.passes(tx, fairness)
             snapshot = policy.Snapshot(
-                running=[task_from_row(r) for r in tx.rows("tasks_running")],
+                running=[t for r in tx.rows("tasks_running") if (t := task_from_row(r)).holds_slot],
                 queued=(task_from_row(r) for r in tx.iter_rows("tasks_queued_in_order")),
                 start_now=[task_from_row(r) for r in tx.rows("tasks_start_now")],
                 limits=limits,

@@ -313,7 +313,7 @@ def _queue_status(
     queued = budgets.annotate(spend, queued, now)
     throttles = [{**t.to_dict(), "holding": t.not_before > now} for t in backoff.throttles(tx)]
     return QueueStatus(
-        active=sum(1 for t in running if settings.limits.in_pool(t)),
+        active=sum(1 for t in running if t.holds_slot and settings.limits.in_pool(t)),
         max_concurrent=settings.limits.max_concurrent,
         paused=bool(settings["paused"]),
         admission=_admission(tx.rows("nodes_pressed")),

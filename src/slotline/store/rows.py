@@ -91,6 +91,7 @@ def task_from_row(
         stalled_at=_opt_float(row.get("stalled_at")),
         interactive=bool(row.get("interactive")),
         needs_input_at=_opt_float(row.get("needs_input_at")),
+        slot_released=_opt_float(row.get("slot_released")),
         attempts=attempts,
         position=position,
     )

@@ -399,7 +399,7 @@ def _within_allowance(tx: Tx, task: Task, allowance: int) -> None:
     """Refuse a bump of `task` that would start it over the limit when its user already
     has `allowance` runs over it: running over-limit, or bumped and not started yet.
     Counted under the write lock a claim takes, so two bumps cannot both pass."""
-    running = [task_from_row(r) for r in tx.rows("tasks_running")]
+    running = [t for r in tx.rows("tasks_running") if (t := task_from_row(r)).holds_slot]
     bumped = [task_from_row(r) for r in tx.rows("tasks_start_now") if r["id"] != task.id]
     limits = read_settings(tx).limits
     full = policy.kept_out(limits, [*running, *bumped], task)

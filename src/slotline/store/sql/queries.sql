@@ -143,14 +143,14 @@ WHERE id = :id AND status = 'queued';
 UPDATE tasks
 SET status = :status, status_reason = :status_reason, finished_at = :now,
     exit_code = :exit_code, failure_reason = :failure_reason, kill_request = NULL,
-    restart_requested = FALSE, start_now = FALSE, boosted = FALSE, stalled_at = NULL, needs_input_at = NULL
+    restart_requested = FALSE, start_now = FALSE, boosted = FALSE, stalled_at = NULL, needs_input_at = NULL, slot_released = NULL
 WHERE id = :id;
 
 -- name: task_retry
 UPDATE tasks
 SET status = 'queued', status_reason = :status_reason, not_before = :not_before,
     exit_code = :exit_code, failure_reason = :failure_reason, kill_request = NULL,
-    stalled_at = NULL, needs_input_at = NULL
+    stalled_at = NULL, needs_input_at = NULL, slot_released = NULL
 WHERE id = :id;
 
 -- name: task_reset
@@ -158,7 +158,7 @@ UPDATE tasks
 SET status = :status, status_reason = :status_reason, rank = :rank, queued_at = :queued_at,
     restarted_at = :now, boosted = FALSE, start_now = FALSE, started_at = NULL, finished_at = NULL,
     exit_code = NULL, failure_reason = NULL, not_before = NULL, kill_request = NULL,
-    restart_requested = FALSE, attempt_base = attempt_count, stalled_at = NULL, needs_input_at = NULL
+    restart_requested = FALSE, attempt_base = attempt_count, stalled_at = NULL, needs_input_at = NULL, slot_released = NULL
 WHERE id = :id;
 
 -- name: task_place
@@ -292,7 +292,7 @@ SELECT * FROM nodes WHERE id = :id;
 -- max_attempts.
 UPDATE tasks
 SET status = 'queued', status_reason = :status_reason, not_before = NULL,
-    kill_request = NULL, attempt_base = attempt_base + 1, stalled_at = NULL, needs_input_at = NULL
+    kill_request = NULL, attempt_base = attempt_base + 1, stalled_at = NULL, needs_input_at = NULL, slot_released = NULL
 WHERE id = :id;
 
 -- name: queue_position

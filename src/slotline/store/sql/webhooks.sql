@@ -56,14 +56,22 @@ WHERE id = :id AND current_attempt = :attempt AND stalled_at IS NOT NULL
 RETURNING id;
 
 -- name: task_needs_input
--- Marks a running interactive task as needing input (once per quiet spell).
-UPDATE tasks SET needs_input_at = :at
+-- Marks a running interactive task as needing input (once per quiet spell), giving its
+-- slot back if :release.
+UPDATE tasks SET needs_input_at = :at,
+    slot_released = CASE WHEN :release THEN :at ELSE slot_released END
 WHERE id = :id AND status = 'running' AND current_attempt = :attempt AND needs_input_at IS NULL
 RETURNING id;
 
 -- name: task_input_done
 UPDATE tasks SET needs_input_at = NULL
 WHERE id = :id AND current_attempt = :attempt AND needs_input_at IS NOT NULL
+RETURNING id;
+
+-- name: task_slot_retake
+-- A run that gave its slot back holds one again.
+UPDATE tasks SET slot_released = NULL
+WHERE id = :id AND current_attempt = :attempt AND slot_released IS NOT NULL
 RETURNING id;
 
 -- name: tasks_active_any
