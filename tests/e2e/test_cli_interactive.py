@@ -9,6 +9,7 @@ attaches at a limit. Every tmux server is killed at the end of its test.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -19,12 +20,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
+import httpx
 import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
 
 from slotline.runner.terminal import Terminal, socket_path
 from waiting import until
 
-from .conftest import Run, Serve, ok
+from .conftest import Result, Run, Serve, Start, ok
 
 AGENT = str(Path(__file__).resolve().parents[1] / "asking_agent.py")
 ASK = ["--interactive", "--", sys.executable, AGENT]
@@ -62,6 +67,9 @@ def outer(tmp_path: Path, base_env: dict[str, str]) -> Iterator[Callable[..., st
         )
         return done.stdout
 
+    # A session that stays: the server lives on between the test's own sessions (one
+    # that lost its last session exits, and a new session could reach it while it does).
+    run("new-session", "-d", "-s", "base", "sleep 600")
     yield run
     subprocess.run(["tmux", "-S", socket, "kill-server"], capture_output=True, check=False)
 
@@ -323,3 +331,54 @@ def test_the_limit_holds_while_people_attach_and_detach(
         assert cli("send", task_id, "y").code == 0
     for task_id in ids:
         assert until(lambda task_id=task_id: ended(cli, task_id))["status"] == "succeeded"
+
+
+def test_a_supervisor_reads_the_screen_and_answers_over_http_and_mcp(
+    run: Run, serve_http: Start, tmp_path: Path
+) -> None:
+    # Given a server with an interactive agent type, an admin, a user who owns two runs
+    # of it, and a viewer,
+    command = json.dumps([sys.executable, AGENT, "{prompt}"])
+    (tmp_path / "slotline.yaml").write_text(
+        f"agents:\n  asker:\n    command: {command}\n    interactive: true\n"
+        f"users:\n  workspaces: [{json.dumps(str(tmp_path))}]\n"
+    )
+    url = serve_http()
+    tokens = {
+        role: ok(run("--json", "token", "create", "--role", role, "--name", role))["token"]
+        for role in ("admin", "user", "viewer")
+    }
+
+    def remote(role: str, *args: str) -> Result:
+        return run("--url", url, "--token", tokens[role], *args)
+
+    asker = ("--json", "submit", "--agent", "asker", "--prompt", "Proceed? [y/n] ")
+    ids = [ok(remote("user", *asker))["id"] for _ in range(2)]
+    for task_id in ids:
+        until(lambda task_id=task_id: asks(run, task_id), what="each question")
+
+    # A viewer may not type; the owner answers the first through the server,
+    refused = remote("viewer", "send", ids[0], "y")
+    assert refused.code != 0
+    assert "is a viewer: it can read, not change" in refused.err
+    assert remote("user", "send", ids[0], "y").out.startswith(f"typed into {ids[0][:8]}")
+    assert until(lambda: ended(run, ids[0]))["status"] == "succeeded"
+
+    # and a supervising agent reads the second's screen and answers it over MCP.
+    async def supervise() -> None:
+        headers = {"Authorization": f"Bearer {tokens['user']}"}
+        async with (
+            httpx.AsyncClient(headers=headers, timeout=30) as http,
+            streamable_http_client(f"{url}/mcp", http_client=http) as (read, write, _),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            screen = await session.call_tool("task_log", {"task_id": ids[1]})
+            assert "Proceed? [y/n]" in str(screen.content)
+            typed = await session.call_tool("send_input", {"task_id": ids[1], "text": "no"})
+            assert not typed.isError, typed.content
+
+    anyio.run(supervise)
+    task = until(lambda: ended(run, ids[1]), what="the second's end")
+    assert task["status"] == "failed"
+    assert task["attempts"][-1]["exit_code"] == 3

@@ -27,7 +27,7 @@ from .conftest import Run, Serve, Start, ok
 TOOLS = {
     "queue_status", "submit_task", "get_task", "list_tasks", "task_log", "cancel_task",
     "start_now", "boost_task", "move_task", "set_priority", "restart_task", "wait_for_task",
-    "terminate_task", "followup_task", "task_diff", "merge_task",
+    "terminate_task", "followup_task", "task_diff", "merge_task", "send_input",
 }  # fmt: skip
 # The prompt is how many seconds to sleep, or "go:PATH": wait until PATH exists.
 SLEEP = """import os, sys, time
