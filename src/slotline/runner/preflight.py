@@ -95,6 +95,15 @@ def _static(
         some = "is" if len(agent.env_required) == 1 else "are"
         detail = f"{', '.join(agent.env_required)} {some} set"
         findings.append(Finding(name, "env", Level.OK, detail))
+    if agent.interactive:
+        tmux = shutil.which("tmux")  # the node's, not the runs': it starts the terminals
+        findings.append(
+            Finding(name, "tmux", Level.OK, tmux)
+            if tmux is not None
+            else Finding(
+                name, "tmux", Level.FAIL, "interactive runs need tmux, which is not installed"
+            )
+        )
     return findings
 
 

@@ -214,6 +214,9 @@ class ProcessHandle:
         await self._exited(caps)
         if self.teed is not None:
             await self._teed()
+            # Its environment file, which its keeper removes once read; one a keeper
+            # that died first left behind must not keep the run's keys on disk.
+            self.log_path.with_suffix(".env").unlink(missing_ok=True)
         # Kill what the command left in its group. While any of it runs, the group id
         # (the keeper's pid) stays taken, so the signal cannot reach a stranger's group.
         self._reap_group()
