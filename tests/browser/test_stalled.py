@@ -37,3 +37,32 @@ def test_a_stalled_run_shows_its_badge_in_the_list_and_on_its_page(
     store.clear_stalled(task, attempt)
     running.locator(".badge-stalled").wait_for(state="detached")
     page.wait_for_selector("#task-title .badge-stalled", state="detached")
+
+
+def test_a_run_that_needs_input_shows_its_badge_and_why(store: Store, login: Login) -> None:
+    task = store.submit({"command": ["sleep", "120"], "title": "asking agent"}).id
+    until(lambda: store.get(task).current_attempt and store.get(task).attempts, what="started")
+    attempt = store.get(task).current_attempt
+    assert attempt is not None
+    page = login()
+    running = page.locator(f'#running [data-task-id="{task}"]')
+    running.wait_for()
+    assert running.locator(".badge-needs").count() == 0
+
+    # Marked by the node's watch (here, as it does), with its slot given back:
+    store.mark_needs_input(task, attempt, "its terminal printed nothing for 30s", release=True)
+    badge = running.locator(".badge-needs")
+    badge.wait_for()
+    assert badge.inner_text() == "NEEDS INPUT"
+    assert "its slot given back meanwhile" in (badge.get_attribute("title") or "")
+    running.locator("[data-action=view]").click()
+    page.wait_for_selector("#task-title .badge-needs")
+    page.wait_for_selector(
+        "#task-panel [data-field=needs_input_at] dt:has-text('Needs input since')"
+    )
+    page.wait_for_selector("#task-panel :text('gave its slot back')")
+
+    # and it goes once its terminal prints again.
+    store.clear_needs_input(task, attempt)
+    badge.wait_for(state="detached")
+    page.wait_for_selector("#task-title .badge-needs", state="detached")

@@ -46,6 +46,7 @@ function Run({ task, now, canWrite }) {
       <${Spark} values=${state.usage.get(task.id)} />
       <span title="memory (RSS)">${bytes(attempt.rss_bytes)}</span>
       ${attempt.over_limit && html`<${Badge} kind="over">OVER LIMIT<//>`}
+      ${task.needs_input_at && html`<${Badge} kind="needs" title=${`waiting on its terminal since ${clock(task.needs_input_at)}${task.slot_released ? "; its slot given back meanwhile" : ""}`}>NEEDS INPUT<//>`}
       ${task.stalled_at && html`<${Badge} kind="stalled" title=${`quiet or waiting for input since ${clock(task.stalled_at)}`}>STALLED<//>`}
       ${task.stop_requested && html`<${Badge} kind="paused">STOPPING<//>`}
     </span>

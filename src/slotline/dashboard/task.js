@@ -30,6 +30,7 @@ const FIELDS = [
   ["eta_start", "Estimated start", "time"], ["eta_finish", "Estimated end", "time"],
   ["eta_basis", "Estimate based on"], ["eta_unavailable", "No estimate because"],
   ["stalled_at", "Stalled since", "time"],
+  ["needs_input_at", "Needs input since", "time"], ["slot_released", "Slot given back at", "time"],
 ];
 
 function shown(value, kind) {
@@ -132,6 +133,7 @@ export function TaskPanel() {
     onKeyDown=${(e) => e.key === "Escape" && close()}>
     <header>
       <h2 id="task-title">${task ? task.title : shortId(state.open)}
+        ${task && task.needs_input_at && task.status === "running" && html` <${Badge} kind="needs">NEEDS INPUT<//>`}
         ${task && task.stalled_at && task.status === "running" && html` <${Badge} kind="stalled">STALLED<//>`}
         ${task && refusals(task) > 0 && html` <${Badge} kind="refused" title=${task.status_reason || ""}>REFUSED TOOLS<//>`}</h2>
       <${Button} label="Close" action="close" title="Close the task view" onClick=${close} />
