@@ -382,3 +382,23 @@ def test_a_supervisor_reads_the_screen_and_answers_over_http_and_mcp(
     task = until(lambda: ended(run, ids[1]), what="the second's end")
     assert task["status"] == "failed"
     assert task["attempts"][-1]["exit_code"] == 3
+
+
+def test_an_interactive_log_is_capped_as_a_headless_one(
+    cli: Run, serve: Serve, base_env: dict[str, str]
+) -> None:
+    # A node whose logs are cut at 4 KiB; a run that prints 200 KiB, then asks.
+    base_env["SLOTLINE_LOG_MAX_BYTES"] = "4096"
+    serve()
+    chatty = "print('x' * 200_000, flush=True); input('Proceed? [y/n] ')"
+    task_id = ok(cli("--json", "submit", "--interactive", "--", sys.executable, "-c", chatty))["id"]
+    until(lambda: asks(cli, task_id), what="the question after the output")
+    assert cli("send", task_id, "y").code == 0
+    task = until(lambda: ended(cli, task_id), what="the run's end")
+    assert task["status"] == "succeeded"
+    log = Path(task["attempts"][-1]["log_path"])
+    text = log.read_bytes()
+    assert len(text) < 4096 + 1024
+    assert b"[slotline: log cap of 4096 bytes reached; the rest is dropped]" in text
+    assert b"bytes of output dropped]" in text
+    assert b"Proceed?" in log.with_suffix(".tail").read_bytes()  # the last of it, kept
