@@ -34,7 +34,7 @@ class Finding:
     """One check of one agent type, with the reason (never a variable's value)."""
 
     agent: str
-    check: Literal["binary", "env", "probe"]
+    check: Literal["binary", "env", "probe", "tmux"]
     level: Level
     detail: str
 
