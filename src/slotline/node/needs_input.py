@@ -18,7 +18,6 @@ is back under them, as after a start now)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -26,7 +25,7 @@ from dataclasses import dataclass
 
 from slotline.errors import SlotlineError
 from slotline.node.run import Run
-from slotline.node.stall import output_progress
+from slotline.node.stall import every, output_progress
 from slotline.node.supervisor import Supervisor
 from slotline.runner.proctree import tree_cpu_seconds
 from slotline.runner.terminal import Terminal, TerminalError
@@ -81,13 +80,7 @@ class InputWatch:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Check every `interval` seconds until `stop` is set."""
-        while not stop.is_set():
-            try:
-                await self.check()
-            except Exception:  # the next round tries again; dispatch never waits on this
-                log.exception("watching interactive runs failed")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.interval)
+        await every(self.interval, stop, self.check, "watching interactive runs failed")
 
     def rule(self, run: Run) -> InputRule:
         return self.rules.get(run.task.agent or "", InputRule())

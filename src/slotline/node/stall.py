@@ -14,7 +14,7 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,15 +70,8 @@ class StallWatch:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Check every `interval` seconds until `stop` is set."""
-        if not self.rules:
-            return
-        while not stop.is_set():
-            try:
-                await self.check()
-            except Exception:  # the next round tries again; dispatch never waits on this
-                log.exception("watching for stalled runs failed")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.interval)
+        if self.rules:
+            await every(self.interval, stop, self.check, "watching for stalled runs failed")
 
     async def check(self) -> None:
         """One round over the node's runs."""
@@ -159,6 +152,20 @@ class StallWatch:
             log.exception("clearing a stalled mark failed", extra={"task_id": run.task.id})
             return
         spell.stalled = False
+
+
+async def every(
+    interval: float, stop: asyncio.Event, check: Callable[[], Awaitable[None]], failed: str
+) -> None:
+    """Run `check` every `interval` seconds until `stop` is set; one that fails is logged
+    (`failed`) and the next round tries again: dispatch never waits on a watch."""
+    while not stop.is_set():
+        try:
+            await check()
+        except Exception:
+            log.exception(failed)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), interval)
 
 
 def _last_line(text: str) -> str:
