@@ -100,8 +100,10 @@ def task_state(task: Task) -> Text:
 
 
 def run_marks(task: Task) -> str:
-    """` NEEDS INPUT`, ` STALLED`, both or neither, after a running task's title or state."""
+    """` NEEDS INPUT`, ` STALLED`, both or neither, after a running task's title or state
+    (and that a run needing input gave its slot back: the limits do not count it)."""
     marks = " NEEDS INPUT" if task.needs_input_at is not None else ""
+    marks += " (slot given back)" if task.slot_released is not None else ""
     return marks + (" STALLED" if task.stalled_at is not None else "")
 
 
