@@ -75,6 +75,8 @@ class Plain:
             if unfinished is not None and len(data) - unfinished.start() <= _CARRY_MAX:
                 self._carry = data[unfinished.start() :]
                 data = data[: unfinished.start()]
+            elif data.endswith(b"\r"):  # its LF may come in the next chunk
+                self._carry, data = b"\r", data[:-1]
         return _SEQUENCE.sub(b"", data).replace(b"\r\n", b"\n")
 
 

@@ -402,3 +402,80 @@ def test_an_interactive_log_is_capped_as_a_headless_one(
     assert b"[slotline: log cap of 4096 bytes reached; the rest is dropped]" in text
     assert b"bytes of output dropped]" in text
     assert b"Proceed?" in log.with_suffix(".tail").read_bytes()  # the last of it, kept
+
+
+# Reads one line in raw mode (no 4 KiB line limit of a terminal's canonical mode) and
+# prints how long it was and how it ended.
+RAW_READER = """
+import sys, termios, tty
+tty.setraw(0)
+print("ready", flush=True)
+data = b""
+while not data.endswith(b"\\r"):
+    data += sys.stdin.buffer.read(1)
+termios.tcsetattr(0, termios.TCSANOW, termios.tcgetattr(0))
+print(f"\\r\\ngot {len(data) - 1} bytes ending {data[-12:-1]!r}", flush=True)
+"""
+
+
+def test_what_is_typed_and_run_reaches_the_run_as_it_is(cli: Run, serve: Serve) -> None:
+    serve()
+    # Arguments ending in `;` are the run's own, never the end of a tmux command,
+    task_id = submit_asking(cli, "--title", "semicolons")
+    until(lambda: asks(cli, task_id), what="the question")
+    argv = ok(cli("--json", "show", task_id))["command"]
+    assert argv[-1].endswith("asking_agent.py")
+    assert cli("send", task_id, "yes;").code == 0
+    assert until(lambda: ended(cli, task_id))["status"] == "failed"  # 'yes;' is not yes
+    assert "asking_agent got 'yes;'" in cli("logs", task_id).out
+    odd = ok(cli("--json", "submit", "--interactive", "--", sys.executable, AGENT, "ok?;"))["id"]
+    until(
+        lambda: "ok?;" in _screen(Terminal.of(task_of(cli, odd)["attempts"][-1]["log_path"])),
+        what="q",
+    )
+    assert cli("send", odd, ";").code == 0
+    assert "asking_agent got ';'" in until(lambda: ended(cli, odd) and cli("logs", odd).out)
+
+    # and a long text is typed whole (tmux's command line would take 16 KB at most).
+    reader = ok(cli("--json", "submit", "--interactive", "--", sys.executable, "-c", RAW_READER))
+    until(lambda: running(cli, reader["id"]) and "ready" in cli("logs", reader["id"]).out)
+    text = "x" * 40_000 + "the end;"
+    assert cli("send", reader["id"], text).code == 0
+    until(lambda: ended(cli, reader["id"]), what="the reader's end")
+    assert "got 40008 bytes ending b'xxxthe end;'" in cli("logs", reader["id"]).out
+
+
+def test_a_killed_session_hangs_up_its_run(cli: Run, serve: Serve) -> None:
+    serve()
+    task_id = submit_asking(cli)
+    until(lambda: asks(cli, task_id), what="the question")
+    terminal = Terminal.of(task_of(cli, task_id)["attempts"][-1]["log_path"])
+    assert terminal is not None
+    # Someone splits its window (the active pane is then another): `send` still types
+    # into the run's own pane.
+    subprocess.run(terminal.tmux("split-window", "-t", terminal.target, "sleep 60"), check=True)
+    assert cli("send", task_id, "n").code == 0
+    task = until(lambda: ended(cli, task_id), what="the answered run's end")
+    assert task["attempts"][-1]["exit_code"] == 3
+
+    other = submit_asking(cli)
+    until(lambda: asks(cli, other), what="the second question")
+    terminal = Terminal.of(task_of(cli, other)["attempts"][-1]["log_path"])
+    assert terminal is not None
+    subprocess.run(terminal.tmux("kill-session", "-t", terminal.target), check=True)
+    task = until(lambda: ended(cli, other), what="the hung-up run's end")
+    assert task["status"] == "failed"
+    assert task["attempts"][-1]["exit_code"] == -signal.SIGHUP
+    assert "killed by SIGHUP" in task["failure_reason"]
+
+
+def test_runs_that_end_at_once_start_one_after_another(cli: Run, serve: Serve) -> None:
+    # Each one's session is the tmux server's last as it ends, the next one's the first.
+    assert cli("limits", "--set", "max_concurrent=1").code == 0
+    serve()
+    ids = [
+        ok(cli("--json", "submit", "--interactive", "--", sys.executable, "-c", "pass"))["id"]
+        for _ in range(6)
+    ]
+    for task_id in ids:
+        assert until(lambda task_id=task_id: ended(cli, task_id))["status"] == "succeeded"

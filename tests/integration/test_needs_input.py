@@ -6,6 +6,7 @@ when the terminal prints again. A run that computes without printing is not mark
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -192,7 +193,8 @@ def test_a_run_that_needs_input_gives_its_slot_back_and_takes_it_again(
         assert "the 1 slot is taken" in refused.stderr
         terminal = Terminal.of(released.attempts[-1].log_path)
         assert terminal is not None
-        terminal.send("sneaky")
+        keys = terminal.tmux("send-keys", "-t", terminal.pane_target, "sneaky", "Enter")
+        subprocess.run(keys, check=True)
         # Once the slot frees, the answer takes it again first, then reaches the run.
         go.touch()
         until(lambda: store.get(waiter.id).status.terminal, 60, "the second's end")
@@ -209,3 +211,33 @@ def test_a_run_that_needs_input_gives_its_slot_back_and_takes_it_again(
 
 
 WAIT_FOR_FILE = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.05)\n"
+
+
+def test_a_run_someone_is_attached_to_keeps_its_slot(
+    tmp_path: Path, receiver: Receiver, node_tmux: None
+) -> None:
+    # Someone attached, who may type, is reading its question: keys are not dropped under
+    # them, the run keeps its slot (it still needs input).
+    config, env = setup(tmp_path, receiver, release_while_idle=True)
+    store = open_store(env["SLOTLINE_STORE"])
+    node = serve(config, env, tmp_path)
+    outer = str(tmp_path / "outer.sock")
+    try:
+        cli(env, tmp_path, "submit", "--agent", "asker", "--prompt", "Deploy? ")
+        task = until(lambda: store.list_tasks(Status.RUNNING), 60, "the run")[0]
+        terminal = until(lambda: Terminal.of(log_of(store, task.id)), 60, "its terminal")
+        attach = shlex.join(terminal.attach_argv())
+        subprocess.run(
+            ["tmux", "-S", outer, "-f", os.devnull, "new-session", "-d", "-x", "100", attach],
+            check=True, env={k: v for k, v in env.items() if k != "TMUX"},
+        )  # fmt: skip
+        until(lambda: terminal.writers() == 1, 60, "the attached client")
+        until(lambda: store.get(task.id).needs_input_at, 60, "the needs-input mark")
+        assert store.get(task.id).slot_released is None
+        assert store.status().active == 1
+        send_input(store.get(task.id), "y", store=store)
+        until(lambda: store.get(task.id).status.terminal, 60)
+    finally:
+        subprocess.run(["tmux", "-S", outer, "kill-server"], capture_output=True, check=False)
+        stop(node)
+        store.close()

@@ -23,7 +23,14 @@ from slotline.cli.wait import StatusLine, ended, summary
 from slotline.client.backend import Backend
 from slotline.errors import InvalidTransition
 from slotline.models import Status, Task
-from slotline.runner.terminal import NoSlot, Terminal, retake, send_input, terminal_of
+from slotline.runner.terminal import (
+    NoSlot,
+    Terminal,
+    TerminalError,
+    retake,
+    send_input,
+    terminal_of,
+)
 from slotline.store import Store
 
 EXIT_INTERRUPTED = 130
@@ -103,6 +110,8 @@ def _slot_for(store: Backend, task: Task, terminal: Terminal) -> bool:
                     return True  # attach says it ended
                 try:
                     await asyncio.to_thread(retake, current, terminal, store)
+                except TerminalError:
+                    return True  # it ended meanwhile: attach says so
                 except NoSlot as exc:
                     if exc.limit != said:
                         said = exc.limit

@@ -59,6 +59,8 @@ class Quiet:
     cpu: float | None
     marked: bool
     released: bool = False
+    # What its terminal showed when it gave its slot back (a redraw shows it again).
+    screen: str | None = None
 
 
 class InputWatch:
@@ -112,6 +114,11 @@ class InputWatch:
             self._quiet[attempt_id] = Quiet(size, tail, now, cpu, marked, released)
             return
         if (size, tail) != (quiet.size, quiet.tail):
+            if quiet.released and await self._redrawn(run, quiet):
+                # Its screen was only drawn again (someone attached and resized it):
+                # the same question, still unanswered.
+                quiet.size, quiet.tail = size, tail
+                return
             quiet.size, quiet.tail, quiet.since, quiet.cpu = size, tail, now, cpu
             if quiet.marked:
                 await self._resumed(run, quiet)
@@ -130,25 +137,48 @@ class InputWatch:
     async def _needs_input(self, run: Run, quiet: Quiet, why: str, release: bool) -> None:
         task, attempt = run.task, run.attempt
         terminal = Terminal.of(run.handle.log_path) if run.handle is not None else None
+        # Someone attached who may type is answering, or reading the question: their
+        # keys must not be dropped under them. The run keeps its slot.
+        release = release and terminal is not None and not await self._writers(terminal)
         if release and terminal is not None:
             # Input stops before the slot goes: nothing typed meanwhile reaches the run.
             release = await self._allow(run, terminal, False)
+            quiet.screen = await self._screen(terminal)
         store = self.supervisor.store
+        marked = False
         try:
             marked = await asyncio.to_thread(
                 store.mark_needs_input, task.id, attempt.id, why, release=release
             )
+            quiet.marked = True
         except SlotlineError:
             log.exception("marking a run as needing input failed", extra={"task_id": task.id})
-            marked = False
-        else:
-            quiet.marked = True
-        if release and not marked and terminal is not None:
-            await self._allow(run, terminal, True)  # it keeps its slot: input again
-        elif marked:
+        finally:
+            if release and not marked and terminal is not None:
+                await self._allow(run, terminal, True)  # it keeps its slot: input again
+        if marked:
             quiet.released = release
             held = "; it gave its slot back" if release else ""
             log.info("run needs input: %s%s", why, held, extra={"task_id": task.id})
+
+    async def _writers(self, terminal: Terminal) -> int:
+        try:
+            return await asyncio.to_thread(terminal.writers)
+        except TerminalError:
+            return 0
+
+    async def _screen(self, terminal: Terminal) -> str | None:
+        try:
+            return await asyncio.to_thread(terminal.screen)
+        except TerminalError:
+            return None
+
+    async def _redrawn(self, run: Run, quiet: Quiet) -> bool:
+        """Whether a run that gave its slot back shows what it showed then."""
+        terminal = Terminal.of(run.handle.log_path) if run.handle is not None else None
+        if terminal is None or quiet.screen is None:
+            return False
+        return _same(await self._screen(terminal), quiet.screen)
 
     async def _allow(self, run: Run, terminal: Terminal, allowed: bool) -> bool:
         try:
@@ -174,3 +204,12 @@ class InputWatch:
             log.exception("clearing a needs-input mark failed", extra={"task_id": task.id})
             return
         quiet.marked = False
+
+
+def _same(now: str | None, then: str) -> bool:
+    """The same screen, but for the blank lines and spaces a resize adds or takes off."""
+    if now is None:
+        return False
+    return [line.rstrip() for line in now.splitlines() if line.strip()] == [
+        line.rstrip() for line in then.splitlines() if line.strip()
+    ]

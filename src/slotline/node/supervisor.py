@@ -37,7 +37,7 @@ from slotline.runner.process import (
 )
 from slotline.runner.proctree import TreeSampler
 from slotline.runner.space import SpaceWatch
-from slotline.runner.terminal import socket_path, spawn_in_terminal
+from slotline.runner.terminal import spawn_in_terminal
 from slotline.store import Claim, ClaimResult, StartReport, Store
 from slotline.worktrees.isolate import Isolator
 from slotline.worktrees.orphans import default_root
@@ -231,7 +231,7 @@ class Supervisor:
                     cwd,
                     env,
                     log_path,
-                    socket_path(settings.log_dir),
+                    settings.log_dir,
                     memory_mb=task.memory_mb,
                     log_max_bytes=settings.log_max_bytes,
                     fence=self._fence_spec(run),

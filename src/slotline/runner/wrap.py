@@ -393,23 +393,34 @@ def _keep(argv: list[str], env: dict[str, str], log: str, in_session: int) -> No
 
 def pane(argv: list[str]) -> int:
     """The keeper of an interactive run, the first process of its tmux pane:
-    `wrap.py --pane ENV_FILE EXIT_FILE MEMORY_MB CWD LOG_MAX_BYTES FENCE -- ARGV...`.
+    `wrap.py --pane SPEC_FILE EXIT_FILE MEMORY_MB LOG_MAX_BYTES FENCE`.
 
     As `main`, but the command keeps the pane's terminal as its stdin, stdout and stderr
-    (tmux copies what it prints to the log: `tee`), and gets its environment from
-    ENV_FILE, which the node wrote (mode 0600) and this removes: on the command line, a
-    key would be in every `ps`. Of the pane's own variables only TERM is kept."""
+    (tmux copies what it prints to the log: `tee`). What it runs, where and with which
+    environment (`{"argv", "cwd", "env"}`) is in SPEC_FILE, which the node wrote (mode
+    0600) and this removes: on tmux's command line, a key would be in every `ps` and
+    tmux would parse the arguments. Of the pane's own variables only TERM is kept."""
     import json
 
-    env_file, *rest = argv
-    with open(env_file, encoding="utf-8") as file:
-        env = json.load(file)
-    _unlink(env_file)
+    spec_file, exit_file, memory_mb, log_max, fence = argv
+    with open(spec_file, encoding="utf-8") as file:
+        spec = json.load(file)
+    _unlink(spec_file)
     term = os.environ.get("TERM", "screen-256color")
     os.environ.clear()
-    os.environ.update(env)
+    os.environ.update(spec["env"])
     os.environ["TERM"] = term
-    return main(rest, in_terminal=True)
+    # The terminal hangs up (its session or pane killed, its server gone): the kernel
+    # tells the keeper, its session's leader, alone. The command gets it too, once, and
+    # ends as it would in any terminal that closed; its exit status is then written.
+    signal.signal(signal.SIGHUP, _hang_up)
+    keeper = [exit_file, memory_mb, spec["cwd"], log_max, fence, "--", *spec["argv"]]
+    return main(keeper, in_terminal=True)
+
+
+def _hang_up(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    _signal_group(signal.SIGHUP)
 
 
 def tee(argv: list[str]) -> int:
@@ -455,9 +466,11 @@ def main(argv: list[str], in_terminal: bool = False) -> int:
             _write_exit(exit_file, 127)
             return 0
     # Ignore stop signals before forking so no window leaves the keeper killable; the
-    # command gets the default dispositions back before exec.
+    # command gets the default dispositions back before exec. (A keeper in a terminal
+    # passes a hang-up on to its command: `pane`.)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_IGN)
+        if not (in_terminal and sig == signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)
     if in_terminal:
         pid = _start(command, memory_mb, None)
         if pid < 0:

@@ -8,7 +8,9 @@ quiet while it waits is marked as needing input the same way (`needs_input`, the
 from __future__ import annotations
 
 from slotline.errors import NotFound
+from slotline.pacing import backoff
 from slotline.scheduler import policy
+from slotline.store import backoff as provider
 from slotline.store.core import StoreCore
 from slotline.store.events import emit
 from slotline.store.rows import task_from_row
@@ -80,7 +82,10 @@ class StallVerbs(StoreCore):
                     for r in tx.rows("tasks_running")
                     if (t := task_from_row(r)).holds_slot and t.id != task_id
                 ]
-                full = policy.kept_out(read_settings(tx).limits, running, task)
+                # The limits as a claim has them: a provider's back-off lowers them too
+                # (a node's resource guard does not: it holds its own claims only).
+                limits = backoff.limits_under(read_settings(tx).limits, provider.throttles(tx))
+                full = policy.kept_out(limits, running, task)
                 if full is not None:
                     tx.notify = False
                     return full
