@@ -66,6 +66,9 @@ _OPTIONS = (
     ("status-right", "detach: C-b d "),
     ("default-terminal", "screen-256color"),
     ("history-limit", "10000"),
+    # An agent's TUI that asks for focus events gets them (Claude Code otherwise prints
+    # a notice about it, output that would end a quiet spell).
+    ("focus-events", "on"),
 )
 
 
@@ -152,10 +155,11 @@ class Terminal:
         return self.pane or self.target
 
     def send(self, text: str, enter: bool = True, enter_after: float = ENTER_AFTER) -> None:
-        """Type `text` into the run's pane as it is (pasted from a tmux buffer: no key
-        names, no length limit of tmux's command line), then Enter `enter_after` seconds
-        later (an agent's TUI takes an Enter that comes with a burst of text as part of a
-        paste, not as its submit).
+        """Type `text` into the run's pane as it is: written to it from a tmux buffer, as
+        keys would be (no key names, no length limit of tmux's command line, no
+        bracketed paste: a digit that chooses in an agent's menu still chooses; a newline
+        is Enter, as typed), then Enter `enter_after` seconds later (an agent's TUI takes
+        an Enter that comes with a burst of text as part of a paste, not as its submit).
 
         Raises:
             InputOff: the pane takes no input (its run gave its slot back); nothing typed.
@@ -165,7 +169,7 @@ class Terminal:
         if text:
             name = f"slotline-{secrets.token_hex(8)}"
             self._run(["load-buffer", "-b", name, "-"], stdin=text)
-            paste = f"paste-buffer -p -d -b {name} -t {pane}"
+            paste = f"paste-buffer -d -b {name} -t {pane}"
             if self._unless_input_off(paste) == "off":
                 self._run(["delete-buffer", "-b", name])
                 raise InputOff("its terminal takes no input now")
