@@ -18,7 +18,7 @@ from websockets.sync.client import ClientConnection, connect
 
 from slotline.models import Status
 from slotline.runner.terminal import Terminal, tmux_env
-from slotline.server.terminal import CLOSE_NO_TASK, CLOSE_NO_TERMINAL
+from slotline.server.terminal import CLOSE_DETACHED, CLOSE_NO_TASK, CLOSE_NO_TERMINAL
 from slotline.store import Store
 from waiting import until
 
@@ -163,7 +163,15 @@ def test_leaving_ends_only_the_client_and_the_run_waits(
     until(lambda: clients(terminal) == [], what="the tmux client ending")
     assert store.get(asking).status is Status.RUNNING
     assert terminal.alive()
-    # An admin attaches again later and answers.
+    # An admin attaches again, detaches with tmux's own keys (C-b d): the socket closes
+    # saying so, and the run still waits.
+    with socket(server, asking, tokens["boss"]) as conn:
+        attached(conn)
+        read_until(conn, QUESTION)
+        conn.send(b"\x02d")
+        assert closed(conn) == (CLOSE_DETACHED, "detached: the run goes on")
+    assert store.get(asking).status is Status.RUNNING
+    # Then attaches once more and answers.
     with socket(server, asking, tokens["boss"]) as conn:
         attached(conn)
         read_until(conn, QUESTION)

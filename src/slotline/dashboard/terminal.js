@@ -75,7 +75,7 @@ class Screen extends Component {
 export class Terminal extends Component {
   constructor(props) {
     super(props);
-    this.state = { phase: "waiting", readOnly: null, reason: null };
+    this.state = { phase: "waiting", readOnly: null, reason: null, ended: false };
     this.screen = null;
   }
 
@@ -148,7 +148,10 @@ export class Terminal extends Component {
     socket.onclose = (closed) => {
       if (this.gone || socket !== this.socket) return;
       this.socket = null;
-      this.setState({ phase: "closed", reason: closed.reason || `the connection closed (code ${closed.code})` });
+      // 1000: the run ended; any other close leaves the run going (a detach, a refusal, the
+      // network), and the page offers to connect again while it runs.
+      const reason = closed.reason || `the connection closed (code ${closed.code})`;
+      this.setState({ phase: "closed", reason, ended: closed.code === 1000 });
     };
   }
 
@@ -160,15 +163,15 @@ export class Terminal extends Component {
     if (this.state.phase === "live" && this.state.readOnly === false) this.send(bytes);
   }
 
-  render({ task, running }, { phase, readOnly, reason }) {
+  render({ task, running }, { phase, readOnly, reason, ended }) {
     const id = shortId(task.id);
     const said = {
       waiting: "Its terminal shows here when the run starts.",
       connecting: "Connecting…",
       live: readOnly ? "Watching: only its owner and admins can type here." : "Live: what you type goes to the run.",
-      closed: `Closed: ${reason}.`,
+      closed: `Closed: ${reason}.${ended || !running ? " What it printed is in its log below." : ""}`,
     }[phase];
-    const again = phase === "closed" && running;
+    const again = phase === "closed" && running && !ended;
     return html`<section class="terminal-panel" aria-labelledby="terminal-title">
       <h3 id="terminal-title">Terminal ${readOnly && html`<span class="badge badge-readonly" id="terminal-readonly">read-only</span>`}
         ${phase === "live" && html` <span class="badge badge-live">live</span>`}</h3>

@@ -14,7 +14,8 @@ A refusal is a close with a code and a reason the page shows: 1008 for a token r
 4404 for a task the caller cannot see, 4409 for a task without a terminal here (not
 interactive, not running, or run by a node of another machine). Closing the socket ends
 only this tmux client: the run goes on, as when a person detaches. When the run ends its
-session ends, the client exits, and the socket closes with 1000 and "the run ended".
+session ends, the client exits, and the socket closes with 1000 and "the run ended"; a
+client detached from within (C-b d) closes it with 4000, the run going on.
 """
 
 from __future__ import annotations
@@ -52,11 +53,12 @@ log = logging.getLogger("slotline.server.terminal")
 
 router = APIRouter(tags=["tasks"])
 
-CLOSE_ENDED = 1000  # the run ended (its session is gone), or the client was detached
+CLOSE_ENDED = 1000  # the run ended (its session is gone)
 CLOSE_STOPPING = 1001  # the server is stopping
 CLOSE_FAILED = 1011  # tmux could not be started
 CLOSE_NO_TASK = 4404  # no such task, or one the caller may not see
 CLOSE_NO_TERMINAL = 4409  # the task has no terminal on this machine now
+CLOSE_DETACHED = 4000  # the client was detached (C-b d, `detach-client`): the run goes on
 
 CHUNK = 64 * 1024
 # The size of the pseudo-terminal until the page says its own (`?cols=&rows=`, then
@@ -339,7 +341,7 @@ async def terminal_ws(websocket: WebSocket, task_id: str) -> None:
             code, reason = CLOSE_STOPPING, "the server is stopping"
         elif await asyncio.to_thread(terminal.alive):
             # The client left while the run goes on: someone detached it (C-b d).
-            code, reason = CLOSE_ENDED, "detached: the run goes on"
+            code, reason = CLOSE_DETACHED, "detached: the run goes on"
     finally:
         await client.close()
         log.info("terminal detached: %s", reason, extra=extra)
