@@ -78,6 +78,7 @@ def test_the_owner_answers_the_runs_question_in_the_page(
     page.locator("#terminal-state:has-text('Closed: the run ended')").wait_for()
     page.locator("#task-log:has-text(\"asking_agent got 'yes'\")").wait_for()
     page.locator("#task-panel [data-field=status]:has-text('succeeded')").wait_for()
+    terminal.wait_for(state="hidden")  # blank once tmux has left: folded away
 
 
 def test_a_viewer_watches_but_their_typing_never_reaches_the_run(

@@ -234,3 +234,22 @@ def test_an_unknown_task_and_another_users_are_refused_alike(
         code, reason = closed(conn)
     assert code == 1008
     assert "not valid" in reason
+
+
+def test_a_run_of_another_machine_is_refused_naming_where_to_attach(
+    make_server: ServerFactory,
+) -> None:
+    # Given an interactive task run by a node elsewhere (its terminal is on that machine)…
+    server = make_server()
+    admin = server.token("boss", "admin")
+    task = server.store.submit({"command": [sys.executable, ASKING], "interactive": True})
+    (claim,) = server.store.claim("elsewhere", limit=1).claims
+    assert claim.task.id == task.id
+    # …this server has no terminal to give, and says where it is.
+    with socket(server, task.id, admin) as conn:
+        code, reason = closed(conn)
+    assert code == CLOSE_NO_TERMINAL
+    assert reason == (
+        f"task {task.id[:8]} runs on node elsewhere, whose terminal is not on this server's "
+        f"machine: run `slotline attach {task.id[:8]}` there"
+    )

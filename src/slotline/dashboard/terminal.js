@@ -64,7 +64,7 @@ class Screen extends Component {
     return false;
   }
   render() {
-    return html`<div class="terminal" id="task-terminal" aria-label="Terminal"></div>`;
+    return html`<div class="term-box" id="task-terminal" aria-label="Terminal"></div>`;
   }
 }
 
@@ -101,7 +101,7 @@ export class Terminal extends Component {
   async setUp() {
     const [{ Terminal: Xterm }, { FitAddon }] = await loadXterm();
     if (this.gone || this.term) return;
-    const host = this.base.querySelector(".terminal");
+    const host = this.base.querySelector(".term-box");
     this.undo = adoptStyles(host);
     const small = matchMedia("(max-width: 700px)").matches;
     this.term = new Xterm({ theme: THEME, fontSize: small ? 11 : 13, scrollback: 2000, convertEol: false });
@@ -133,6 +133,8 @@ export class Terminal extends Component {
     const socket = openSocket(`/api/tasks/${encodeURIComponent(this.props.task.id)}/terminal?cols=${cols}&rows=${rows}`);
     socket.binaryType = "arraybuffer";
     this.socket = socket;
+    // The size again once open: the box may have been fitted since the URL was made.
+    socket.onopen = () => this.send(JSON.stringify({ resize: [this.term.cols, this.term.rows] }));
     socket.onmessage = (message) => {
       if (typeof message.data !== "string") {
         this.term.write(new Uint8Array(message.data));
@@ -166,19 +168,21 @@ export class Terminal extends Component {
   render({ task, running }, { phase, readOnly, reason, ended }) {
     const id = shortId(task.id);
     const said = {
-      waiting: "Its terminal shows here when the run starts.",
+      waiting: task.finished_at ? "The run has ended: what it printed is in its log below." : "Its terminal shows here when the run starts.",
       connecting: "Connecting…",
       live: readOnly ? "Watching: only its owner and admins can type here." : "Live: what you type goes to the run.",
       closed: `Closed: ${reason}.${ended || !running ? " What it printed is in its log below." : ""}`,
     }[phase];
     const again = phase === "closed" && running && !ended;
-    return html`<section class="terminal-panel" aria-labelledby="terminal-title">
+    // No screen before the run starts, nor once it has ended (tmux clears it as it leaves).
+    const blank = phase === "waiting" || (phase === "closed" && (ended || !running));
+    return html`<section class=${`terminal-panel ${blank ? "blank" : ""}`} aria-labelledby="terminal-title">
       <h3 id="terminal-title">Terminal ${readOnly && html`<span class="badge badge-readonly" id="terminal-readonly">read-only</span>`}
         ${phase === "live" && html` <span class="badge badge-live">live</span>`}</h3>
       <${Screen} />
       <p class="muted" id="terminal-state" role="status">${said}
         ${again && html` <button type="button" class="btn small" data-action="reconnect" onClick=${() => this.connect()}>Connect again</button>`}</p>
-      <p class="help" id="terminal-attach">From a shell: <code>slotline attach ${id}</code> (<code>--read-only</code> to watch). Detach with C-b d: the run goes on.</p>
+      ${running && html`<p class="help" id="terminal-attach">From a shell: <code>slotline attach ${id}</code> (<code>--read-only</code> to watch). Detach with C-b d: the run goes on.</p>`}
     </section>`;
   }
 }

@@ -38,7 +38,7 @@ from fastapi import APIRouter, HTTPException, WebSocket
 
 from slotline.errors import SlotlineError
 from slotline.models import Status, Task
-from slotline.runner.terminal import Terminal, tmux_env
+from slotline.runner.terminal import Terminal, TerminalError, tmux_env
 from slotline.server.access import AccessWatch
 from slotline.server.context import (
     SUBPROTOCOL,
@@ -311,7 +311,7 @@ async def terminal_ws(websocket: WebSocket, task_id: str) -> None:
         cols, rows = _query_size(websocket)
         try:
             client = await Client.start(terminal.attach_argv(read_only), cols, rows)
-        except OSError as exc:
+        except (OSError, TerminalError) as exc:
             raise Refused(CLOSE_FAILED, f"cannot attach to the run's terminal: {exc}") from exc
     except Refused as refused:
         await _close(websocket, refused.code, str(refused))
