@@ -80,6 +80,18 @@ export function followLog(taskId, onText, onEnd) {
 }
 
 /**
+ * A WebSocket to this server's `path`, with the token: a browser cannot send headers, so it
+ * offers the subprotocols `slotline` and `slotline-token.TOKEN` (never the URL, which is logged).
+ */
+export function openSocket(path) {
+  const protocols = ["slotline"];
+  const secret = token.get();
+  if (secret) protocols.push(`slotline-token.${secret}`);
+  const scheme = location.protocol === "https:" ? "wss" : "ws";
+  return new WebSocket(`${scheme}://${location.host}${path}`, protocols);
+}
+
+/**
  * The event stream over a WebSocket, resumed from the last seq seen after any drop.
  * `onEvent(event)` for each event, `onState("live" | "reconnecting" | "refused", why)`.
  */
@@ -90,11 +102,7 @@ export function connect(since, onEvent, onState) {
   let stopped = false;
 
   function open() {
-    const protocols = ["slotline"];
-    const secret = token.get();
-    if (secret) protocols.push(`slotline-token.${secret}`);
-    const scheme = location.protocol === "https:" ? "wss" : "ws";
-    socket = new WebSocket(`${scheme}://${location.host}/api/events/ws?since=${last}`, protocols);
+    socket = openSocket(`/api/events/ws?since=${last}`);
     socket.onopen = () => {
       delay = 250;
       onState("live");

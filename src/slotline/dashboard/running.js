@@ -38,6 +38,7 @@ function Run({ task, now, canWrite }) {
     <span class="title" title=${task.title}>${task.title}</span>
     <span class="meta">
       ${task.agent && html`<${Badge} kind="agent">${task.agent}<//>`}
+      ${task.interactive && html`<${Badge} kind="interactive" title="It runs in a terminal: view it to watch or type">INTERACTIVE<//>`}
       <span title="node">${attempt.node_id || "–"}</span>
       <span title="process id">pid ${attempt.pid ?? "–"}</span>
       <span class="runtime" title="running for">${duration(since(task.started_at, now))}</span>

@@ -16,6 +16,7 @@ import {
 import { close, open } from "./open.js";
 import { refreshDiff } from "./refresh.js";
 import { serverNow, state } from "./state.js";
+import { Terminal } from "./terminal.js";
 import { Badge, Button, html } from "./ui.js";
 
 // The fields a person reads, labelled in words, each shown as its kind says ("time": one
@@ -125,6 +126,9 @@ function Changes({ view }) {
     ${diff.truncated && html`<p class="muted" id="diff-truncated">Truncated: the diff is longer than shown; see <code>slotline diff ${shortId(diff.task_id)}</code>.</p>`}`;
 }
 
+// A new attempt is a new run with a terminal of its own.
+const lastAttempt = (task) => (task.attempts.length ? task.attempts[task.attempts.length - 1].id : task.id);
+
 export function TaskPanel() {
   if (!state.open) return null;
   const view = state.task || {};
@@ -133,6 +137,7 @@ export function TaskPanel() {
     onKeyDown=${(e) => e.key === "Escape" && close()}>
     <header>
       <h2 id="task-title">${task ? task.title : shortId(state.open)}
+        ${task && task.interactive && html` <${Badge} kind="interactive">INTERACTIVE<//>`}
         ${task && task.needs_input_at && task.status === "running" && html` <${Badge} kind="needs">NEEDS INPUT<//>`}
         ${task && task.stalled_at && task.status === "running" && html` <${Badge} kind="stalled">STALLED<//>`}
         ${task && refusals(task) > 0 && html` <${Badge} kind="refused" title=${task.status_reason || ""}>REFUSED TOOLS<//>`}</h2>
@@ -140,6 +145,8 @@ export function TaskPanel() {
     </header>
     ${task && html`
       <${Actions} task=${task} />
+      ${task.interactive && html`<${Terminal} key=${lastAttempt(task)} task=${task}
+        running=${task.status === "running"} />`}
       <${Fields} task=${task} now=${serverNow()} />
       <h3>Depends on</h3>
       <p>${task.depends_on.length ? task.depends_on.map((id) => html`<${Link} id=${id} /> `) : html`<span class="muted">nothing</span>`}</p>

@@ -29,6 +29,7 @@ from slotline.server import (
     queue,
     routes,
     schedules,
+    terminal,
 )
 from slotline.server import webhooks as notify
 from slotline.server.auth import TokenBook, default_tokens_path
@@ -128,6 +129,7 @@ def create_app(
         queue.router,
         logs.router,
         events.router,
+        terminal.router,
         compat.router,
         external.router,
         metrics.router,
