@@ -10,8 +10,9 @@ person. Trusting the repository covers the git worktrees slotline runs each task
 
 The scenario is issue 30's: three interactive runs at a limit of two; one attached to
 from the CLI (a real terminal: a pane of the test's own tmux server) and ended there,
-one answered through `slotline send`, the third heard of when it needs input (a command
-hook, as a desktop notification would be), and none lost when the node is killed with
+one answered in the dashboard's terminal (Debian's chromium through Playwright), the
+third heard of when it needs input (a command hook, as a desktop notification would
+be) and answered through `slotline send`, and none lost when the node is killed with
 SIGKILL and started again.
 """
 
@@ -29,7 +30,9 @@ from typing import Any
 
 import pytest
 import yaml
+from playwright.sync_api import sync_playwright
 
+from browser.conftest import require_chromium, row_action
 from slotline.runner.terminal import Terminal, socket_path
 from waiting import until
 
@@ -91,20 +94,24 @@ def interactive_types() -> dict[str, Any]:
 
 
 class Node:
-    """`slotline serve` in the test's folder, which the test may kill with SIGKILL."""
+    """`slotline serve` in the test's folder, with its dashboard, which the test may kill
+    with SIGKILL."""
 
     def __init__(self, env: dict[str, str], folder: Path) -> None:
         self.env, self.folder = env, folder
         self.process: subprocess.Popen[str] | None = None
+        self.dashboard = ""
 
     def start(self) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "slotline", "serve", "--no-http", "--node-id", "box"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env=self.env, cwd=self.folder,
-        )  # fmt: skip
+        with (self.folder / "serve.log").open("a") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "slotline", "--json", "serve", "--node-id", "box",
+                 "--port", "0"],
+                stdout=subprocess.PIPE, stderr=log, text=True, env=self.env, cwd=self.folder,
+            )  # fmt: skip
         assert self.process.stdout is not None
-        assert "max_concurrent" in self.process.stdout.readline()
+        self.process.stdout.readline()  # the node's line
+        self.dashboard = json.loads(self.process.stdout.readline())["dashboard"]
 
     def kill(self, sig: signal.Signals = signal.SIGKILL) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -193,19 +200,40 @@ def test_three_interactive_claude_runs_at_a_limit_of_two(
     until(lambda: "attach exited 0" in user_screen(), RUN_TIMEOUT, "attach's end")
     assert f"task {first[:8]} succeeded" in user_screen()
 
-    # its slot goes to the third; the second's question is answered through `send`.
+    # Its slot goes to the third. The user answers the second in the dashboard: its task
+    # page's terminal shows Claude's screen, and what is typed there reaches Claude.
     until(lambda: show(cli, third)["status"] == "running", RUN_TIMEOUT, "the third run")
     asked = len(standin.messages())
-    sent = cli("send", second, "yes, go on")
-    assert sent.code == 0, sent.err
-    until(lambda: len(standin.messages()) > asked, RUN_TIMEOUT, "the answer at the API")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=require_chromium(), args=["--no-sandbox", "--disable-gpu"]
+        )
+        page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+        page.set_default_timeout(RUN_TIMEOUT * 1000)
+        page.goto(box.dashboard)
+        page.wait_for_selector("#connection:has-text('live')")
+        row_action(page, second, "view", "#running")
+        terminal = page.locator("#task-terminal")
+        terminal.locator(f".xterm-rows:has-text('{QUESTION}')").wait_for()
+        terminal.click()
+        page.keyboard.type("yes, go on")
+        page.keyboard.press("Enter")
+        until(lambda: len(standin.messages()) > asked, RUN_TIMEOUT, "the answer at the API")
+        browser.close()
     assert any("yes, go on" in m.text() for m in standin.messages())
 
-    # The third, once it waits quiet for idle_after, needs input: the hook hears it.
+    # The third, once it waits quiet for idle_after, needs input: the hook hears it, and
+    # its question is answered through `send`.
     heard = tmp_path / "heard"
     until(lambda: heard.exists() and third in heard.read_text(), 120, "the needs-input hook")
     assert show(cli, third)["needs_input_at"] is not None
     assert "NEEDS INPUT" in cli("status").out
+    asked = len(standin.messages())
+    sent = cli("send", third, "yes, and add a test")
+    assert sent.code == 0, sent.err
+    until(lambda: len(standin.messages()) > asked, RUN_TIMEOUT, "the answer at the API")
+    assert any("yes, and add a test" in m.text() for m in standin.messages())
+    until(lambda: show(cli, third)["needs_input_at"] is None, RUN_TIMEOUT, "the mark cleared")
 
     # The node is killed with SIGKILL: both runs go on, and a new node re-adopts them.
     pids = {t: show(cli, t)["attempts"][-1]["pid"] for t in (second, third)}
