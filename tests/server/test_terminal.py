@@ -253,3 +253,32 @@ def test_a_run_of_another_machine_is_refused_naming_where_to_attach(
         f"task {task.id[:8]} runs on node elsewhere, whose terminal is not on this server's "
         f"machine: run `slotline attach {task.id[:8]}` there"
     )
+
+
+def test_keys_for_a_run_that_gave_its_slot_back_wait_for_a_slot(
+    server: Running, tokens: dict[str, str], asking: str
+) -> None:
+    store, terminal = server.store, terminal_of(server.store, asking)
+    # Given the run gave its slot back as its node does (input off, then the release),
+    # and another task took the one slot,
+    store.set_setting("max_concurrent", 1)
+    terminal.allow_input(False)
+    attempt = store.get(asking).current_attempt
+    assert attempt is not None
+    assert store.mark_needs_input(asking, attempt, "quiet", release=True)
+    other = store.submit({"command": ["sleep", "60"], "title": "other"})
+    until(lambda: store.get(other.id).status is Status.RUNNING, what="the other start")
+    with socket(server, asking, tokens["alice"]) as conn:
+        assert attached(conn) == {"read_only": False}
+        read_until(conn, QUESTION)
+        # when the owner types, no slot is free: the page is told, nothing reaches the run;
+        conn.send(b"n")
+        read_until(conn, b"[slotline: no slot is free to take back (the 1 slot is taken)")
+        assert store.get(asking).slot_released is not None
+        # once the other ends, the next key takes a slot, then reaches the run.
+        store.terminate(other.id)
+        until(lambda: store.get(other.id).status.terminal, what="the other's end")
+        conn.send(b"yes\r")
+        read_until(conn, b"asking_agent got 'yes'")
+    until(lambda: store.get(asking).status is Status.SUCCEEDED, what="the run succeeding")
+    assert "slot_retaken" in [e.kind for e in store.task_events(asking)]

@@ -36,9 +36,9 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, WebSocket
 
-from slotline.errors import SlotlineError
+from slotline.errors import InvalidTransition, SlotlineError
 from slotline.models import Status, Task
-from slotline.runner.terminal import Terminal, TerminalError, tmux_env
+from slotline.runner.terminal import NoSlot, Terminal, TerminalError, retake, tmux_env
 from slotline.server.access import AccessWatch
 from slotline.server.context import (
     SUBPROTOCOL,
@@ -247,7 +247,40 @@ def set_size(fd: int, cols: int, rows: int) -> None:
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
 
 
-async def bridge(websocket: WebSocket, client: Client, read_only: bool) -> None:
+class Gate:
+    """What a run that gave its slot back while it waited for input (`release_while_idle`)
+    needs before typed keys reach it: a slot again (`terminal.retake`). Looked up in the
+    store at most every `EVERY` seconds while keys come."""
+
+    EVERY = 0.5
+
+    def __init__(self, state: ServerState, task: Task, terminal: Terminal) -> None:
+        self.state, self.task, self.terminal = state, task, terminal
+        self._looked = 0.0
+
+    async def closed(self) -> str | None:
+        """None when keys may go to the run (taking a slot for it first if it gave its
+        back), else why not, in words."""
+        loop = asyncio.get_running_loop()
+        if loop.time() - self._looked < self.EVERY:
+            return None
+        self._looked = loop.time()
+        task = await self.state.call(self.state.store.get, self.task.id)
+        if task.slot_released is None:
+            return None
+        try:
+            await asyncio.to_thread(retake, task, self.terminal, self.state.store)
+        except NoSlot as exc:
+            self._looked = 0.0  # look again at the next key
+            return f"no slot is free to take back ({exc.limit}): what you type is dropped"
+        except (TerminalError, InvalidTransition):
+            return None  # it ended or moved on: tmux says so to the client
+        return None
+
+
+async def bridge(
+    websocket: WebSocket, client: Client, read_only: bool, gate: Gate | None = None
+) -> None:
     """Carry bytes between the socket and the client until either side ends."""
 
     async def out() -> None:
@@ -260,8 +293,13 @@ async def bridge(websocket: WebSocket, client: Client, read_only: bool) -> None:
             if message["type"] == "websocket.disconnect":
                 return
             if message.get("bytes") is not None:
-                if not read_only:
-                    await client.write(message["bytes"])
+                if read_only:
+                    continue
+                closed = None if gate is None else await gate.closed()
+                if closed is not None:
+                    await websocket.send_bytes(f"\r\n[slotline: {closed}]\r\n".encode())
+                    continue
+                await client.write(message["bytes"])
             elif message.get("text") is not None:
                 resize(client, message["text"])
 
@@ -324,7 +362,9 @@ async def terminal_ws(websocket: WebSocket, task_id: str) -> None:
         lost = asyncio.Event()
         async with AccessWatch(state, presented_token(websocket), lambda _: lost.set()) as access:
             waits = {
-                asyncio.create_task(bridge(websocket, client, read_only)): "bridge",
+                asyncio.create_task(
+                    bridge(websocket, client, read_only, Gate(state, task, terminal))
+                ): "bridge",
                 asyncio.create_task(lost.wait()): "access",
                 asyncio.create_task(state.closing.wait()): "closing",
             }
