@@ -113,7 +113,7 @@ async def find_terminal(
             CLOSE_NO_TERMINAL,
             f"task {short} is {task.status.value}, not running: its terminal exists while it runs",
         )
-    terminal = Terminal.of(attempt.log_path)
+    terminal = await asyncio.to_thread(Terminal.of, attempt.log_path)
     if terminal is None:
         raise Refused(
             CLOSE_NO_TERMINAL,
