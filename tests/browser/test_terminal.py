@@ -62,12 +62,16 @@ def width(store: Store, task_id: str) -> int:
     return int(done.stdout)
 
 
-def type_into(page: Any, screen: Any, text: str) -> None:
-    """Focus the terminal as a person would (a click, a tap on a phone), then type."""
+def focus(page: Any, screen: Any) -> None:
+    """Focus the terminal as a person would: a click, a tap on a phone."""
     if is_phone(page):
         screen.tap()
     else:
         screen.click()
+
+
+def type_into(page: Any, screen: Any, text: str) -> None:
+    focus(page, screen)
     page.keyboard.type(text)
     page.keyboard.press("Enter")
 
@@ -87,6 +91,15 @@ def test_the_owner_answers_the_runs_question_in_the_page(
     size = page.viewport_size
     page.set_viewport_size({"width": size["width"] - 60, "height": size["height"]})
     until(lambda: width(store, task) < shown, what="the run's terminal narrowing")
+    # Detaching with tmux's keys leaves the run waiting; the page connects again.
+    focus(page, terminal)
+    page.keyboard.press("Control+b")
+    page.keyboard.press("d")
+    page.locator("#terminal-state:has-text('Closed: detached: the run goes on')").wait_for()
+    assert store.get(task).status is Status.RUNNING
+    page.locator("#terminal-state [data-action=reconnect]").click()
+    page.locator("#terminal-state:has-text('Live')").wait_for()
+    terminal.locator(".xterm-rows:has-text('Proceed? [y/n]')").wait_for()
     type_into(page, terminal, "yes")
 
     until(lambda: store.get(task).status is Status.SUCCEEDED, what="the run succeeding")
