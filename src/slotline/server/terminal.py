@@ -12,7 +12,9 @@ who may see the task attaches read-only (`attach -r`), and their input frames ar
 
 A refusal is a close with a code and a reason the page shows: 1008 for a token refused,
 4404 for a task the caller cannot see, 4409 for a task without a terminal here (not
-interactive, not running, or run by a node of another machine). Closing the socket ends
+interactive, not running, or run by a node of another machine), 1013 while `MAX_OPEN`
+terminals are open in the process (each holds a pseudo-terminal and a tmux client,
+released on every way out). Closing the socket ends
 only this tmux client: the run goes on, as when a person detaches. When the run ends its
 session ends, the client exits, and the socket closes with 1000 and "the run ended"; a
 client detached from within (C-b d) closes it with 4000, the run going on.
