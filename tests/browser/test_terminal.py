@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 
 from slotline.models import Status
-from slotline.runner.terminal import Terminal
+from slotline.runner.terminal import Terminal, tmux_env
 from slotline.store import Store
 
 from .conftest import Login, Serve, is_phone, row_action, until
@@ -50,12 +51,27 @@ def open_terminal(page: Any, task_id: str) -> Any:
     return screen
 
 
-def type_into(page: Any, screen: Any, text: str) -> None:
-    """Focus the terminal as a person would (a click, a tap on a phone), then type."""
+def width(store: Store, task_id: str) -> int:
+    """The columns of the run's tmux window now (it starts at 120, before any client)."""
+    terminal = Terminal.of(store.get(task_id).attempts[-1].log_path)
+    assert terminal is not None
+    done = subprocess.run(
+        terminal.tmux("display", "-p", "-t", terminal.target, "#{window_width}"),
+        capture_output=True, text=True, env=tmux_env(), check=True,
+    )  # fmt: skip
+    return int(done.stdout)
+
+
+def focus(page: Any, screen: Any) -> None:
+    """Focus the terminal as a person would: a click, a tap on a phone."""
     if is_phone(page):
         screen.tap()
     else:
         screen.click()
+
+
+def type_into(page: Any, screen: Any, text: str) -> None:
+    focus(page, screen)
     page.keyboard.type(text)
     page.keyboard.press("Enter")
 
@@ -70,6 +86,20 @@ def test_the_owner_answers_the_runs_question_in_the_page(
     page.locator("#terminal-state:has-text('Live: what you type goes to the run')").wait_for()
     assert page.locator("#terminal-readonly").count() == 0
     assert f"slotline attach {task[:8]}" in page.locator("#terminal-attach").inner_text()
+    # The run's terminal takes the box's size, and follows the window's.
+    shown = until(lambda: width(store, task) < 120 and width(store, task), what="a fitted width")
+    size = page.viewport_size
+    page.set_viewport_size({"width": size["width"] - 60, "height": size["height"]})
+    until(lambda: width(store, task) < shown, what="the run's terminal narrowing")
+    # Detaching with tmux's keys leaves the run waiting; the page connects again.
+    focus(page, terminal)
+    page.keyboard.press("Control+b")
+    page.keyboard.press("d")
+    page.locator("#terminal-state:has-text('Closed: detached: the run goes on')").wait_for()
+    assert store.get(task).status is Status.RUNNING
+    page.locator("#terminal-state [data-action=reconnect]").click()
+    page.locator("#terminal-state:has-text('Live')").wait_for()
+    terminal.locator(".xterm-rows:has-text('Proceed? [y/n]')").wait_for()
     type_into(page, terminal, "yes")
 
     until(lambda: store.get(task).status is Status.SUCCEEDED, what="the run succeeding")

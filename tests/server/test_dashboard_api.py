@@ -23,6 +23,9 @@ def test_the_page_and_its_modules_are_served_with_a_strict_csp(http: httpx.Clien
     module = http.get("/ui/main.js")
     assert module.headers["content-type"].startswith("text/javascript")
     assert http.get("/ui/vendor/uPlot.LICENSE.txt").status_code == 200
+    xterm = http.get("/ui/vendor/xterm.module.js")  # the task page's terminal, when shown
+    assert xterm.headers["content-type"].startswith("text/javascript")
+    assert http.get("/ui/vendor/xterm.css").headers["content-type"].startswith("text/css")
     assert http.get("/ui/../server/app.py").status_code == 404
     assert http.get("/ui/__init__.py").status_code == 404
 

@@ -18,7 +18,14 @@ from websockets.sync.client import ClientConnection, connect
 
 from slotline.models import Status
 from slotline.runner.terminal import Terminal, tmux_env
-from slotline.server.terminal import CLOSE_DETACHED, CLOSE_NO_TASK, CLOSE_NO_TERMINAL
+from slotline.server import revoke_token
+from slotline.server import terminal as terminal_module
+from slotline.server.terminal import (
+    CLOSE_BUSY,
+    CLOSE_DETACHED,
+    CLOSE_NO_TASK,
+    CLOSE_NO_TERMINAL,
+)
 from slotline.store import Store
 from waiting import until
 
@@ -199,6 +206,37 @@ def test_a_viewer_watches_read_only_and_their_typing_never_reaches_the_run(
         conn.send(b"yes\r")
         read_until(conn, b"asking_agent got 'yes'")
     until(lambda: store.get(asking).status is Status.SUCCEEDED, what="the run succeeding")
+
+
+def test_a_token_revoked_while_attached_ends_the_socket_and_its_client(
+    server: Running, tokens: dict[str, str], asking: str
+) -> None:
+    terminal = terminal_of(server.store, asking)
+    with socket(server, asking, tokens["watcher"]) as conn:
+        attached(conn)
+        read_until(conn, QUESTION)
+        assert revoke_token("watcher", server.tokens_path)
+        code, reason = closed(conn)
+    assert code == 1008
+    assert reason.startswith("access ended: the token is not valid")
+    until(lambda: clients(terminal) == [], what="the viewer's client ending")
+    assert server.store.get(asking).status is Status.RUNNING
+
+
+def test_terminals_are_bounded_and_each_one_closed_frees_its_place(
+    server: Running, tokens: dict[str, str], asking: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(terminal_module, "MAX_OPEN", 1)
+    with socket(server, asking, tokens["alice"]) as first:
+        attached(first)
+        with socket(server, asking, tokens["watcher"]) as second:
+            assert closed(second) == (
+                CLOSE_BUSY,
+                "1 terminals are open on this server: close one, try again",
+            )
+    until(lambda: not terminal_module.OPEN, what="the first terminal's place freed")
+    with socket(server, asking, tokens["watcher"]) as third:
+        assert attached(third) == {"read_only": True}
 
 
 def test_a_task_without_a_terminal_is_refused_with_its_reason(

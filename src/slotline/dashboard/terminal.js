@@ -127,7 +127,12 @@ export class Terminal extends Component {
 
   async connect() {
     this.setState({ phase: "connecting", reason: null });
-    await this.setUp();
+    try {
+      await this.setUp();
+    } catch (error) {
+      this.setState({ phase: "closed", reason: `cannot load the terminal (${error.message})` });
+      return;
+    }
     if (this.gone) return;
     const { cols, rows } = this.term;
     const socket = openSocket(`/api/tasks/${encodeURIComponent(this.props.task.id)}/terminal?cols=${cols}&rows=${rows}`);

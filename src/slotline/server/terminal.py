@@ -12,7 +12,9 @@ who may see the task attaches read-only (`attach -r`), and their input frames ar
 
 A refusal is a close with a code and a reason the page shows: 1008 for a token refused,
 4404 for a task the caller cannot see, 4409 for a task without a terminal here (not
-interactive, not running, or run by a node of another machine). Closing the socket ends
+interactive, not running, or run by a node of another machine), 1013 while `MAX_OPEN`
+terminals are open in the process (each holds a pseudo-terminal and a tmux client,
+released on every way out). Closing the socket ends
 only this tmux client: the run goes on, as when a person detaches. When the run ends its
 session ends, the client exits, and the socket closes with 1000 and "the run ended"; a
 client detached from within (C-b d) closes it with 4000, the run going on.
@@ -34,7 +36,7 @@ import termios
 from dataclasses import dataclass
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, WebSocket
+from fastapi import APIRouter, HTTPException, WebSocket, WebSocketDisconnect
 
 from slotline.errors import InvalidTransition, SlotlineError
 from slotline.models import Status, Task
@@ -67,6 +69,10 @@ COLS, ROWS = 80, 24
 MAX_SIDE = 1000
 # How long a tmux client that was asked to leave (SIGTERM) may take before it is killed.
 CLIENT_GRACE = 2.0
+# Pseudo-terminals are a resource of the process (and of the machine: kernel.pty.max): at
+# most this many terminals are open at once in this process; one more is refused (1013).
+MAX_OPEN = 64
+CLOSE_BUSY = 1013
 
 
 class Refused(Exception):
@@ -113,7 +119,7 @@ async def find_terminal(
             CLOSE_NO_TERMINAL,
             f"task {short} is {task.status.value}, not running: its terminal exists while it runs",
         )
-    terminal = Terminal.of(attempt.log_path)
+    terminal = await asyncio.to_thread(Terminal.of, attempt.log_path)
     if terminal is None:
         raise Refused(
             CLOSE_NO_TERMINAL,
@@ -234,6 +240,10 @@ async def _ready(fd: int, write: bool) -> None:
             loop.remove_reader(fd)
 
 
+# The terminals open now (one object each), in every app of this process (`MAX_OPEN`).
+OPEN: set[object] = set()
+
+
 # Run by the client's first process: take the pseudo-terminal (its stdin) as the
 # controlling terminal of the new session, then become tmux.
 _CONTROLLING = (
@@ -344,48 +354,76 @@ async def terminal_ws(websocket: WebSocket, task_id: str) -> None:
     # Accepted before any refusal, so that the page reads the refusal's code and reason
     # (a WebSocket refused in its handshake tells a browser nothing).
     await websocket.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in offered else None)
+    slot = object()  # this socket's place among the OPEN ones, taken before tmux starts
     try:
-        task, terminal, read_only = await find_terminal(state, websocket, task_id)
-        cols, rows = _query_size(websocket)
         try:
-            client = await Client.start(terminal.attach_argv(read_only), cols, rows)
-        except (OSError, TerminalError) as exc:
-            raise Refused(CLOSE_FAILED, f"cannot attach to the run's terminal: {exc}") from exc
-    except Refused as refused:
-        await _close(websocket, refused.code, str(refused))
-        return
+            task, terminal, read_only = await find_terminal(state, websocket, task_id)
+            if len(OPEN) >= MAX_OPEN:
+                raise Refused(
+                    CLOSE_BUSY,
+                    f"{MAX_OPEN} terminals are open on this server: close one, try again",
+                )
+            OPEN.add(slot)
+            try:
+                argv = terminal.attach_argv(read_only)
+                client = await Client.start(argv, *_query_size(websocket))
+            except (OSError, TerminalError) as exc:
+                raise Refused(CLOSE_FAILED, f"cannot attach to the run's terminal: {exc}") from exc
+        except Refused as refused:
+            await _close(websocket, refused.code, str(refused))
+            return
+        try:
+            code, reason = await attached(state, websocket, task, terminal, client, read_only)
+        finally:
+            await client.close()
+    finally:
+        OPEN.discard(slot)
+    await _close(websocket, code, reason)
+
+
+async def attached(
+    state: ServerState,
+    websocket: WebSocket,
+    task: Task,
+    terminal: Terminal,
+    client: Client,
+    read_only: bool,
+) -> tuple[int, str]:
+    """Bridge the socket and `client` until one ends, the token stops granting access or
+    the server stops; the close code and reason that say which."""
     extra = {"task_id": task.id}
     log.info("terminal attached (read_only=%s)", read_only, extra=extra)
     code, reason = CLOSE_ENDED, "the run ended"
     try:
         await websocket.send_text(json.dumps({"attached": {"read_only": read_only}}))
-        lost = asyncio.Event()
-        async with AccessWatch(state, presented_token(websocket), lambda _: lost.set()) as access:
-            waits = {
-                asyncio.create_task(
-                    bridge(websocket, client, read_only, Gate(state, task, terminal))
-                ): "bridge",
-                asyncio.create_task(lost.wait()): "access",
-                asyncio.create_task(state.closing.wait()): "closing",
-            }
-            try:
-                done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for waiting in waits:
-                    waiting.cancel()
-                await asyncio.gather(*waits, return_exceptions=True)
-        ended = {waits[t] for t in done}
-        if "access" in ended:
-            code, reason = WS_REFUSED, access.reason or "access ended"
-        elif "closing" in ended:
-            code, reason = CLOSE_STOPPING, "the server is stopping"
-        elif await asyncio.to_thread(terminal.alive):
-            # The client left while the run goes on: someone detached it (C-b d).
-            code, reason = CLOSE_DETACHED, "detached: the run goes on"
-    finally:
-        await client.close()
-        log.info("terminal detached: %s", reason, extra=extra)
-    await _close(websocket, code, reason)
+    except WebSocketDisconnect:
+        log.info("terminal detached: the page left at once", extra=extra)
+        return code, reason
+    lost = asyncio.Event()
+    async with AccessWatch(state, presented_token(websocket), lambda _: lost.set()) as access:
+        waits = {
+            asyncio.create_task(
+                bridge(websocket, client, read_only, Gate(state, task, terminal))
+            ): "bridge",
+            asyncio.create_task(lost.wait()): "access",
+            asyncio.create_task(state.closing.wait()): "closing",
+        }
+        try:
+            done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
+            await asyncio.gather(*waits, return_exceptions=True)
+    ended = {waits[t] for t in done}
+    if "access" in ended:
+        code, reason = WS_REFUSED, access.reason or "access ended"
+    elif "closing" in ended:
+        code, reason = CLOSE_STOPPING, "the server is stopping"
+    elif await asyncio.to_thread(terminal.alive):
+        # The client left while the run goes on: someone detached it (C-b d).
+        code, reason = CLOSE_DETACHED, "detached: the run goes on"
+    log.info("terminal detached: %s", reason, extra=extra)
+    return code, reason
 
 
 async def _close(websocket: WebSocket, code: int, reason: str) -> None:
