@@ -264,6 +264,8 @@ class Task:
     # when that terminal has been quiet while the run waits on it (None: it does not).
     interactive: bool = False
     needs_input_at: float | None = None
+    # What is typed into its terminal as its run starts (None: nothing).
+    first_input: str | None = None
     # Since when its run has given its slot back while it needs input (the limits do
     # not count it meanwhile: `release_while_idle`); None: it holds one if it runs.
     slot_released: float | None = None
@@ -360,6 +362,7 @@ class Task:
             "isolation": None if self.isolation is None else self.isolation.to_dict(),
             "stalled_at": iso(self.stalled_at),
             "interactive": self.interactive,
+            "first_input": self.first_input,
             "needs_input_at": iso(self.needs_input_at),
             "slot_released": iso(self.slot_released),
             "attempts": [a.to_dict() for a in self.attempts],

@@ -82,6 +82,9 @@ class TaskSpec(BaseModel):
     # to and type into (`slotline attach`, `send`), instead of headless with its output
     # to a log (docs/coding-agents.md, "Interactive runs").
     interactive: bool = False
+    # Typed into its terminal as its run starts, then Enter (an interactive run's first
+    # message, for an agent that takes none on its command line).
+    first_input: str | None = Field(default=None, min_length=1, max_length=64 * 1024)
 
     @field_validator("priority", mode="before")
     @classmethod
@@ -219,6 +222,10 @@ class TaskSpec(BaseModel):
             raise ValueError("dedup_window needs a key")
         if self.interactive and kind is not Kind.COMMAND:
             raise ValueError("interactive: only a command runs in a terminal")
+        if self.first_input is not None and not self.interactive:
+            raise ValueError("first_input: only with interactive")
+        if self.first_input is not None and "\x00" in self.first_input:
+            raise ValueError("first_input: must not contain NUL bytes")
         return self._isolation(kind)
 
     def _isolation(self, kind: Kind) -> TaskSpec:

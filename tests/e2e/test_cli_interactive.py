@@ -479,3 +479,20 @@ def test_runs_that_end_at_once_start_one_after_another(cli: Run, serve: Serve) -
     ]
     for task_id in ids:
         assert until(lambda task_id=task_id: ended(cli, task_id))["status"] == "succeeded"
+
+
+def test_an_agent_types_first_input_is_typed_as_its_run_starts(
+    cli: Run, serve: Serve, tmp_path: Path
+) -> None:
+    # An agent that takes its first message on its terminal, not its command line.
+    command = json.dumps([sys.executable, AGENT, "Your request? "])
+    (tmp_path / "slotline.yaml").write_text(
+        f"agents:\n  asker:\n    command: {command}\n    interactive: true\n"
+        "    first_input: 'yes, {prompt}'\n"
+    )
+    serve("--config", str(tmp_path / "slotline.yaml"))
+    task = ok(cli("--json", "submit", "--agent", "asker", "--prompt", "fix the tests"))
+    assert task["first_input"] == "yes, fix the tests"
+    done = until(lambda: ended(cli, task["id"]), what="the run's end")
+    assert "asking_agent got 'yes, fix the tests'" in cli("logs", task["id"]).out
+    assert done["status"] == "failed"  # 'yes, fix the tests' is not a plain yes

@@ -11,12 +11,11 @@ import pytest
 
 from slotline.config.agent_types import AgentType
 from slotline.errors import InvalidInput, InvalidTransition
-from slotline.models import Attempt, Status, Task
+from slotline.models import Attempt, Kind, Priority, Status, Task
 from slotline.runlogs import Plain, plain_text
 from slotline.runner.preflight import Level, check_agents
 from slotline.runner.terminal import Terminal, session_name, socket_path, terminal_of
 from slotline.spec import parse_spec
-from slotline.store import open_store
 
 
 def test_a_session_is_named_by_its_task_and_attempt() -> None:
@@ -58,10 +57,19 @@ def test_logs_show_a_terminal_as_text() -> None:
 
 
 def _task(**fields: object) -> Task:
-    store = open_store(":memory:")
-    task = store.submit({"command": ["agent"], "interactive": True})
-    store.close()
-    return dataclasses.replace(task, **fields)  # type: ignore[arg-type]
+    task = parse_spec({"command": ["agent"], "interactive": True})
+    assert task.interactive
+    found = Task(
+        id="3f2a9c1e" * 4, kind=Kind.COMMAND, command=("agent",), callable=None, args={},
+        title="agent", agent=None, workspace=None, user=None, labels={}, env={},
+        priority=Priority.NORMAL, boosted=False, start_now=False, rank="a", status=Status.QUEUED,
+        status_reason=None, depends_on=(), parent_id=None, depth=0, max_attempts=1, backoff=5.0,
+        timeout=None, queue_ttl=None, not_before=None, kill_request=None,
+        restart_requested=False, created_at=1.0, queued_at=1.0, started_at=None,
+        finished_at=None, exit_code=None, failure_reason=None, attempt_count=0,
+        attempt_base=0, current_attempt=None, interactive=True,
+    )  # fmt: skip
+    return dataclasses.replace(found, **fields)  # type: ignore[arg-type]
 
 
 def test_a_task_without_a_terminal_says_why(tmp_path: Path) -> None:

@@ -189,6 +189,7 @@ def task_from_json(data: dict[str, Any]) -> Task:
         isolation=_isolation(data.get("isolation")),
         stalled_at=_epoch(data.get("stalled_at")),
         interactive=bool(data.get("interactive")),
+        first_input=data.get("first_input"),
         needs_input_at=_epoch(data.get("needs_input_at")),
         slot_released=_epoch(data.get("slot_released")),
         attempts=attempts,

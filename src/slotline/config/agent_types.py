@@ -97,6 +97,9 @@ class AgentType(BaseModel):
     interactive: bool = False
     idle_after: StallAfter = None
     release_while_idle: bool = False
+    # Typed into the run's terminal as it starts, then Enter: a template (`{prompt}`…)
+    # for an agent that takes no first message on its command line (aider).
+    first_input: str | None = Field(default=None, min_length=1, max_length=64 * 1024)
 
     @pydantic.model_validator(mode="after")
     def _interactive_only(self) -> AgentType:
@@ -105,6 +108,7 @@ class AgentType(BaseModel):
             for name, value in (
                 ("idle_after", self.idle_after),
                 ("release_while_idle", self.release_while_idle or None),
+                ("first_input", self.first_input),
             )
             if value is not None
         ]
@@ -154,6 +158,17 @@ class AgentType(BaseModel):
     @classmethod
     def _probe(cls, probe: list[str] | None) -> list[str] | None:
         return None if probe is None else check_argv_template(probe, frozenset())
+
+    @field_validator("first_input")
+    @classmethod
+    def _first_input(cls, first: str | None) -> str | None:
+        for name in _PLACEHOLDER.findall(first or ""):
+            if name not in PLACEHOLDERS:
+                known = ", ".join(sorted(PLACEHOLDERS))
+                raise ValueError(f"unknown placeholder {{{name}}}; known: {known}")
+        if first is not None and "\x00" in first:
+            raise ValueError("must not contain NUL bytes")
+        return first
 
     @field_validator("resume")
     @classmethod

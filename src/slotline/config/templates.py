@@ -59,6 +59,9 @@ def expand_agent_type(config: Config, data: dict[str, Any], prompt: str | None) 
         "base": template.base,
         "keep": None if template.keep is None else template.keep.value,
         "interactive": template.interactive or None,
+        "first_input": None
+        if template.first_input is None
+        else template.argv(values, [template.first_input])[0],
     }
     for key, value in defaults.items():
         if value is not None:

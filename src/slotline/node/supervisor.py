@@ -37,7 +37,7 @@ from slotline.runner.process import (
 )
 from slotline.runner.proctree import TreeSampler
 from slotline.runner.space import SpaceWatch
-from slotline.runner.terminal import spawn_in_terminal
+from slotline.runner.terminal import Terminal, TerminalError, spawn_in_terminal
 from slotline.store import Claim, ClaimResult, StartReport, Store
 from slotline.worktrees.isolate import Isolator
 from slotline.worktrees.orphans import default_root
@@ -250,6 +250,8 @@ class Supervisor:
             return Outcome(None, str(exc))
         run.handle = handle
         self._apply_stop(run)
+        if task.interactive and task.first_input:
+            await self._type_first(run, log_path, task.first_input)
         started = StartReport(
             attempt.id, attempt.token, handle.pid, handle.pid_started, str(log_path),
             None if resume is None else resume.resumed_from,
@@ -269,6 +271,17 @@ class Supervisor:
             await handle.wait()
             raise
         return await self.wait(run, handle)
+
+    async def _type_first(self, run: Run, log_path: Path, text: str) -> None:
+        """Type an interactive run's first message into its terminal (a line typed before
+        its program reads waits in the terminal for it)."""
+        terminal = Terminal.of(log_path)
+        try:
+            if terminal is None:
+                raise TerminalError("its terminal file is missing")
+            await asyncio.to_thread(terminal.send, text)
+        except TerminalError as exc:
+            log.warning("first input not typed: %s", exc, extra={"task_id": run.task.id})
 
     async def _call(self, function: Entry, run: Run, log_path: Path) -> Outcome:
         task, attempt, settings = run.task, run.attempt, self.settings

@@ -169,6 +169,7 @@ class TaskOut(BaseModel):
         None, description="Since when its run printed nothing or its waiting pattern"
     )
     interactive: bool = Field(False, description="It runs in a terminal people attach to")
+    first_input: str | None = Field(None, description="Typed into its terminal as it starts")
     needs_input_at: str | None = Field(
         None, description="Since when its terminal has been quiet, waiting for input"
     )
@@ -263,6 +264,9 @@ class SubmitBody(BaseModel):
     keep: Literal["on_failure", "always", "until_merged", "never"] | None = None
     interactive: bool | None = Field(
         default=None, description="Run the command in a terminal people attach to"
+    )
+    first_input: str | None = Field(
+        default=None, description="With interactive: typed into its terminal as it starts"
     )
 
 

@@ -90,6 +90,7 @@ def task_from_row(
         isolation=isolation_from_text(row["isolation"]),
         stalled_at=_opt_float(row.get("stalled_at")),
         interactive=bool(row.get("interactive")),
+        first_input=row.get("first_input"),
         needs_input_at=_opt_float(row.get("needs_input_at")),
         slot_released=_opt_float(row.get("slot_released")),
         attempts=attempts,

@@ -249,6 +249,7 @@ class _Batch:
             repo=spec.repo,
             isolation=isolation,
             interactive=spec.interactive,
+            first_input=spec.first_input,
         )
         self.tasks.append(task)
         if task.repo is not None:
@@ -288,6 +289,7 @@ class _Batch:
                 "run_at": run_at,
                 "schedule": self.schedule,
                 "interactive": task.interactive,
+                "first_input": task.first_input,
             }
         )
         self.edges.extend({"task_id": task.id, "dep_id": dep.id} for dep in needs)

@@ -7,12 +7,14 @@ INSERT INTO tasks (
     id, kind, command, callable, args, title, agent, workspace, owner, labels, env,
     priority, boosted, start_now, rank, status, status_reason, depends_on, parent_id, depth,
     max_attempts, backoff, timeout, queue_ttl, created_at, queued_at, memory_mb,
-    expected_duration, hold_when_ready, dedup_key, run_at, not_before, schedule, interactive
+    expected_duration, hold_when_ready, dedup_key, run_at, not_before, schedule, interactive,
+    first_input
 ) VALUES (
     :id, :kind, :command, :callable, :args, :title, :agent, :workspace, :owner, :labels, :env,
     :priority, FALSE, FALSE, :rank, :status, :status_reason, :depends_on, :parent_id, :depth,
     :max_attempts, :backoff, :timeout, :queue_ttl, :created_at, :queued_at, :memory_mb,
-    :expected_duration, :hold_when_ready, :dedup_key, :run_at, :run_at, :schedule, :interactive
+    :expected_duration, :hold_when_ready, :dedup_key, :run_at, :run_at, :schedule, :interactive,
+    :first_input
 );
 
 -- name: dep_insert

@@ -8,3 +8,7 @@ ALTER TABLE tasks ADD COLUMN needs_input_at REAL;
 -- `release_while_idle`); NULL: it holds its slot, as every running task does. The limits
 -- count a running task only while this is NULL; cleared when it takes a slot again.
 ALTER TABLE tasks ADD COLUMN slot_released REAL;
+-- What is typed into an interactive run's terminal as it starts (its agent type's
+-- `first_input`, filled with the prompt: an agent that takes no first message on its
+-- command line, as aider); NULL: nothing.
+ALTER TABLE tasks ADD COLUMN first_input TEXT;
