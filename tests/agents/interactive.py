@@ -147,7 +147,8 @@ class Pane:
 KEEPER = (
     "import subprocess, sys\n"
     "code = subprocess.call(sys.argv[2:])\n"
-    "open(sys.argv[1], 'w').write(str(code))\n"
+    "with open(sys.argv[1], 'w') as file:\n"
+    "    file.write(str(code))\n"
 )
 
 
