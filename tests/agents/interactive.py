@@ -26,10 +26,12 @@ runs name theirs in the `N.tmux` file beside the attempt's log (`Pane.of`).
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -68,19 +70,27 @@ def require_tmux() -> str:
 
 
 class Pane:
-    """The one pane of a tmux session: what it shows, and keys typed into it."""
+    """The one pane of a tmux session: what it shows, what it printed, and keys typed
+    into it."""
 
-    def __init__(self, socket: str, session: str, exit_file: Path | None = None) -> None:
+    def __init__(
+        self,
+        socket: str,
+        session: str,
+        output: Path | None = None,
+        exit_file: Path | None = None,
+    ) -> None:
         self.socket = socket
         self.session = session
+        self.output = output  # a file tmux copies what the pane prints to
         self.exit_file = exit_file  # where its command's exit status is written
 
     @classmethod
     def of(cls, log_path: Path) -> Pane:
-        """The pane of the interactive run whose log is `log_path`, from the `N.tmux`
-        file beside it."""
+        """The pane of the interactive run whose log is `log_path` (what it printed),
+        from the `N.tmux` file beside it."""
         data = json.loads(log_path.with_suffix(".tmux").read_text())
-        return cls(str(data["socket"]), str(data["session"]))
+        return cls(str(data["socket"]), str(data["session"]), output=log_path)
 
     def tmux(self, *args: str) -> str:
         """A tmux command on the pane's server; its output."""
@@ -110,6 +120,24 @@ class Pane:
         """The screen, once `condition` holds of it (`what` names it in a failure, with
         the screen as it was then)."""
         return self._until(lambda: condition(screen := self.screen()) and screen, what, timeout)
+
+    def quiet(self, seconds: float, timeout: float = RUN_TIMEOUT) -> float:
+        """Once the pane has printed nothing for `seconds`, how long it printed
+        (anything: a repaint too) since this was called."""
+        if self.output is None:
+            raise ValueError(f"{self.session}: no copy of its output to watch")
+        path = self.output
+        start = time.monotonic()
+        last = [path.stat().st_size, start]  # its size, and when it last changed
+
+        def settled() -> bool:
+            size, now = path.stat().st_size, time.monotonic()
+            if size != last[0]:
+                last[:] = [size, now]
+            return now - last[1] >= seconds
+
+        self._until(settled, f"{self.session} quiet for {seconds:g}s", timeout)
+        return last[1] - start
 
     def type(self, text: str) -> None:
         """Type `text` literally, then Enter: what `slotline send` does."""
@@ -155,6 +183,7 @@ KEEPER = (
 class TmuxServer:
     """A tmux server of the test's own, on a private socket, with its own configuration
     (not ~/.tmux.conf): its sessions run commands in a terminal of `COLUMNS` by `LINES`,
+    tmux copies what each prints to `SESSION.log` (as slotline's runs to their log),
     and a pane whose command exited stays, showing what it printed last."""
 
     CONFIG = "set-option -wg remain-on-exit on\n"
@@ -168,17 +197,20 @@ class TmuxServer:
     def start(self, session: str, argv: list[str], cwd: Path, env: dict[str, str]) -> Pane:
         """Run `argv` in a new session `session`, in `cwd`, with exactly `env`."""
         exit_file = self.folder / f"{session}.exit"
+        output = self.folder / f"{session}.log"
+        output.touch()
         command = [
             "tmux", "-S", self.socket, "-f", str(self.config),
             "new-session", "-d", "-s", session, "-x", str(COLUMNS), "-y", str(LINES),
             "-c", str(cwd), "--", sys.executable, "-c", KEEPER, str(exit_file), *argv,
+            ";", "pipe-pane", "-o", "-t", f"={session}:", f"cat >> {shlex.quote(str(output))}",
         ]  # fmt: skip
         env = {k: v for k, v in env.items() if not k.startswith("TMUX")}
         done = subprocess.run(
             command, env=env, capture_output=True, text=True, timeout=10, check=False
         )
         assert done.returncode == 0, done.stderr
-        return Pane(self.socket, session, exit_file)
+        return Pane(self.socket, session, output, exit_file)
 
     def kill(self) -> None:
         """Stop the server and every session on it."""
