@@ -48,6 +48,7 @@ from .conftest import (
     installed,
     ok,
 )
+from .interactive import seed_claude_home
 
 # Longer than the 20 characters Claude Code remembers of a key it was told to use.
 API_KEY = "sk-ant-api03-standin-0123456789abcdefghijklmnopqrstuvwxyz"
@@ -70,17 +71,6 @@ def standin() -> Iterator[AnthropicStandin]:
 @pytest.fixture
 def agent_env(standin: AnthropicStandin) -> dict[str, str]:
     return {**QUIET_ENV, "ANTHROPIC_API_KEY": API_KEY, "ANTHROPIC_BASE_URL": standin.url}
-
-
-def seed_claude_home(home: Path, repository: Path, api_key: str) -> None:
-    """~/.claude.json as a returning user's: onboarded, the repository trusted, the key
-    approved (by its last 20 characters, as Claude Code keeps it)."""
-    config = {
-        "hasCompletedOnboarding": True,
-        "projects": {str(repository.resolve()): {"hasTrustDialogAccepted": True}},
-        "customApiKeyResponses": {"approved": [api_key[-20:]], "rejected": []},
-    }
-    (home / ".claude.json").write_text(json.dumps(config, indent=2) + "\n")
 
 
 def interactive_types() -> dict[str, Any]:

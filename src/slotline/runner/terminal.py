@@ -223,8 +223,11 @@ class Terminal:
         return done.stdout
 
     def attach_argv(self, read_only: bool = False) -> list[str]:
-        """The argv that attaches the caller's terminal to the run (`-r`: watch only)."""
-        return self.tmux("attach-session", *(["-r"] if read_only else []), "-t", self.target)
+        """The argv that attaches the caller's terminal to the run (`-r`: watch only; a
+        watcher's terminal does not resize the run's either, so watching never makes
+        the run draw its screen again)."""
+        watch = ["-r", "-f", "ignore-size"] if read_only else []
+        return self.tmux("attach-session", *watch, "-t", self.target)
 
 
 def tmux_arg(arg: str) -> str:
