@@ -18,36 +18,14 @@ import yaml
 from slotline.runner.terminal import Terminal, socket_path
 from waiting import until
 
-from .conftest import ENDED, RUN_TIMEOUT, Agent, Run, docs_yaml_blocks, installed, ok
+from .conftest import ENDED, RUN_TIMEOUT, Run, docs_yaml_blocks, ok
 from .openai_standin import OpenAIStandin
-from .test_aider import API_KEY, MODEL, price_list, whole_file
+
+# The real aider, its stand-in and its repository as test_aider.py sets them up.
+from .test_aider import agent, agent_env, repo_files, whole_file
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(autouse=True)
-def agent() -> Agent:
-    return installed("aider", reads=("OPENAI_", "AIDER_", "HTTP", "ALL_PROXY"),
-                     env_allow=("*_PROXY", "*_proxy", "LITELLM_LOCAL_MODEL_COST_MAP"))  # fmt: skip
-
-
-@pytest.fixture
-def agent_env(home: Path, api: OpenAIStandin) -> dict[str, str]:
-    (home / ".aider" / "caches").mkdir(parents=True)
-    cache = home / ".aider" / "caches" / "model_prices_and_context_window.json"
-    cache.write_text(json.dumps(price_list()))
-    return {
-        **api.proxy_env(),
-        "OPENAI_API_KEY": API_KEY,
-        "AIDER_OPENAI_API_BASE": api.base_url,
-        "AIDER_MODEL": MODEL,
-        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-    }
-
-
-@pytest.fixture
-def repo_files() -> dict[str, str]:
-    return {"README.md": "hello\n", ".gitignore": ".aider*\n"}  # as the docs advise
+__all__ = ["agent", "agent_env", "repo_files"]  # fixtures, found by pytest by their names
 
 
 @pytest.fixture
