@@ -28,8 +28,8 @@ def rules(tx: Tx) -> dict[str, BackoffRule]:
 
 
 def throttles(tx: Tx) -> list[Throttle]:
-    """Every agent type backing off now."""
-    return [_throttle(row) for row in tx.rows("backoff_all")]
+    """Every agent type backing off now (see `Tx.kept`)."""
+    return list(tx.kept("throttles", lambda: tuple(map(_throttle, tx.rows("backoff_all")))))
 
 
 def _throttle(row: Mapping[str, Any]) -> Throttle:

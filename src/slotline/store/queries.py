@@ -7,11 +7,13 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar, cast
 
 from slotline.clock import utcnow
 from slotline.errors import SlotlineError, StoreError
 from slotline.store.statements import Read, Where, load_queries, statement
+
+T = TypeVar("T")
 
 # The first page `Tx.iter_rows` reads.
 FIRST_PAGE = 8
@@ -39,10 +41,12 @@ def config_writes(dialect: str) -> frozenset[str]:
 
 @dataclass
 class ConfigRows:
-    """The rows of the configuration reads as of one version of the configuration."""
+    """The rows of the configuration reads as of one version of the configuration, and
+    what was built of them (`Tx.kept`)."""
 
     version: int
     rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    built: dict[str, Any] = field(default_factory=dict)
 
 
 class ConfigCache:
@@ -100,7 +104,7 @@ class Tx:
         cursor: Cursor,
         queries: Mapping[str, str],
         clock: Callable[[Cursor], float] | None = None,
-        config: ConfigRows | None = None,
+        config: ConfigRows | Callable[[], ConfigRows | None] | None = None,
         config_writes: frozenset[str] = frozenset(),
         together: Together | None = None,
     ) -> None:
@@ -121,7 +125,15 @@ class Tx:
         # their claims could only find that out again, under the write lock.
         self.line_full = False
         self._queries = queries
-        self._config = config
+        # What was read of the configuration as of its version (None: read it afresh),
+        # or how to find that out when the transaction first reads it (SQLite, where
+        # reading the version is a statement a transaction that needs none would pay).
+        self._config: ConfigRows | None = None
+        self._config_at: Callable[[], ConfigRows | None] | None = None
+        if callable(config):
+            self._config_at = config
+        else:
+            self._config = config
         self._config_writes = config_writes
         # The events the transaction appends, inserted in order just before its commit
         # (`flush_events`): on PostgreSQL under a lock of their own, so that their `seq`
@@ -145,7 +157,7 @@ class Tx:
             ahead = self._preloaded.pop(_key(self._queries[query], params), None)
             if ahead is not None:
                 return ahead
-        config = self._config if query in CONFIG_READS else None
+        config = self._kept_config() if query in CONFIG_READS else None
         kept = None if config is None else config.rows.get(query)
         if kept is not None:
             return [dict(row) for row in kept]
@@ -155,6 +167,25 @@ class Tx:
         if config is not None and self._config is not None:
             config.rows[query] = [dict(row) for row in found]
         return found
+
+    def _kept_config(self) -> ConfigRows | None:
+        if self._config_at is not None:
+            self._config, self._config_at = self._config_at(), None
+        return self._config
+
+    def kept(self, name: str, build: Callable[[], T]) -> T:
+        """What `build` makes of the configuration tables (read with `rows`), kept with
+        their rows while the configuration's version stays: built once per version, not
+        once per transaction. Callers must not change what it returns."""
+        config = self._kept_config()
+        if config is None:
+            return build()
+        if name not in config.built:
+            made = build()
+            if self._config is not config:  # `build` itself changed the configuration
+                return made
+            config.built[name] = made
+        return cast(T, config.built[name])
 
     def append_events(self, rows: Iterable[Mapping[str, Any]]) -> None:
         """Append events (at, kind, task_id, data) to the log when the transaction
@@ -244,8 +275,8 @@ class Tx:
         """Stop using the cached configuration once this transaction changes it: its own
         changes are not in the cache (which stays right if it rolls back; its commit
         bumps the version)."""
-        if self._config is not None and query in self._config_writes:
-            self._config = None
+        if query in self._config_writes:
+            self._config, self._config_at = None, None
 
     def iter_rows(
         self, query: str, /, page: int = FIRST_PAGE, max_page: int = 512, **params: Any

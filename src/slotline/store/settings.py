@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from slotline.bounds import check_number
@@ -71,6 +71,13 @@ class Settings:
 
 
 def read_settings(tx: Tx) -> Settings:
+    """The settings, limits and pacing rules in force (built once per version of the
+    configuration, see `Tx.kept`; the values are the caller's own copy)."""
+    kept = tx.kept("settings", lambda: _read_settings(tx))
+    return replace(kept, values=dict(kept.values))
+
+
+def _read_settings(tx: Tx) -> Settings:
     values = dict(DEFAULT_SETTINGS)
     for row in tx.rows("settings_all"):
         values[row["name"]] = json.loads(row["value"])

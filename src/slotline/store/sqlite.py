@@ -18,14 +18,14 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from slotline.errors import StoreError
 from slotline.store.base import Store
 from slotline.store.core import Ahead, Serial, Watcher
 from slotline.store.migrate import migrate
-from slotline.store.queries import Tx
+from slotline.store.queries import ConfigCache, ConfigRows, Tx, config_writes
 from slotline.store.statements import Ids, load_queries
 
 # An `Ids` parameter is read as a JSON array (`json_each`, see `statements.Ids`).
@@ -38,6 +38,9 @@ BUSY_TIMEOUT_MS = 60_000
 # past this many pages, should the thread fall behind.
 CHECKPOINT_EVERY_S = 0.2
 AUTOCHECKPOINT_PAGES = 20_000
+
+# The version of the configuration tables (migration 0022), see `ConfigCache`.
+_CONFIG_VERSION = "SELECT value FROM counters WHERE name = 'config'"
 
 
 def default_path() -> Path:
@@ -70,6 +73,11 @@ class SQLiteStore(Store):
         self._conn.row_factory = sqlite3.Row
         self._lock = threading.RLock()
         self._queries = load_queries("sqlite")
+        # What transactions read of the configuration tables, kept while its version
+        # stays (`ConfigCache`; the version is read once migrated, by the first
+        # transaction that reads the configuration).
+        self._config = ConfigCache()
+        self._config_writes = config_writes(self.dialect)
         self._wake_dir = _wake_dir(self.path)
         # Started by the first write after the migration (a store only read starts none).
         self._checkpoints: _Checkpoints | None = None
@@ -105,7 +113,7 @@ class SQLiteStore(Store):
                 cur.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             except sqlite3.Error as exc:
                 raise StoreError(f"cannot use the store at {self.path}: {exc}") from exc
-            tx = Tx(cur, self._queries)
+            tx = Tx(cur, self._queries, None, self._config_of(), self._config_writes)
             try:
                 yield tx
             except sqlite3.Error as exc:
@@ -129,6 +137,18 @@ class SQLiteStore(Store):
                     raise StoreError(f"commit failed on {self.path}: {exc}") from exc
             finally:
                 cur.close()
+
+    def _config_of(self) -> Callable[[], ConfigRows | None] | None:
+        """How a transaction finds what is kept of the configuration as of the
+        version it reads (none while the store is migrated: the version may not exist)."""
+        if not self._migrated:
+            return None
+
+        def at_version() -> ConfigRows | None:
+            row = self._conn.execute(_CONFIG_VERSION).fetchone()
+            return self._config.at(None if row is None else int(row[0]))
+
+        return at_version
 
     def _notify(self, skip: str | None = None, full: bool = False) -> None:
         try:

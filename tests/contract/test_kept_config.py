@@ -1,0 +1,46 @@
+"""What a store keeps of its configuration tables between transactions (settings, limits,
+back-off, built once per version of the configuration): a change made through another
+store of the same database is seen by the next claim and read, and what a caller does
+with the settings it was given never changes what the store kept."""
+
+from __future__ import annotations
+
+from contextlib import closing
+
+from slotline.store import SettingsChange, Store, open_store
+
+from .conftest import ClaimFn, Clock, SubmitFn, titles
+
+
+def test_a_change_made_elsewhere_is_seen_by_the_next_claim(
+    store: Store, store_url: str, submit: SubmitFn, claim: ClaimFn, clock: Clock
+) -> None:
+    # Given: a store that has read its configuration (a claim, a submit, a read)
+    store.set_setting("max_concurrent", 1)
+    for title in ("a", "b", "c"):
+        submit(title, agent="claude")
+    assert titles(claim()) == ["a"]
+    assert store.settings()["max_concurrent"] == 1
+
+    # When: another node raises the limit, then caps the agent type
+    with closing(open_store(store_url)) as other:
+        other.set_setting("max_concurrent", 3)
+        # Then: the next claim here starts what the new limit allows
+        assert titles(claim()) == ["b", "c"]
+        assert store.settings()["max_concurrent"] == 3
+        other.set_limit("agent", "claude", 1)
+        assert [(lim.key, lim.max) for lim in store.settings().per_key] == [("agent", 1)]
+
+
+def test_the_settings_a_caller_gets_are_its_own(store: Store) -> None:
+    given = store.settings()
+    given.values["max_concurrent"] = 99
+    assert store.settings()["max_concurrent"] != 99
+
+
+def test_a_change_in_the_same_transaction_is_read_back(store: Store) -> None:
+    store.settings()  # kept
+    # (apply_settings writes every part and reads the settings back in one transaction)
+    answer = store.apply_settings(SettingsChange(settings={"max_concurrent": 5}))
+    assert answer["max_concurrent"] == 5
+    assert store.settings()["max_concurrent"] == 5
