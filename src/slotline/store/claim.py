@@ -19,7 +19,7 @@ from slotline.scheduler import policy
 from slotline.scheduler.fairness import Fairness
 from slotline.stops import StopRequest
 from slotline.store import backoff as provider
-from slotline.store import budgets, estimates, rates, read_ahead
+from slotline.store import budgets, estimates, head_claim, rates, read_ahead
 from slotline.store import fairness as fair
 from slotline.store.core import StoreCore
 from slotline.store.events import change, emit
@@ -139,47 +139,76 @@ class ClaimVerbs(StoreCore):
             freed = budgets.sync_reached(tx, spend, now) if spend or settings.budgets else []
             fairness = Fairness.from_setting(settings["fairness"])
             passes = fair.passes(tx, fairness)
-            snapshot = policy.Snapshot(
-                running=[t for r in tx.rows("tasks_running") if (t := task_from_row(r)).holds_slot],
-                queued=(task_from_row(r) for r in tx.iter_rows("tasks_queued_in_order")),
-                start_now=[task_from_row(r) for r in tx.rows("tasks_start_now")],
+            rules = head_claim.Rules(
                 limits=limits,
-                now=now,
                 paused=bool(settings["paused"]) or hold,
                 aging_interval=settings["aging_interval"],
                 rates=book,
-                holds=backoff.holds(throttles),
-                fairness=fairness,
-                passes=passes,
                 budgets=spend,
+                fairness=fairness,
+                holds=backoff.holds(throttles),
             )
-            decided = policy.plan(snapshot, runnable=lambda t: _runnable(t, kinds, functions))
-            starts = decided.start
+            node_free = None
             if slots is not None:
-                # The first starts of the plan are what a plan with fewer slots starts.
-                free = slots - count_of(tx, "count_running_on_node", node_id=node_id)
-                starts = starts[: max(0, free)]
-            tx.forget_preloaded(_SNAPSHOT)  # what the plan did not take
-            claims = [_start(tx, s, node_id, now, lease, log_dir) for s in starts]
-            if book is not None:
-                rates.record_starts(tx, book, [c.task for c in claims], now)
-            if fairness is not None:
-                turns = [(c.task, s.turn) for c, s in zip(claims, starts, strict=True)]
-                fair.charge(tx, fairness, passes, turns, now)
+                node_free = slots - count_of(tx, "count_running_on_node", node_id=node_id)
+            head = None
+            if rules.common():
+                runnable = (kinds, functions)
+                head = head_claim.claim_head(
+                    tx, rules, node_id, now, lease, runnable, node_free, log_dir
+                )
+            if head is not None:
+                claims = [Claim(task, attempt) for task, attempt in head.started]
+                running, next_wake, waiting = head.running, head.next_wake, False
+            else:
+                snapshot = policy.Snapshot(
+                    running=[
+                        t for r in tx.rows("tasks_running") if (t := task_from_row(r)).holds_slot
+                    ],
+                    queued=(task_from_row(r) for r in tx.iter_rows("tasks_queued_in_order")),
+                    start_now=[task_from_row(r) for r in tx.rows("tasks_start_now")],
+                    limits=limits,
+                    now=now,
+                    paused=rules.paused,
+                    aging_interval=rules.aging_interval,
+                    rates=book,
+                    holds=rules.holds,
+                    fairness=fairness,
+                    passes=passes,
+                    budgets=spend,
+                )
+                decided = policy.plan(snapshot, runnable=lambda t: _runnable(t, kinds, functions))
+                starts = decided.start
+                if node_free is not None:
+                    # The first starts of the plan are what a plan with fewer slots starts.
+                    starts = starts[: max(0, node_free)]
+                tx.forget_preloaded(_SNAPSHOT)  # what the plan did not take
+                claims = [_start(tx, s, node_id, now, lease, log_dir) for s in starts]
+                if book is not None:
+                    rates.record_starts(tx, book, [c.task for c in claims], now)
+                if fairness is not None:
+                    turns = [(c.task, s.turn) for c, s in zip(claims, starts, strict=True)]
+                    fair.charge(tx, fairness, passes, turns, now)
+                running, next_wake = len(snapshot.running), decided.next_wake
+                started_ids = {c.task.id for c in claims}
+                waiting = any(t.id not in started_ids for t in snapshot.start_now)
             # The line is full again: these claims took slots a finish freed; how long
             # after it is the dispatch gap ETAs add to every run.
-            if claims and len(snapshot.running) + len(claims) >= limits.max_concurrent:
+            if claims and running + len(claims) >= limits.max_concurrent:
                 estimates.record_gap(tx, [c.task for c in claims], now)
             tx.notify = bool(claims or expired or outcomes.count(None) or recorded.count(None))
             tx.quiet_for = watcher
             # No node could start a task after this commit (by the store's limit, not
-            # this node's guard): the others' claims would find nothing.
-            started_ids = {c.task.id for c in claims}
-            waiting = any(t.id not in started_ids for t in snapshot.start_now)
-            running = [*snapshot.running, *(c.task for c in claims)]
-            tx.line_full = not waiting and policy.pool_full(settings.limits, running)
+            # this node's guard): the others' claims would find nothing. (Every running
+            # task is in the pool when no agent type is exempt: the common case.)
+            if head is not None:
+                full = running + len(claims) >= settings.limits.max_concurrent
+            else:
+                running_now = [*snapshot.running, *(c.task for c in claims)]
+                full = policy.pool_full(settings.limits, running_now)
+            tx.line_full = not waiting and full
             deadline = _next_deadline(tx, claims)
-            wakes = [w for w in (decided.next_wake, deadline, *freed) if w is not None]
+            wakes = [w for w in (next_wake, deadline, *freed) if w is not None]
             kills = _kill_requests(tx, node_id)
             tx.forget_preloaded()  # what it did not need
             wake = min(wakes) if wakes else None
