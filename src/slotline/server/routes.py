@@ -13,7 +13,7 @@ from slotline.config.templates import expand_agent_type, followup_fields
 from slotline.errors import NotFound, UnknownDependency
 from slotline.models import Priority, Task
 from slotline.reach import bounded, check_submit
-from slotline.runner import terminal
+from slotline.runner import terminal_input
 from slotline.server.auth import Principal
 from slotline.server.context import Reader, ServerState, State, Writer, hidden
 from slotline.server.errors import ERROR_RESPONSES
@@ -349,7 +349,7 @@ async def send_input(state: State, who: Writer, ref: TaskRef, body: InputBody) -
     a supervising agent answers the run's question without a terminal. The run must be
     running on this server's machine; the caller must be allowed to steer the task."""
     task = await _steerable(state, who, ref)
-    await state.call(terminal.send_input, task, body.text, body.enter, state.store)
+    await state.call(terminal_input.send_input, task, body.text, body.enter, state.store)
     return task_json(task)
 
 

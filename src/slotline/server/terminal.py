@@ -2,7 +2,7 @@
 shows with xterm.js.
 
 `/api/tasks/{task_id}/terminal` attaches a tmux client to the run's session (the one
-`N.tmux` names beside its log, `slotline.runner.terminal`) in a pseudo-terminal of its
+`N.tmux` names beside its log, `slotline.runner.tmux`) in a pseudo-terminal of its
 own, and carries bytes both ways: binary frames are the terminal's bytes, out and in; a
 text frame `{"resize": [cols, rows]}` sizes the pseudo-terminal, so tmux redraws the run
 at the browser's size. The server's first text frame, `{"attached": {"read_only": …}}`,
@@ -40,7 +40,8 @@ from fastapi import APIRouter, HTTPException, WebSocket, WebSocketDisconnect
 
 from slotline.errors import InvalidTransition, SlotlineError
 from slotline.models import Status, Task
-from slotline.runner.terminal import NoSlot, Terminal, TerminalError, retake, tmux_env
+from slotline.runner.terminal_input import NoSlot, retake
+from slotline.runner.tmux import Terminal, TerminalError, tmux_env
 from slotline.server.access import AccessWatch
 from slotline.server.context import (
     SUBPROTOCOL,
