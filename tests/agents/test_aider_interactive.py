@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from slotline.runner.terminal import Terminal, socket_path
+from slotline.runner.tmux import Terminal, socket_path
 from waiting import until
 
 from .conftest import ENDED, RUN_TIMEOUT, Run, docs_yaml_blocks, ok

@@ -33,7 +33,7 @@ import yaml
 from playwright.sync_api import sync_playwright
 
 from browser.conftest import require_chromium, row_action
-from slotline.runner.terminal import Terminal, socket_path
+from slotline.runner.tmux import Terminal, socket_path
 from waiting import until
 
 from .anthropic_standin import AnthropicStandin

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from slotline.models import Status
-from slotline.runner.terminal import Terminal, tmux_env
+from slotline.runner.tmux import Terminal, tmux_env
 from slotline.store import Store
 
 from .conftest import Login, Serve, is_phone, row_action, until

@@ -26,7 +26,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from slotline.runner.terminal import Terminal, socket_path
+from slotline.runner.tmux import Terminal, socket_path
 from waiting import until
 
 from .conftest import Result, Run, Serve, Start, ok

@@ -19,7 +19,8 @@ import yaml
 
 from receiver import Receiver
 from slotline.models import Status
-from slotline.runner.terminal import Terminal, send_input, socket_path
+from slotline.runner.terminal_input import send_input
+from slotline.runner.tmux import Terminal, socket_path
 from slotline.store import Store, open_store
 from waiting import until
 

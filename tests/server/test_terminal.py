@@ -17,7 +17,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from slotline.models import Status
-from slotline.runner.terminal import Terminal, tmux_env
+from slotline.runner.tmux import Terminal, tmux_env
 from slotline.server import revoke_token
 from slotline.server import terminal as terminal_module
 from slotline.server.terminal import (

@@ -14,7 +14,8 @@ from slotline.errors import InvalidInput, InvalidTransition
 from slotline.models import Attempt, Kind, Priority, Status, Task
 from slotline.runlogs import Plain, plain_text
 from slotline.runner.preflight import Level, check_agents
-from slotline.runner.terminal import Terminal, session_name, socket_path, terminal_of
+from slotline.runner.terminal_input import terminal_of
+from slotline.runner.tmux import Terminal, session_name, socket_path
 from slotline.spec import parse_spec
 
 

@@ -23,14 +23,8 @@ from slotline.cli.wait import StatusLine, ended, summary
 from slotline.client.backend import Backend
 from slotline.errors import InvalidTransition
 from slotline.models import Status, Task
-from slotline.runner.terminal import (
-    NoSlot,
-    Terminal,
-    TerminalError,
-    retake,
-    send_input,
-    terminal_of,
-)
+from slotline.runner.terminal_input import NoSlot, retake, send_input, terminal_of
+from slotline.runner.tmux import Terminal, TerminalError
 from slotline.store import Store
 
 EXIT_INTERRUPTED = 130

@@ -80,7 +80,7 @@ def task_log(task: Task, max_bytes: int) -> str:
     there, where its log holds the screen's redrawing), else its log without escapes."""
     path = task.attempts[-1].log_path if task.attempts else None
     if task.interactive:
-        from slotline.runner.terminal import Terminal, TerminalError
+        from slotline.runner.tmux import Terminal, TerminalError
 
         terminal = Terminal.of(path) if task.status is Status.RUNNING else None
         if terminal is not None:
@@ -233,7 +233,7 @@ class BackendCalls:
         if isinstance(self.backend, SlotlineClient):
             typed = await self._run(self.backend.send_input, ref, text, enter)
             return typed.to_dict()
-        from slotline.runner.terminal import send_input
+        from slotline.runner.terminal_input import send_input
 
         task = await self._run(self.backend.get, ref)
         await self._run(send_input, task, text, enter, self._store())

@@ -21,7 +21,7 @@ from slotline.bounds import OFFSET, ORDINAL, SECONDS, Range
 from slotline.errors import AccessDenied, BoundExceeded, SlotlineError
 from slotline.mcp.calls import Calls
 from slotline.models import Priority, Status
-from slotline.runner.terminal import MAX_INPUT
+from slotline.runner.terminal_input import MAX_INPUT
 
 R = TypeVar("R")
 TaskId = Annotated[str, Field(description="A task id, or a unique prefix of one")]

@@ -1,11 +1,7 @@
-"""Interactive runs: a command in a terminal of its own, in a tmux session that people
-attach to (`slotline attach`), type into (`slotline send`) and watch from the dashboard.
-
-tmux is the terminal: each run is one session on a tmux server of slotline's own (a
-private socket in the log folder, never the user's default server; `-f /dev/null`, so a
-user's ~/.tmux.conf does not change how runs behave). The server outlives the node, so
-a node killed with SIGKILL finds its interactive runs going on when it restarts, as it
-finds headless ones.
+"""Interactive runs: a command started in a terminal of its own, in a tmux session that
+people attach to (`slotline attach`), type into (`slotline send`,
+`runner/terminal_input.py`) and watch from the dashboard. The terminal itself, its tmux
+server and the names it is found by: `runner/tmux.py`.
 
 The first process of the session's pane is the run's keeper (`wrap.py --pane`): as for a
 headless run it writes the command's exit status to a file, it leads the run's process
@@ -13,32 +9,21 @@ group (the pane's), which a stop signals, and the node waits on it by its pid an
 time. tmux copies what the pane prints to the attempt's log (`pipe-pane` into
 `wrap.py --tee`): escape sequences and all, capped as a headless run's log is, so that a
 replay shows the screen and `logs` shows it stripped (`runlogs.plain_text`).
-
-Beside the log `N.log`, `N.tmux` names the run's server and session: what `attach`,
-`send` and the dashboard's terminal use, wherever on this machine they run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import os
-import secrets
 import shlex
-import shutil
-import stat
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from slotline.errors import InvalidInput, InvalidTransition
-from slotline.models import Status, Task
 from slotline.runner.capabilities import memory_cap
 from slotline.runner.files import private_dir
 from slotline.runner.process import (
@@ -49,15 +34,23 @@ from slotline.runner.process import (
     clear_earlier,
     process_start_time,
 )
+from slotline.runner.terminal_input import send_input
+from slotline.runner.tmux import (
+    Terminal,
+    TerminalError,
+    session_name,
+    sidecar,
+    socket_path,
+    tmux_binary,
+    tmux_env,
+)
 
-if TYPE_CHECKING:
-    from slotline.store import Store
+# What the node and the API import from here (`node/supervisor.py`, `node/needs_input.py`,
+# `api/queue.py`); the rest imports them from where they are defined.
+__all__ = ["Terminal", "TerminalError", "send_input", "spawn_in_terminal"]
 
 # The terminal's size before anyone attaches (an attached client resizes it).
 COLUMNS, LINES = 120, 40
-# A Unix socket's path is at most 108 bytes (104 on macOS): a longer log folder gets a
-# socket in a private folder under the temporary directory, named by the folder's hash.
-_SOCKET_MAX = 100
 # What tmux sets for every session of slotline's server (`tmux set-option -g`): the
 # bar says which run the terminal is and how to leave it running.
 _OPTIONS = (
@@ -70,263 +63,6 @@ _OPTIONS = (
     # a notice about it, output that would end a quiet spell).
     ("focus-events", "on"),
 )
-
-
-class NoSlot(InvalidTransition):
-    """A run that gave its slot back cannot take one again now: `limit` says which limit
-    keeps it out."""
-
-    def __init__(self, message: str, limit: str) -> None:
-        super().__init__(message)
-        self.limit = limit
-
-
-class TerminalError(Exception):
-    """A run's terminal could not be reached (tmux missing, the run gone, another machine)."""
-
-
-class InputOff(TerminalError):
-    """The run's pane takes no input now: its run gave its slot back (or is giving it)."""
-
-
-# What tmux says when the server or the session is gone.
-_GONE = ("can't find session", "can't find pane", "no server running", "error connecting")
-# How long after the text of a `send` its Enter comes, and how long a `send` that finds
-# the run's input off (its slot being given back) tries again.
-ENTER_AFTER = 0.2
-INPUT_OFF_PATIENCE = 5.0
-
-
-@dataclass(frozen=True, slots=True)
-class Terminal:
-    """Where an interactive run's terminal is: a tmux server's socket, a session on it,
-    and the run's pane in it (tmux's `%N` id: what is typed, read and blocked is aimed at
-    that pane, not at whichever one a person attached made active by splitting)."""
-
-    socket: str
-    session: str
-    pane: str = ""
-
-    def tmux(self, *args: str, config: str = os.devnull) -> list[str]:
-        """The argv of tmux commands on this terminal's server (`config`: what the
-        server reads if this starts it); a `;` alone separates two commands. tmux reads
-        any other argument that ends in `;` as the end of a command: its `;` is escaped
-        (`tmux_arg`). Only slotline's own words and paths are arguments here: what a run
-        types or runs goes through a buffer or a file."""
-        words = [arg if arg == ";" else tmux_arg(arg) for arg in args]
-        return [tmux_binary(), "-S", self.socket, "-f", config, *words]
-
-    def save(self, log_path: Path) -> None:
-        """Write `N.tmux` beside the run's log `N.log`."""
-        text = json.dumps({"socket": self.socket, "session": self.session, "pane": self.pane})
-        path = sidecar(log_path)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            file.write(text + "\n")
-
-    @classmethod
-    def of(cls, log_path: str | Path | None) -> Terminal | None:
-        """The terminal of the run whose log is `log_path`, if it is an interactive run
-        of this machine (None otherwise)."""
-        if not log_path:
-            return None
-        try:
-            data = json.loads(sidecar(Path(log_path)).read_text())
-            return cls(str(data["socket"]), str(data["session"]), str(data.get("pane", "")))
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-
-    def alive(self) -> bool:
-        """Whether the session still exists (its run has not ended)."""
-        try:
-            self._run(["has-session", "-t", self.target])
-        except TerminalError:
-            return False
-        return True
-
-    @property
-    def target(self) -> str:
-        """The session as a tmux target: `=NAME:` matches that name exactly, never a
-        prefix."""
-        return f"={self.session}:"
-
-    @property
-    def pane_target(self) -> str:
-        return self.pane or self.target
-
-    def send(self, text: str, enter: bool = True, enter_after: float = ENTER_AFTER) -> None:
-        """Type `text` into the run's pane as it is: written to it from a tmux buffer, as
-        keys would be (no key names, no length limit of tmux's command line, no
-        bracketed paste: a digit that chooses in an agent's menu still chooses; a newline
-        is Enter, as typed), then Enter `enter_after` seconds later (an agent's TUI takes
-        an Enter that comes with a burst of text as part of a paste, not as its submit).
-
-        Raises:
-            InputOff: the pane takes no input (its run gave its slot back); nothing typed.
-            TerminalError: the session is gone or tmux failed.
-        """
-        pane = self.pane_target
-        if text:
-            name = f"slotline-{secrets.token_hex(8)}"
-            self._run(["load-buffer", "-b", name, "-"], stdin=text)
-            paste = f"paste-buffer -d -b {name} -t {pane}"
-            if self._unless_input_off(paste) == "off":
-                self._run(["delete-buffer", "-b", name])
-                raise InputOff("its terminal takes no input now")
-            if not enter:
-                return
-            time.sleep(enter_after)
-        if enter and self._unless_input_off(f"send-keys -t {pane} Enter") == "off":
-            raise InputOff("its terminal takes no input now")
-
-    def _unless_input_off(self, command: str) -> str:
-        """Run `command` (tmux's syntax) unless the pane takes no input: then "off". One
-        tmux command, so that no release comes between the look and the keys."""
-        pane = self.pane_target
-        said = self._run(
-            ["if-shell", "-F", "-t", pane, "#{pane_input_off}", "display-message -p off", command]
-        )
-        return said.strip()
-
-    def allow_input(self, allowed: bool) -> None:
-        """Let what is typed reach the run (True), or drop it (False: a run that gave its
-        slot back takes no input until it holds one again)."""
-        self._run(["select-pane", "-t", self.pane_target, "-e" if allowed else "-d"])
-
-    def writers(self) -> int:
-        """How many clients attached to the session may type into it."""
-        listed = self._run(["list-clients", "-t", self.target, "-F", "#{client_readonly}"])
-        return sum(1 for line in listed.split() if line.strip() == "0")
-
-    def screen(self) -> str:
-        """What the terminal shows now, as plain text (tmux's `capture-pane`)."""
-        return self._run(["capture-pane", "-p", "-t", self.pane_target])
-
-    def _run(self, args: list[str], stdin: str | None = None) -> str:
-        try:
-            done = subprocess.run(
-                self.tmux(*args),
-                capture_output=True,
-                text=True,
-                input=stdin,
-                timeout=10,
-                check=False,
-                env=tmux_env(),
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise TerminalError(f"tmux failed: {exc}") from exc
-        if done.returncode != 0:
-            why = done.stderr.strip() or f"tmux exited {done.returncode}"
-            if any(gone in why for gone in _GONE):
-                raise TerminalError("its terminal is gone: the run has ended or is ending")
-            raise TerminalError(why)
-        return done.stdout
-
-    def attach_argv(self, read_only: bool = False) -> list[str]:
-        """The argv that attaches the caller's terminal to the run (`-r`: watch only; a
-        watcher's terminal does not resize the run's either, so watching never makes
-        the run draw its screen again)."""
-        watch = ["-r", "-f", "ignore-size"] if read_only else []
-        return self.tmux("attach-session", *watch, "-t", self.target)
-
-
-def tmux_arg(arg: str) -> str:
-    """`arg` as tmux reads it back whole: one that ends in `;` would end a command (and
-    what follows would run as tmux commands), so that `;` is escaped."""
-    return arg[:-1] + "\\;" if arg.endswith(";") else arg
-
-
-# The most text one `send` types (a pasted answer, a prompt; not a file).
-MAX_INPUT = 64 * 1024
-
-
-def terminal_of(task: Task) -> Terminal:
-    """The terminal of the task's running attempt, on this machine.
-
-    Raises:
-        InvalidInput: the task is not interactive.
-        InvalidTransition: it has no live terminal now (not started, ended, starting, or
-            running on another machine); the message says which.
-    """
-    short = task.id[:8]
-    if not task.interactive:
-        raise InvalidInput(
-            f"task {short} is not interactive: it runs without a terminal (its output: "
-            f"slotline logs {short}); submit with --interactive, or an agent type with "
-            "interactive: true"
-        )
-    if task.status.terminal:
-        raise InvalidTransition(f"task {short} has ended ({task.status}): its terminal is gone")
-    if task.status is not Status.RUNNING:
-        raise InvalidTransition(f"task {short} is {task.status}: it has no terminal until it runs")
-    attempt = task.attempts[-1] if task.attempts else None
-    if attempt is None or not attempt.log_path:
-        raise InvalidTransition(f"task {short} is starting: its terminal is not there yet")
-    terminal = Terminal.of(attempt.log_path)
-    if terminal is None:
-        node = f"node {attempt.node_id}" if attempt.node_id else "another node"
-        raise InvalidTransition(
-            f"task {short} runs on {node}, whose terminals are not on this machine: "
-            "attach or send there (or through that node's server)"
-        )
-    return terminal
-
-
-def send_input(task: Task, text: str, enter: bool = True, store: Store | None = None) -> None:
-    """Type `text` (then Enter, unless `enter` is false) into the task's run. A run that
-    gave its slot back while it waited (`release_while_idle`) takes one again in `store`
-    first: without one free, nothing is typed.
-
-    Raises:
-        InvalidInput: the task is not interactive, or the text is too long or has a NUL.
-        InvalidTransition: it has no terminal now (`terminal_of`), it just ended, or it
-            cannot take a slot again now (the limit that keeps it out, in words).
-    """
-    if len(text.encode()) > MAX_INPUT:
-        raise InvalidInput(f"text: at most {MAX_INPUT} bytes at a time")
-    if "\x00" in text:
-        raise InvalidInput("text: must not contain NUL bytes")
-    if not text and not enter:
-        return  # nothing to type
-    terminal = terminal_of(task)
-    deadline = time.monotonic() + INPUT_OFF_PATIENCE
-    try:
-        while True:
-            if task.slot_released is not None:
-                retake(task, terminal, store)
-            try:
-                terminal.send(text, enter)
-                return
-            except InputOff:
-                # Its node is giving its slot back (input goes off first): once the
-                # store says so, take one again; if it does not, input comes back.
-                if store is None or time.monotonic() >= deadline:
-                    raise
-            time.sleep(0.1)
-            task = store.get(task.id)
-            terminal = terminal_of(task)
-    except TerminalError as exc:
-        raise InvalidTransition(f"task {task.id[:8]}: {exc}") from None
-
-
-def retake(task: Task, terminal: Terminal, store: Store | None) -> None:
-    """Take a slot again for a run that gave its back, then let input reach it.
-
-    Raises:
-        InvalidTransition: no slot is free for it now (nothing changed), or no store.
-        TerminalError: its terminal is gone.
-    """
-    short = task.id[:8]
-    if store is None or task.current_attempt is None:
-        raise InvalidTransition(f"task {short} gave its slot back while it waited for input")
-    full = store.retake_slot(task.id, task.current_attempt)
-    if full is not None:
-        raise NoSlot(
-            f"task {short} gave its slot back while it waited for input and cannot take "
-            f"one again now ({full}); nothing was typed",
-            full,
-        )
-    terminal.allow_input(True)
 
 
 def _config(log_dir: Path) -> str:
@@ -344,61 +80,6 @@ def _config(log_dir: Path) -> str:
         file.write(text)
     os.replace(tmp, path)
     return str(path)
-
-
-def sidecar(log_path: Path) -> Path:
-    return log_path.with_suffix(".tmux")
-
-
-def tmux_binary() -> str:
-    """tmux on the PATH.
-
-    Raises:
-        TerminalError: tmux is not installed.
-    """
-    found = shutil.which("tmux")
-    if found is None:
-        raise TerminalError(
-            "interactive runs need tmux, which is not installed (apt install tmux, brew "
-            "install tmux)"
-        )
-    return found
-
-
-def tmux_env() -> dict[str, str]:
-    """The environment tmux runs in: none of the node's variables (keys among them)
-    reach its server, whose environment every pane would otherwise start from."""
-    keep = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR")
-    return {name: os.environ[name] for name in keep if name in os.environ}
-
-
-def socket_path(log_dir: Path) -> str:
-    """The socket of the node's tmux server: `tmux.sock` in its log folder, or where that
-    path is too long for a socket, one in a private folder of this user's under the
-    temporary directory, named by the log folder's hash (so every process of this
-    machine finds the same one).
-
-    Raises:
-        TerminalError: that folder is not this user's own, private one (as tmux refuses
-            for its own folder there): another user could serve the runs' terminals.
-    """
-    path = str(log_dir / "tmux.sock")
-    if len(path.encode()) <= _SOCKET_MAX:
-        return path
-    digest = hashlib.sha256(str(log_dir).encode()).hexdigest()[:16]
-    folder = Path(tempfile.gettempdir()) / f"slotline-{os.getuid()}"
-    private_dir(folder)
-    info = folder.lstat()
-    if stat.S_ISLNK(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
-        raise TerminalError(f"{folder} is not a private folder of this user's: no terminal there")
-    return str(folder / f"{digest}.sock")
-
-
-def session_name(log_path: Path) -> str:
-    """A session's name, from its log's path `…/TASK_ID/N.log`: `TASK_ID-N` (without `.`
-    or `:`, which tmux targets read as separators)."""
-    name = f"{log_path.parent.name}-{log_path.stem}"
-    return name.replace(".", "-").replace(":", "-")
 
 
 async def spawn_in_terminal(

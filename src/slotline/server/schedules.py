@@ -18,8 +18,8 @@ from slotline.server.auth import Principal
 from slotline.server.context import Admin, Reader, State
 from slotline.server.errors import ERROR_RESPONSES
 from slotline.server.flags import Flag
-from slotline.server.routes import build_spec
 from slotline.server.schemas import SubmitBody
+from slotline.server.submission import build_spec
 
 router = APIRouter(prefix="/api/schedules", tags=["schedules"], responses=ERROR_RESPONSES)
 

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from slotline.bounds import MAX_INT, ORDINAL
 from slotline.models import Kind, Status, Task
-from slotline.runner.terminal import MAX_INPUT
+from slotline.runner.terminal_input import MAX_INPUT
 from slotline.server.fields import PriorityIn, TaskId
 from slotline.server.flags import Flag
 from slotline.server.limit_schemas import BackoffOut, BudgetStateOut, RateStateOut

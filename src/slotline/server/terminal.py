@@ -2,7 +2,7 @@
 shows with xterm.js.
 
 `/api/tasks/{task_id}/terminal` attaches a tmux client to the run's session (the one
-`N.tmux` names beside its log, `slotline.runner.terminal`) in a pseudo-terminal of its
+`N.tmux` names beside its log, `slotline.runner.tmux`) in a pseudo-terminal of its
 own, and carries bytes both ways: binary frames are the terminal's bytes, out and in; a
 text frame `{"resize": [cols, rows]}` sizes the pseudo-terminal, so tmux redraws the run
 at the browser's size. The server's first text frame, `{"attached": {"read_only": …}}`,
@@ -24,23 +24,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
-import fcntl
 import json
 import logging
-import os
-import signal
-import struct
-import sys
-import termios
-from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, WebSocket, WebSocketDisconnect
 
-from slotline.errors import InvalidTransition, SlotlineError
+from slotline.errors import SlotlineError
 from slotline.models import Status, Task
-from slotline.runner.terminal import NoSlot, Terminal, TerminalError, retake, tmux_env
+from slotline.runner.tmux import Terminal, TerminalError
 from slotline.server.access import AccessWatch
 from slotline.server.context import (
     SUBPROTOCOL,
@@ -50,6 +42,8 @@ from slotline.server.context import (
     server_state,
 )
 from slotline.server.hub import WS_REFUSED
+from slotline.server.input_gate import Gate
+from slotline.server.pty_client import Client
 
 log = logging.getLogger("slotline.server.terminal")
 
@@ -62,13 +56,10 @@ CLOSE_NO_TASK = 4404  # no such task, or one the caller may not see
 CLOSE_NO_TERMINAL = 4409  # the task has no terminal on this machine now
 CLOSE_DETACHED = 4000  # the client was detached (C-b d, `detach-client`): the run goes on
 
-CHUNK = 64 * 1024
 # The size of the pseudo-terminal until the page says its own (`?cols=&rows=`, then
 # resize frames); what a browser may ask for is bounded.
 COLS, ROWS = 80, 24
 MAX_SIDE = 1000
-# How long a tmux client that was asked to leave (SIGTERM) may take before it is killed.
-CLIENT_GRACE = 2.0
 # Pseudo-terminals are a resource of the process (and of the machine: kernel.pty.max): at
 # most this many terminals are open at once in this process; one more is refused (1013).
 MAX_OPEN = 64
@@ -141,151 +132,8 @@ def size_of(value: Any) -> tuple[int, int] | None:
     return (cols, rows) if 0 < cols <= MAX_SIDE and 0 < rows <= MAX_SIDE else None
 
 
-@dataclass
-class Client:
-    """One tmux client in a pseudo-terminal of its own: its process and the master side."""
-
-    process: asyncio.subprocess.Process
-    master: int
-
-    @classmethod
-    async def start(cls, argv: list[str], cols: int, rows: int) -> Client:
-        """Start `argv` (a tmux attach) on a new pseudo-terminal of `cols` by `rows`.
-
-        Raises:
-            OSError: no pseudo-terminal, or tmux cannot be started.
-        """
-        master, slave = os.openpty()
-        try:
-            set_size(master, cols, rows)
-            os.set_blocking(master, False)
-            # Its own session, with the pseudo-terminal as its controlling terminal (the
-            # `-c` step below), as a shell's tmux has: a resize then reaches it as the
-            # kernel's SIGWINCH. TERM says what xterm.js understands.
-            process = await asyncio.create_subprocess_exec(
-                sys.executable, "-I", "-S", "-c", _CONTROLLING, *argv,
-                stdin=slave, stdout=slave, stderr=slave,
-                start_new_session=True, env={**tmux_env(), "TERM": "xterm-256color"},
-            )  # fmt: skip
-        except BaseException:
-            os.close(master)
-            raise
-        finally:
-            # Only the client keeps the slave side open: once it exits, reading the
-            # master fails (EIO), which is how the bridge learns the client is gone.
-            os.close(slave)
-        return cls(process, master)
-
-    async def read(self) -> bytes:
-        """The next bytes the client wrote; b"" once it has exited. One read waits at a
-        time, and the socket's send is awaited before the next: a slow browser slows the
-        client down (tmux copes with a slow client) instead of piling bytes up here."""
-        while True:
-            await _ready(self.master, write=False)
-            try:
-                return os.read(self.master, CHUNK)
-            except BlockingIOError:
-                continue
-            except OSError as exc:  # EIO: the slave side is closed, the client has exited
-                if exc.errno == errno.EIO:
-                    return b""
-                raise
-
-    async def write(self, data: bytes) -> None:
-        """Type `data` into the client, waiting while the pseudo-terminal is full."""
-        view = memoryview(data)
-        while view:
-            try:
-                view = view[os.write(self.master, view) :]
-            except BlockingIOError:
-                await _ready(self.master, write=True)
-
-    def resize(self, cols: int, rows: int) -> None:
-        set_size(self.master, cols, rows)
-
-    async def close(self) -> None:
-        """End the client (TERM, then KILL after `CLIENT_GRACE`) and the pseudo-terminal.
-        Only the client: the run and its tmux session go on."""
-        if self.process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.process.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(self.process.wait(), CLIENT_GRACE)
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    self.process.kill()
-                await self.process.wait()
-        os.close(self.master)
-
-
-async def _ready(fd: int, write: bool) -> None:
-    """Wait until `fd` can be read (or written) without blocking."""
-    loop = asyncio.get_running_loop()
-    ready: asyncio.Future[None] = loop.create_future()
-
-    def wake() -> None:
-        if not ready.done():
-            ready.set_result(None)
-
-    if write:
-        loop.add_writer(fd, wake)
-    else:
-        loop.add_reader(fd, wake)
-    try:
-        await ready
-    finally:
-        if write:
-            loop.remove_writer(fd)
-        else:
-            loop.remove_reader(fd)
-
-
 # The terminals open now (one object each), in every app of this process (`MAX_OPEN`).
 OPEN: set[object] = set()
-
-
-# Run by the client's first process: take the pseudo-terminal (its stdin) as the
-# controlling terminal of the new session, then become tmux.
-_CONTROLLING = (
-    "import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
-    "os.execvp(sys.argv[1], sys.argv[1:])"
-)
-
-
-def set_size(fd: int, cols: int, rows: int) -> None:
-    """Size the pseudo-terminal `fd`; its foreground process gets SIGWINCH."""
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-
-
-class Gate:
-    """What a run that gave its slot back while it waited for input (`release_while_idle`)
-    needs before typed keys reach it: a slot again (`terminal.retake`). Looked up in the
-    store at most every `EVERY` seconds while keys come."""
-
-    EVERY = 0.5
-
-    def __init__(self, state: ServerState, task: Task, terminal: Terminal) -> None:
-        self.state, self.task, self.terminal = state, task, terminal
-        self._looked = 0.0
-
-    async def closed(self) -> str | None:
-        """None when keys may go to the run (taking a slot for it first if it gave its
-        back), else why not, in words."""
-        loop = asyncio.get_running_loop()
-        if loop.time() - self._looked < self.EVERY:
-            return None
-        self._looked = loop.time()
-        task = await self.state.call(self.state.store.get, self.task.id)
-        if task.slot_released is None:
-            return None
-        try:
-            await asyncio.to_thread(retake, task, self.terminal, self.state.store)
-        except NoSlot as exc:
-            self._looked = 0.0  # look again at the next key
-            return f"no slot is free to take back ({exc.limit}): what you type is dropped"
-        except (TerminalError, InvalidTransition):
-            return None  # it ended or moved on: tmux says so to the client
-        return None
 
 
 async def bridge(
