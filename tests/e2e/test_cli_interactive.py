@@ -464,9 +464,14 @@ def test_a_killed_session_hangs_up_its_run(cli: Run, serve: Serve) -> None:
     assert terminal is not None
     subprocess.run(terminal.tmux("kill-session", "-t", terminal.target), check=True)
     task = until(lambda: ended(cli, other), what="the hung-up run's end")
-    assert task["status"] == "failed"
-    assert task["attempts"][-1]["exit_code"] == -signal.SIGHUP
-    assert "killed by SIGHUP" in task["failure_reason"]
+    # The run ends as in any terminal that closed: killed by the SIGHUP its keeper passes
+    # on, or, when the read on its closed terminal wakes it first (a busy machine), by
+    # its own exit; either way it failed and its exit status is recorded.
+    code = task["attempts"][-1]["exit_code"]
+    assert task["status"] == "failed", task
+    assert code not in (None, 0), task
+    if code == -signal.SIGHUP:
+        assert "killed by SIGHUP" in task["failure_reason"]
 
 
 def test_runs_that_end_at_once_start_one_after_another(cli: Run, serve: Serve) -> None:

@@ -216,7 +216,7 @@ class Queue:
     async def send_input(self, ref: str, text: str, enter: bool = True) -> Task:
         """Type `text` into an interactive task's run, then Enter unless `enter` is false
         (its terminal must be on this machine: coding-agents.md, "Interactive runs")."""
-        from slotline.runner.terminal import send_input
+        from slotline.runner.terminal_input import send_input
 
         task = await self._call(self.store.get, ref)
         await self._call(send_input, task, text, enter, self.store)

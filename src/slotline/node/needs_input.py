@@ -10,7 +10,7 @@ judged on what it prints from then on; the store clears the mark when the run en
 With its type's `release_while_idle`, a run that needs input gives its slot back: its
 terminal stops taking input first (tmux's `select-pane -d`: nothing typed reaches an
 agent that holds no slot), then the limits stop counting it, and another task may
-start. Whoever types into it takes a slot again first (`runner/terminal.retake`:
+start. Whoever types into it takes a slot again first (`runner/terminal_input.retake`:
 `send`, `attach`, the dashboard), or waits for one. A run that prints again on its own
 takes its slot back at once, even over the limits (nothing else starts until the count
 is back under them, as after a start now)."""
@@ -28,7 +28,7 @@ from slotline.node.run import Run
 from slotline.node.stall import every, output_progress
 from slotline.node.supervisor import Supervisor
 from slotline.runner.proctree import tree_cpu_seconds
-from slotline.runner.terminal import Terminal, TerminalError
+from slotline.runner.tmux import Terminal, TerminalError
 
 log = logging.getLogger("slotline.node")
 

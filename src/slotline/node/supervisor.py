@@ -37,7 +37,8 @@ from slotline.runner.process import (
 )
 from slotline.runner.proctree import TreeSampler
 from slotline.runner.space import SpaceWatch
-from slotline.runner.terminal import Terminal, TerminalError, spawn_in_terminal
+from slotline.runner.terminal import spawn_in_terminal
+from slotline.runner.tmux import Terminal, TerminalError
 from slotline.store import Claim, ClaimResult, StartReport, Store
 from slotline.worktrees.isolate import Isolator
 from slotline.worktrees.orphans import default_root

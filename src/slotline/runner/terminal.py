@@ -34,7 +34,6 @@ from slotline.runner.process import (
     clear_earlier,
     process_start_time,
 )
-from slotline.runner.terminal_input import send_input
 from slotline.runner.tmux import (
     Terminal,
     TerminalError,
@@ -44,10 +43,6 @@ from slotline.runner.tmux import (
     tmux_binary,
     tmux_env,
 )
-
-# What the node and the API import from here (`node/supervisor.py`, `node/needs_input.py`,
-# `api/queue.py`); the rest imports them from where they are defined.
-__all__ = ["Terminal", "TerminalError", "send_input", "spawn_in_terminal"]
 
 # The terminal's size before anyone attaches (an attached client resizes it).
 COLUMNS, LINES = 120, 40
