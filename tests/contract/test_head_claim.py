@@ -69,14 +69,14 @@ def lines(draw: st.DrawFn) -> Line:
 def spied(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Whether each claim took the common case (the spy records it)."""
     taken: list[bool] = []
-    real = head_claim.claim_head
+    real = head_claim.decide
 
-    def spy(*args: Any, **kwargs: Any) -> head_claim.HeadClaim | None:
+    def spy(*args: Any, **kwargs: Any) -> head_claim.Decided | None:
         found = real(*args, **kwargs)
         taken.append(found is not None)
         return found
 
-    monkeypatch.setattr(head_claim, "claim_head", spy)
+    monkeypatch.setattr(head_claim, "decide", spy)
     return taken
 
 

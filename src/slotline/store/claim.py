@@ -117,14 +117,16 @@ class ClaimVerbs(StoreCore):
             with read_ahead.read_ahead(tx, reports):
                 refusals = _apply(tx, steps, undone=runs.clear)
             recorded, outcomes = refusals[: len(started)], refusals[len(started) :]
-            tx.prefetch(_snapshot_reads(node_id, now, runs, slots is not None))
+            # (Kept while the configuration stays: no statement, no round trip.)
+            settings, throttles = read_settings(tx), provider.throttles(tx)
+            likely = head_claim.may_be_common(settings, throttles)
+            tx.prefetch(_snapshot_reads(node_id, now, runs, slots is not None, likely))
             estimates.record_runs(tx, runs, now)
             expired = tx.rows("tasks_ttl_due", now=now)
             if expired:  # what was read ahead has them as they were
                 tx.forget_preloaded()
             for row in expired:
                 expire(tx, task_from_row(row), now)
-            settings = read_settings(tx)
             limits = settings.limits
             guard = tx.rows("node_get", id=node_id)  # the resource guard's verdict, if any
             if guard and guard[0]["pressure_hold"]:
@@ -132,35 +134,20 @@ class ClaimVerbs(StoreCore):
             for cap in (limit, guard[0]["pressure_limit"] if guard else None):
                 if cap is not None and cap < limits.max_concurrent:
                     limits = replace(limits, max_concurrent=cap)
-            throttles = provider.throttles(tx)
             limits = backoff.limits_under(limits, throttles)
             book = rates.load_book(tx, settings.rates, now) if settings.rates else None
             spend = budgets.load_book(tx, settings.budgets, now)
             freed = budgets.sync_reached(tx, spend, now) if spend or settings.budgets else []
             fairness = Fairness.from_setting(settings["fairness"])
             passes = fair.passes(tx, fairness)
-            rules = head_claim.Rules(
-                limits=limits,
-                paused=bool(settings["paused"]) or hold,
-                aging_interval=settings["aging_interval"],
-                rates=book,
-                budgets=spend,
-                fairness=fairness,
-                holds=backoff.holds(throttles),
-            )
             node_free = None
             if slots is not None:
                 node_free = slots - count_of(tx, "count_running_on_node", node_id=node_id)
-            head = None
-            if rules.common():
+            decided = None
+            if likely and not hold:  # only the global limit, priorities and boosts decide
                 runnable = (kinds, functions)
-                head = head_claim.claim_head(
-                    tx, rules, node_id, now, lease, runnable, node_free, log_dir
-                )
-            if head is not None:
-                claims = [Claim(task, attempt) for task, attempt in head.started]
-                running, next_wake, waiting = head.running, head.next_wake, False
-            else:
+                decided = head_claim.decide(tx, limits.max_concurrent, now, runnable, node_free)
+            if decided is None:
                 snapshot = policy.Snapshot(
                     running=[
                         t for r in tx.rows("tasks_running") if (t := task_from_row(r)).holds_slot
@@ -169,46 +156,35 @@ class ClaimVerbs(StoreCore):
                     start_now=[task_from_row(r) for r in tx.rows("tasks_start_now")],
                     limits=limits,
                     now=now,
-                    paused=rules.paused,
-                    aging_interval=rules.aging_interval,
+                    paused=bool(settings["paused"]) or hold,
+                    aging_interval=settings["aging_interval"],
                     rates=book,
-                    holds=rules.holds,
+                    holds=backoff.holds(throttles),
                     fairness=fairness,
                     passes=passes,
                     budgets=spend,
                 )
-                decided = policy.plan(snapshot, runnable=lambda t: _runnable(t, kinds, functions))
-                starts = decided.start
-                if node_free is not None:
-                    # The first starts of the plan are what a plan with fewer slots starts.
-                    starts = starts[: max(0, node_free)]
+                decided = _plan(snapshot, kinds, functions)
                 tx.forget_preloaded(_SNAPSHOT)  # what the plan did not take
-                claims = [_start(tx, s, node_id, now, lease, log_dir) for s in starts]
-                if book is not None:
-                    rates.record_starts(tx, book, [c.task for c in claims], now)
-                if fairness is not None:
-                    turns = [(c.task, s.turn) for c, s in zip(claims, starts, strict=True)]
-                    fair.charge(tx, fairness, passes, turns, now)
-                running, next_wake = len(snapshot.running), decided.next_wake
-                started_ids = {c.task.id for c in claims}
-                waiting = any(t.id not in started_ids for t in snapshot.start_now)
+            # The first starts of a plan are what a plan with fewer slots starts.
+            starts = decided.start if node_free is None else decided.start[: max(0, node_free)]
+            claims = [_start(tx, s, node_id, now, lease, log_dir) for s in starts]
+            if book is not None:
+                rates.record_starts(tx, book, [c.task for c in claims], now)
+            if fairness is not None:
+                turns = [(c.task, s.turn) for c, s in zip(claims, starts, strict=True)]
+                fair.charge(tx, fairness, passes, turns, now)
             # The line is full again: these claims took slots a finish freed; how long
             # after it is the dispatch gap ETAs add to every run.
-            if claims and running + len(claims) >= limits.max_concurrent:
+            if claims and decided.running + len(claims) >= limits.max_concurrent:
                 estimates.record_gap(tx, [c.task for c in claims], now)
             tx.notify = bool(claims or expired or outcomes.count(None) or recorded.count(None))
             tx.quiet_for = watcher
             # No node could start a task after this commit (by the store's limit, not
-            # this node's guard): the others' claims would find nothing. (Every running
-            # task is in the pool when no agent type is exempt: the common case.)
-            if head is not None:
-                full = running + len(claims) >= settings.limits.max_concurrent
-            else:
-                running_now = [*snapshot.running, *(c.task for c in claims)]
-                full = policy.pool_full(settings.limits, running_now)
-            tx.line_full = not waiting and full
+            # this node's guard): the others' claims would find nothing.
+            tx.line_full = decided.closed_by(settings.limits, [c.task for c in claims])
             deadline = _next_deadline(tx, claims)
-            wakes = [w for w in (next_wake, deadline, *freed) if w is not None]
+            wakes = [w for w in (decided.next_wake, deadline, *freed) if w is not None]
             kills = _kill_requests(tx, node_id)
             tx.forget_preloaded()  # what it did not need
             wake = min(wakes) if wakes else None
@@ -343,7 +319,11 @@ _SNAPSHOT = ("tasks_ttl_due", "tasks_running", "tasks_start_now", "tasks_queued_
 
 
 def _snapshot_reads(
-    node_id: str, now: float, runs: Sequence[tuple[str | None, float]], counted: bool
+    node_id: str,
+    now: float,
+    runs: Sequence[tuple[str | None, float]],
+    counted: bool,
+    common: bool,
 ) -> list[Read]:
     """What a claim reads once its reports are in, all in one round trip: the tasks due
     to expire and the line as it stands (its first page); for its answer, the next
@@ -351,12 +331,16 @@ def _snapshot_reads(
     for a start of a task with a TTL: `_next_deadline`); the windows of run times its
     reports and starts add to, with the latest finishes (`estimates`); and, if `counted`
     (the node has `slots`), the count of the node's runs; and the node's own row, for
-    its resource guard's verdict."""
-    reads = [
-        Read("tasks_ttl_due", {"now": now}, by_index=True),
+    its resource guard's verdict. The line is read as the plan reads it, or, when the
+    claim will likely take the common case (`common`), as that reads it."""
+    line = head_claim.reads() if common else [
         Read("tasks_running", by_index=True),
         Read("tasks_start_now", by_index=True),
         Read("tasks_queued_in_order", {"limit": FIRST_PAGE, "offset": 0}, by_index=True),
+    ]  # fmt: skip
+    reads = [
+        Read("tasks_ttl_due", {"now": now}, by_index=True),
+        *line,
         Read("next_ttl_deadline", by_index=True),
         Read("tasks_kill_requested", {"node_id": node_id}, by_index=True),
         Read("node_get", {"id": node_id}, by_index=True),
@@ -378,6 +362,15 @@ def _next_deadline(tx: Tx, claims: Sequence[Claim]) -> float | None:
 def _deadline(tx: Tx) -> float | None:
     row = tx.one("next_ttl_deadline")
     return None if row is None or row["at"] is None else float(row["at"])
+
+
+def _plan(
+    snapshot: policy.Snapshot[Task], kinds: frozenset[str], functions: frozenset[str] | None
+) -> head_claim.Decided:
+    """What `policy.plan` decides on `snapshot` for a node running `kinds` and `functions`."""
+    plan = policy.plan(snapshot, runnable=lambda t: _runnable(t, kinds, functions))
+    running = snapshot.running
+    return head_claim.Decided(plan.start, plan.next_wake, len(running), running, snapshot.start_now)
 
 
 def _runnable(task: Task, kinds: frozenset[str], functions: frozenset[str] | None) -> bool:

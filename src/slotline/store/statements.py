@@ -35,12 +35,6 @@ _IN_IDS_SQL = {
     "sqlite": r"IN (SELECT value FROM json_each(:\1))",  # the values as a JSON array
 }
 
-# A new random id, as `secrets.token_hex(16)` makes one (32 hexadecimal digits).
-_NEW_ID_SQL = {
-    "postgres": "replace(gen_random_uuid()::text, '-', '')",
-    "sqlite": "lower(hex(randomblob(16)))",
-}
-
 
 class Ids(tuple[str, ...]):
     """The values of an `{in_ids:NAME}` parameter: one parameter however many values,
@@ -108,7 +102,6 @@ def load_queries(dialect: str) -> dict[str, str]:
     for placeholder, lock in _ROW_LOCKS.items():
         text = text.replace(placeholder, lock if dialect == "postgres" else "")
     text = _IN_IDS.sub(_IN_IDS_SQL[dialect], text)
-    text = text.replace("{new_id}", _NEW_ID_SQL[dialect])
     queries = parse_queries(text)
     if dialect == "postgres":
         queries = {name: _PARAM.sub(r"%(\1)s", sql) for name, sql in queries.items()}
