@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from slotline.errors import InvalidInput, NotFound, StaleAttempt
+from slotline.line import STATUS_HEAD
 from slotline.models import Status
 from slotline.store import Report, StartReport, Store, Watcher
 from slotline.store.estimates import ALL
@@ -633,6 +634,33 @@ def test_status_of_the_head_shows_the_first_tasks_and_counts_the_whole_line(
     assert (head.queued_total, whole.queued_total) == (5, 5)
     assert head.to_dict()["next_up"] == whole.to_dict()["next_up"]
     assert all(t.eta_start is not None for t in head.queued)
+
+
+def test_status_reads_the_head_unless_asked_for_the_whole_line(
+    store: Store, submit: SubmitFn, clock: Clock
+) -> None:
+    # Given more tasks in line than a status shows by default, one of them urgent,
+    names = [f"t{i}" for i in range(STATUS_HEAD + 3)]
+    for name in names:
+        submit(name)
+        clock.advance(1)
+    submit("urgent", priority="urgent")
+
+    # when the status is read as it is by default, and with `all`,
+    head = store.status()
+    whole = store.status(all=True)
+
+    # then the default holds the first STATUS_HEAD in line and counts them all,
+    assert titles(head.queued) == ["urgent", *names[: STATUS_HEAD - 1]]
+    assert [t.position for t in head.queued] == list(range(1, STATUS_HEAD + 1))
+    assert head.queued_total == head.to_dict()["queued_total"] == len(names) + 1
+    # and `all` holds every one, in the same order.
+    assert titles(whole.queued) == ["urgent", *names]
+    assert whole.queued_total == len(names) + 1
+    assert head.to_dict()["next_up"] == whole.to_dict()["next_up"]
+    # The oldest of the line is read without it: of every task, or of one owner's.
+    assert store.oldest_queued_at() == min(t.queued_at or 0 for t in whole.queued)
+    assert store.oldest_queued_at(owner="nobody") is None
 
 
 def test_only_commands_that_ran_teach_run_times(

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from slotline.line import next_up
+from slotline.line import STATUS_HEAD, next_up
 from slotline.models import Attempt, Status, Task, TaskPage
 from slotline.store import backoff, budgets, estimates, listing, rates, serving
 from slotline.store.core import StoreCore
@@ -199,22 +199,25 @@ class ReadVerbs(StoreCore):
                 for r in rows
             ]
 
-    def status(self, now: float | None = None, limit: int | None = None) -> QueueStatus:
-        """Capacity (active of max, slots free) and the queued tasks in order: all of them,
-        or the first `limit` (`queued_total` says how many there are).
+    def status(
+        self, now: float | None = None, *, limit: int = STATUS_HEAD, all: bool = False
+    ) -> QueueStatus:
+        """Capacity (active of max, slots free) and the queued tasks in order: the first
+        `limit` (the head of the line), or with `all` every one of them; `queued_total`
+        says how many there are in all.
 
         The head of a long line is read through the queue-order index, so its cost does
         not grow with the line (unless aging is on: aged priorities are not indexed). Its
         ETAs come from simulating the running tasks and that head alone; see
-        `estimates.head_estimates`.
+        `estimates.head_estimates`. The whole line (`all`) costs time in proportion to it.
         """
         with self._transaction(write=False) as tx:
             now = tx.now() if now is None else now
             settings = read_settings(tx)
             running = [with_attempts(tx, task_from_row(r)) for r in tx.rows("tasks_running")]
-            if limit is None or reordered(settings):
+            if all or reordered(settings):
                 queue = ordered_queue(tx, now, settings["aging_interval"])
-                total, queue = len(queue), queue[:limit]
+                total, queue = len(queue), queue if all else queue[:limit]
             else:
                 total = count_of(tx, "count_queued")
                 rows = tx.rows("tasks_queued_in_order", limit=limit, offset=0)
@@ -289,6 +292,17 @@ class ReadVerbs(StoreCore):
             else:
                 rows = tx.rows("count_by_status_of_user", user=owner)
             return {r["status"]: int(r["n"]) for r in rows}
+
+    def oldest_queued_at(self, owner: str | None = None, root: str | None = None) -> float | None:
+        """When the task in line longest was queued (None: the line is empty), of every
+        queued task or of a scope (`owner`'s tasks; the subtree of the task `root`), read
+        in SQL, without loading the line."""
+        from slotline.taskfilter import TaskFilter
+
+        where = listing.where_of(TaskFilter(status=[Status.QUEUED]), owner, root)
+        with self._transaction(write=False) as tx:
+            (row,) = tx.select("oldest_queued_at", where)
+            return None if row["at"] is None else float(row["at"])
 
 
 def _next_up(tx: Tx, now: float, etas: Mapping[str, eta.Estimate]) -> str | None:
