@@ -12,7 +12,7 @@ import pytest
 
 from slotline.errors import InvalidInput, NotFound, StaleAttempt
 from slotline.line import STATUS_HEAD
-from slotline.models import Status
+from slotline.models import Status, Task
 from slotline.store import Report, StartReport, Store, Watcher
 from slotline.store.estimates import ALL
 from slotline.taskfilter import ListQuery
@@ -661,6 +661,41 @@ def test_status_reads_the_head_unless_asked_for_the_whole_line(
     # The oldest of the line is read without it: of every task, or of one owner's.
     assert store.oldest_queued_at() == min(t.queued_at or 0 for t in whole.queued)
     assert store.oldest_queued_at(owner="nobody") is None
+
+
+def test_mine_reads_a_callers_tasks_with_their_places_in_the_whole_line(
+    store: Store, submit: SubmitFn, clock: Clock
+) -> None:
+    # Given a task and its two subtasks among others in line, one of them ann's,
+    def later(title: str, **fields: Any) -> Task:
+        clock.advance(1)  # oldest first: each submitted after the one before
+        return submit(title, **fields)
+
+    later("before")
+    parent = later("pm", expected_duration=60)
+    for name in ("x", "y"):
+        later(name)
+    first = later("a", parent_id=parent.id, expected_duration=30)
+    later("z", user="ann")
+    second = later("b", parent_id=parent.id, priority="high", expected_duration=30)
+
+    # when the subtree's live tasks are read,
+    found = store.mine(parent.id)
+
+    # then they are those three, oldest first, each with its place in the whole line,
+    # its estimate and NEXT UP as the whole line has them.
+    whole = {t.id: t for t in store.status(all=True).queued}
+    assert [t.id for t in found] == [parent.id, first.id, second.id]
+    for task in found:
+        shown = whole[task.id]
+        assert (task.position, task.eta_start, task.next_up) == (
+            shown.position,
+            shown.eta_start,
+            shown.next_up,
+        )
+    assert found[2].next_up
+    assert [t.title for t in store.mine(user="ann")] == ["z"]
+    assert store.mine(user="nobody") == []
 
 
 def test_only_commands_that_ran_teach_run_times(

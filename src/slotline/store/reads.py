@@ -124,6 +124,10 @@ class Line:
 NEXT_UP_HEAD = 100
 # Held and waiting tasks shown below the line, at most.
 PARKED_SHOWN = 200
+# The statuses of a task that has not ended.
+_LIVE = (Status.WAITING, Status.QUEUED, Status.HELD, Status.RUNNING, Status.BLOCKED)
+# A read of rows in SQL that a caller's scope bounds, not a page.
+_ALL_ROWS = 1_000_000
 
 
 class ReadVerbs(StoreCore):
@@ -175,29 +179,24 @@ class ReadVerbs(StoreCore):
 
     def mine(self, root: str | None = None, user: str | None = None) -> list[Task]:
         """The live tasks (not ended) of the subtree of task `root` (it included), or of
-        `user`, with positions and estimates, oldest first."""
+        `user`, with positions and estimates, oldest first.
+
+        Only those tasks are read (in SQL), never the line: their positions are counted
+        through the queue-order index and their ETAs simulated as a page of `list_page`
+        gets them (`listing.dress`: in a line longer than `listing.ETA_WHOLE`, a task
+        farther back has none)."""
+        from slotline.taskfilter import TaskFilter
+
+        where = listing.where_of(TaskFilter(status=list(_LIVE)), user, root)
         with self._transaction(write=False) as tx:
-            ids = None if root is None else {r["id"] for r in tx.rows("tasks_subtree", id=root)}
-            rows = [
-                r
-                for r in tx.rows("tasks_live")
-                if (ids is None or r["id"] in ids) and (user is None or r["owner"] == user)
-            ]
+            rows = tx.select("tasks_page", where, limit=_ALL_ROWS, offset=0)
             if not rows:
                 return []
-            positions = _positions(tx)
-            now = tx.now()
-            etas = estimates.line_estimates(tx, now, self.url)
-            first = _next_up(tx, now, etas)
-            return [
-                estimates.with_estimate(
-                    with_attempts(tx, task_from_row(r), positions.get(r["id"])),
-                    etas,
-                    now,
-                    next_up=r["id"] == first,
-                )
-                for r in rows
-            ]
+            found = listing.dress(tx, self.url, [task_from_row(r) for r in rows])
+            if not any(t.status is Status.QUEUED for t in found):
+                return found
+            first = _next_up(tx, tx.now(), _head_estimates(tx, self.url))
+            return [replace(t, next_up=True) if t.id == first else t for t in found]
 
     def status(
         self, now: float | None = None, *, limit: int = STATUS_HEAD, all: bool = False
@@ -317,6 +316,15 @@ def _next_up(tx: Tx, now: float, etas: Mapping[str, eta.Estimate]) -> str | None
     placed = (estimates.with_estimate(t, etas, now, position=i) for i, t in enumerate(head, 1))
     first = next_up(placed)
     return None if first is None else first.id
+
+
+def _head_estimates(tx: Tx, url: str) -> Mapping[str, eta.Estimate]:
+    """The estimates `_next_up` needs: of the whole line when it is short (as a page of
+    `list_page` has them), else of its first NEXT_UP_HEAD."""
+    short = tx.one("tasks_queued_in_order", limit=1, offset=listing.ETA_WHOLE) is None
+    if short or reordered(read_settings(tx)):
+        return estimates.line_estimates(tx, tx.now(), url)
+    return estimates.head_estimates(tx, tx.now(), NEXT_UP_HEAD, url)
 
 
 def _queue_status(
