@@ -15,6 +15,7 @@ from slotline.line import STATUS_HEAD
 from slotline.models import Status, Task
 from slotline.store import Report, StartReport, Store, Watcher
 from slotline.store.estimates import ALL
+from slotline.store.listing import ETA_WHOLE
 from slotline.taskfilter import ListQuery
 
 from .conftest import NODE, ClaimFn, Clock, FinishFn, LineFn, SubmitFn, titles
@@ -696,6 +697,40 @@ def test_mine_reads_a_callers_tasks_with_their_places_in_the_whole_line(
     assert found[2].next_up
     assert [t.title for t in store.mine(user="ann")] == ["z"]
     assert store.mine(user="nobody") == []
+
+
+def test_reads_of_a_long_line_estimate_up_to_what_they_show_as_the_whole_line_does(
+    store: Store, submit: SubmitFn, clock: Clock
+) -> None:
+    # Given a line longer than a read simulates in full, and a task waiting on its first,
+    store.set_setting("max_concurrent", 2)
+    many = ETA_WHOLE + 50
+    tasks = store.submit_many(
+        [{"command": ["true"], "title": f"t{i}", "expected_duration": 10} for i in range(many)],
+        now=clock.now,
+    )
+    waiting = submit("after", depends_on=[tasks[0].id], expected_duration=10)
+    clock.advance(1)
+    whole = {t.id: t for t in store.status(all=True).queued}
+
+    # when a task near the head is read, and the dashboard's first page of the line,
+    near = store.get(tasks[4].id)
+    page = store.line(offset=0, limit=10)
+
+    # then each has the estimate the whole line gives it, and NEXT UP as the whole line
+    # has it; the waiting task, which joins behind the part simulated, gets none there
+    # (its own read simulates the whole line: it has one).
+    assert (near.position, near.eta_start) == (5, whole[near.id].eta_start)
+    assert near.eta_start is not None
+    shown = page.status.queued
+    assert [t.eta_start for t in shown] == [whole[t.id].eta_start for t in shown]
+    assert page.next_up == tasks[0].id == store.status().next_up
+    assert [t.id for t in page.parked] == [waiting.id]
+    assert page.parked[0].eta_start is None
+    assert store.get(waiting.id).eta_start is not None
+    # A task far back is estimated through the line up to it.
+    far = store.get(tasks[-1].id)
+    assert (far.position, far.eta_start) == (many, whole[far.id].eta_start)
 
 
 def test_only_commands_that_ran_teach_run_times(

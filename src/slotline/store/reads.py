@@ -138,8 +138,9 @@ class ReadVerbs(StoreCore):
         dashed UUID or a unique prefix; with `user`, only that user's tasks match.
 
         The position is a count of the tasks ahead through the queue-order index. The
-        ETA (`estimate`) simulates the whole line, which costs time in proportion to it
-        (cached until the next change); without it, a read costs the same in any line.
+        ETA (`estimate`) simulates the line up to the task (the whole line for a held or
+        waiting one), which costs time in proportion to it (cached until the next
+        change); without it, a read costs the same in any line.
 
         Raises:
             NotFound: no task has that id or prefix (or none of `user`'s).
@@ -195,7 +196,7 @@ class ReadVerbs(StoreCore):
             found = listing.dress(tx, self.url, [task_from_row(r) for r in rows])
             if not any(t.status is Status.QUEUED for t in found):
                 return found
-            first = _next_up(tx, tx.now(), _head_estimates(tx, self.url))
+            first = _next_up(tx, tx.now(), _estimates_to(tx, self.url, NEXT_UP_HEAD))
             return [replace(t, next_up=True) if t.id == first else t for t in found]
 
     def status(
@@ -262,7 +263,8 @@ class ReadVerbs(StoreCore):
             else:
                 page, total = listing.queued_page(tx, where, offset, limit)
             parked, parked_total = listing.parked(tx, where, PARKED_SHOWN)
-            etas = estimates.line_estimates(tx, now, self.url)
+            # Up to the page, not the whole line (in a long one, parked tasks get none).
+            etas = _estimates_to(tx, self.url, max((t.position or 0 for t in page), default=0))
             next_up_id = _next_up(tx, now, etas)
             running = [estimates.with_estimate(t, etas, now) for t in running]
             page = [estimates.with_estimate(t, etas, now, next_up=t.id == next_up_id) for t in page]
@@ -318,13 +320,19 @@ def _next_up(tx: Tx, now: float, etas: Mapping[str, eta.Estimate]) -> str | None
     return None if first is None else first.id
 
 
-def _head_estimates(tx: Tx, url: str) -> Mapping[str, eta.Estimate]:
-    """The estimates `_next_up` needs: of the whole line when it is short (as a page of
-    `list_page` has them), else of its first NEXT_UP_HEAD."""
-    short = tx.one("tasks_queued_in_order", limit=1, offset=listing.ETA_WHOLE) is None
+def _estimates_to(tx: Tx, url: str, farthest: int) -> Mapping[str, eta.Estimate]:
+    """Estimates of the running tasks and of the line up to position `farthest` (and
+    the first NEXT_UP_HEAD, which `_next_up` looks among): the whole line's when it is
+    short (`listing.ETA_WHOLE`, as a page of `list_page` has them) or reordered by aging
+    or fairness, else its head's (`estimates.head_estimates`, up to a power of two, so
+    that a few simulations are kept). The cost grows with `farthest`, not with the
+    line; in a long line the held and waiting tasks get none."""
+    head = 1 << (max(farthest, NEXT_UP_HEAD) - 1).bit_length()
+    whole = max(head, listing.ETA_WHOLE)
+    short = tx.one("tasks_queued_in_order", limit=1, offset=whole) is None
     if short or reordered(read_settings(tx)):
         return estimates.line_estimates(tx, tx.now(), url)
-    return estimates.head_estimates(tx, tx.now(), NEXT_UP_HEAD, url)
+    return estimates.head_estimates(tx, tx.now(), head, url)
 
 
 def _queue_status(
@@ -383,13 +391,19 @@ def shown(tx: Tx, url: str, task: Task, estimate: bool = True) -> Task:
 
 
 def estimated(tx: Tx, url: str, task: Task) -> Task:
-    """`task` with its ETA, if it is running or in line: a simulation of the line, which
-    costs in proportion to it (kept per `url` until the next change), so never run while
-    holding the writer."""
+    """`task` with its ETA, if it is running or in line: a simulation of the line up to
+    a queued task (`_estimates_to`), or of the whole line for a held or waiting one,
+    which costs in proportion to it (kept per `url` until the next change), so never
+    run while holding the writer."""
     if task.status not in estimates.IN_LINE:
         return task
     now = tx.now()
-    etas = estimates.line_estimates(tx, now, url)
+    if task.status is Status.QUEUED and task.position is not None:  # the line up to it
+        etas = _estimates_to(tx, url, task.position)
+    elif task.status is Status.RUNNING:
+        etas = _estimates_to(tx, url, 0)
+    else:  # held or waiting: where it joins, only the whole line's simulation says
+        etas = estimates.line_estimates(tx, now, url)
     first = _next_up(tx, now, etas) if task.status is Status.QUEUED else None
     return estimates.with_estimate(task, etas, now, next_up=task.id == first)
 
