@@ -7,6 +7,11 @@ from collections.abc import Iterable
 
 from slotline.models import Task
 
+# How many queued tasks a status shows unless its caller asks for the whole line (`all`):
+# the head of the line, read through the queue-order index, so a status costs the same
+# in a line of ten or of 100,000 (`queued_total` says how many there are in all).
+STATUS_HEAD = 20
+
 
 def next_up(queued: Iterable[Task]) -> Task | None:
     """NEXT UP: the task of `queued` expected to start first, the earliest estimated

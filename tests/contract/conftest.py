@@ -82,6 +82,6 @@ def line(store: Store, clock: Clock) -> LineFn:
     """The titles of the queued tasks, in queue order."""
 
     def _line() -> list[str]:
-        return titles(store.status(now=clock.now).queued)
+        return titles(store.status(now=clock.now, all=True).queued)
 
     return _line

@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 
 from slotline.errors import InvalidInput, NotFound, StaleAttempt
-from slotline.models import Status
+from slotline.line import STATUS_HEAD
+from slotline.models import Status, Task
 from slotline.store import Report, StartReport, Store, Watcher
 from slotline.store.estimates import ALL
+from slotline.store.listing import ETA_WHOLE
 from slotline.taskfilter import ListQuery
 
 from .conftest import NODE, ClaimFn, Clock, FinishFn, LineFn, SubmitFn, titles
@@ -633,6 +635,102 @@ def test_status_of_the_head_shows_the_first_tasks_and_counts_the_whole_line(
     assert (head.queued_total, whole.queued_total) == (5, 5)
     assert head.to_dict()["next_up"] == whole.to_dict()["next_up"]
     assert all(t.eta_start is not None for t in head.queued)
+
+
+def test_status_reads_the_head_unless_asked_for_the_whole_line(
+    store: Store, submit: SubmitFn, clock: Clock
+) -> None:
+    # Given more tasks in line than a status shows by default, one of them urgent,
+    names = [f"t{i}" for i in range(STATUS_HEAD + 3)]
+    for name in names:
+        submit(name)
+        clock.advance(1)
+    submit("urgent", priority="urgent")
+
+    # when the status is read as it is by default, and with `all`,
+    head = store.status()
+    whole = store.status(all=True)
+
+    # then the default holds the first STATUS_HEAD in line and counts them all,
+    assert titles(head.queued) == ["urgent", *names[: STATUS_HEAD - 1]]
+    assert [t.position for t in head.queued] == list(range(1, STATUS_HEAD + 1))
+    assert head.queued_total == head.to_dict()["queued_total"] == len(names) + 1
+    # and `all` holds every one, in the same order.
+    assert titles(whole.queued) == ["urgent", *names]
+    assert whole.queued_total == len(names) + 1
+    assert head.to_dict()["next_up"] == whole.to_dict()["next_up"]
+    # The oldest of the line is read without it: of every task, or of one owner's.
+    assert store.oldest_queued_at() == min(t.queued_at or 0 for t in whole.queued)
+    assert store.oldest_queued_at(owner="nobody") is None
+
+
+def test_mine_reads_a_callers_tasks_with_their_places_in_the_whole_line(
+    store: Store, submit: SubmitFn, clock: Clock
+) -> None:
+    # Given a task and its two subtasks among others in line, one of them ann's,
+    def later(title: str, **fields: Any) -> Task:
+        clock.advance(1)  # oldest first: each submitted after the one before
+        return submit(title, **fields)
+
+    later("before")
+    parent = later("pm", expected_duration=60)
+    for name in ("x", "y"):
+        later(name)
+    first = later("a", parent_id=parent.id, expected_duration=30)
+    later("z", user="ann")
+    second = later("b", parent_id=parent.id, priority="high", expected_duration=30)
+
+    # when the subtree's live tasks are read,
+    found = store.mine(parent.id)
+
+    # then they are those three, oldest first, each with its place in the whole line,
+    # its estimate and NEXT UP as the whole line has them.
+    whole = {t.id: t for t in store.status(all=True).queued}
+    assert [t.id for t in found] == [parent.id, first.id, second.id]
+    for task in found:
+        shown = whole[task.id]
+        assert (task.position, task.eta_start, task.next_up) == (
+            shown.position,
+            shown.eta_start,
+            shown.next_up,
+        )
+    assert found[2].next_up
+    assert [t.title for t in store.mine(user="ann")] == ["z"]
+    assert store.mine(user="nobody") == []
+
+
+def test_reads_of_a_long_line_estimate_up_to_what_they_show_as_the_whole_line_does(
+    store: Store, submit: SubmitFn, clock: Clock
+) -> None:
+    # Given a line longer than a read simulates in full, and a task waiting on its first,
+    store.set_setting("max_concurrent", 2)
+    many = ETA_WHOLE + 50
+    tasks = store.submit_many(
+        [{"command": ["true"], "title": f"t{i}", "expected_duration": 10} for i in range(many)],
+        now=clock.now,
+    )
+    waiting = submit("after", depends_on=[tasks[0].id], expected_duration=10)
+    clock.advance(1)
+    whole = {t.id: t for t in store.status(all=True).queued}
+
+    # when a task near the head is read, and the dashboard's first page of the line,
+    near = store.get(tasks[4].id)
+    page = store.line(offset=0, limit=10)
+
+    # then each has the estimate the whole line gives it, and NEXT UP as the whole line
+    # has it; the waiting task, which joins behind the part simulated, gets none there
+    # (its own read simulates the whole line: it has one).
+    assert (near.position, near.eta_start) == (5, whole[near.id].eta_start)
+    assert near.eta_start is not None
+    shown = page.status.queued
+    assert [t.eta_start for t in shown] == [whole[t.id].eta_start for t in shown]
+    assert page.next_up == tasks[0].id == store.status().next_up
+    assert [t.id for t in page.parked] == [waiting.id]
+    assert page.parked[0].eta_start is None
+    assert store.get(waiting.id).eta_start is not None
+    # A task far back is estimated through the line up to it.
+    far = store.get(tasks[-1].id)
+    assert (far.position, far.eta_start) == (many, whole[far.id].eta_start)
 
 
 def test_only_commands_that_ran_teach_run_times(

@@ -10,6 +10,7 @@ import pytest
 
 import slotline
 from slotline import InvalidInput, InvalidTransition, Status
+from slotline.line import STATUS_HEAD
 
 
 def test_submit_run_and_wait_as_in_the_docs(tmp_path: Path) -> None:
@@ -132,3 +133,22 @@ def test_a_page_is_asked_for_by_a_query_or_by_its_fields(tmp_path: Path) -> None
     asyncio.run(main())
     with slotline.open(tmp_path / "s.db") as sync:
         assert [t.title for t in sync.page(newest=True, limit=2).tasks] == ["c", "b"]
+
+
+def test_status_is_the_head_of_the_line_unless_all_is_asked(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with slotline.open_queue(tmp_path / "q.db") as queue:
+            # Given more queued tasks than the head a status shows,
+            many = STATUS_HEAD + 5
+            await queue.submit_many([{"command": ["true"], "title": f"t{i}"} for i in range(many)])
+            # the status holds the head and says how many are queued in all,
+            head = await queue.status()
+            assert [t.title for t in head.queued] == [f"t{i}" for i in range(STATUS_HEAD)]
+            assert head.queued_total == many
+            assert [t.title for t in (await queue.status(limit=2)).queued] == ["t0", "t1"]
+            # and the whole line only when asked for.
+            whole = await queue.status(all=True)
+            assert [t.title for t in whole.queued] == [f"t{i}" for i in range(many)]
+            assert whole.queued_total == many
+
+    asyncio.run(main())

@@ -3,6 +3,7 @@ own argument schema or the submit's refuses it (a real server and client, in mem
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from mcp.shared.memory import create_connected_server_and_client_session
 from mcp.types import TextContent
 
 from slotline.config.file import Config
+from slotline.line import STATUS_HEAD
 from slotline.mcp.calls import BackendCalls
 from slotline.mcp.tools import build_server
 from slotline.models import Status
@@ -86,3 +88,23 @@ def test_a_tool_boolean_is_true_or_false_only(
 
     anyio.run(main)
     assert store.get(task.id).status is Status.HELD
+
+
+def test_queue_status_on_a_store_says_the_lines_length(store: Store) -> None:
+    # Given more queued tasks than the head a status reads,
+    many = STATUS_HEAD + 3
+    tasks = store.submit_many([{"command": ["true"]} for _ in range(many)])
+    server = build_server(lambda _ctx: BackendCalls(store, Config(), None))
+
+    async def main() -> None:
+        async with create_connected_server_and_client_session(server) as session:
+            result = await session.call_tool("queue_status", {})
+            assert not result.isError
+            (content,) = result.content
+            assert isinstance(content, TextContent)
+            status = json.loads(content.text)
+            # the tool says how many wait and which starts first, never the line itself.
+            assert (status["queue_length"], status["next_up"]) == (many, tasks[0].id)
+            assert "queued" not in status
+
+    anyio.run(main)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import slotline
+from slotline.line import STATUS_HEAD
 from slotline.models import Status
 
 
@@ -80,3 +81,14 @@ def test_asubmit_and_aresult_run_on_the_callers_loop(tmp_path: Path) -> None:
 
     asyncio.run(main())
     app.close()
+
+
+def test_the_sync_status_is_the_head_of_the_line_unless_all_is_asked(tmp_path: Path) -> None:
+    with slotline.open(tmp_path / "q.db") as queue:
+        many = STATUS_HEAD + 5
+        queue.submit_many([{"command": ["true"], "title": f"t{i}"} for i in range(many)])
+        head = queue.status()
+        assert [t.title for t in head.queued] == [f"t{i}" for i in range(STATUS_HEAD)]
+        assert head.queued_total == many
+        whole = queue.status(all=True)
+        assert [t.title for t in whole.queued] == [f"t{i}" for i in range(many)]

@@ -24,6 +24,7 @@ from slotline.api.landing import Landing
 from slotline.api.unserved import UnservedWarning, warn
 from slotline.config.file import Config
 from slotline.errors import InvalidInput, TaskFailed
+from slotline.line import STATUS_HEAD
 from slotline.models import Event, Priority, Status, Task, TaskPage
 from slotline.node.node import Node
 from slotline.runner.callable import Entry
@@ -141,9 +142,17 @@ class Queue:
             query = dataclasses.replace(query or ListQuery(), **fields)
         return await self._call(self.store.list_page, query)
 
-    async def status(self) -> QueueStatus:
-        """Active/max, slots available, paused, and the queued tasks with positions."""
-        return await self._call(self.store.status)
+    async def status(self, *, limit: int = STATUS_HEAD, all: bool = False) -> QueueStatus:
+        """Active/max, slots available, paused, the running tasks, and the head of the line:
+        the first `limit` queued tasks with positions and ETAs. `queued_total` says how
+        many are queued in all, so a head shorter than it is partial.
+
+        Args:
+            limit: how many queued tasks to read from the head of the line.
+            all: every queued task instead (the whole line, whose read and ETAs cost
+                time in proportion to it: seconds at 100,000 queued).
+        """
+        return await self._call(self.store.status, limit=limit, all=all)
 
     async def events(self, since: int = 0, limit: int = 1000) -> builtins.list[Event]:
         """Events after `since` (a seq), oldest first."""

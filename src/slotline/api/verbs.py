@@ -87,15 +87,19 @@ VERBS: tuple[Verb, ...] = (
             "sync": (("query", "fields"), "ListQuery's fields as keywords, as before it"),
         },
     ),
+    # The head of the line (`limit` tasks, STATUS_HEAD unless given) and `queued_total`;
+    # the whole line only with `all`.
     Verb(
         "status",
-        ("limit",),
+        ("limit", "all"),
         spelled={"mcp": "queue_status"},
         differs={
-            "client": (("mine", "root", "limit"), "the server also answers a caller's own"),
-            "queue": ((), "the whole line"),
-            "sync": ((), "the whole line"),
-            "mcp": ((), "the caller's own tasks, as its token scopes them"),
+            "client": (("mine", "root", "limit", "all"), "the server also answers a caller's own"),
+            "mcp": (
+                (),
+                "the line's length and NEXT UP, never the line (a model reads its own tasks, "
+                "as its token scopes them)",
+            ),
         },
     ),
     Verb("events", ("since", "limit"), omitted=_no_mcp(STREAMS)),

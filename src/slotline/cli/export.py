@@ -32,7 +32,7 @@ def snapshot(store: Backend) -> dict[str, Any]:
         seq = store.last_seq()
         tasks = store.list_tasks(limit=ALL_TASKS)
         settings = store.settings()
-        status = store.status()
+        status = store.status(all=True)
         if store.last_seq() == seq:
             break
     counts = dict.fromkeys((s.value for s in Status), 0)

@@ -51,7 +51,7 @@ def top(state: CliState) -> None:
     sampler = TreeSampler() if state.remote is None else None
     console = Console(highlight=False, emoji=False)
     if not console.is_terminal:
-        status = store.status()
+        status = store.status(all=True)
         view = View(status, utcnow(), usage=_usage(status, sampler), interactive=False)
         show(render(view))
         return
@@ -173,7 +173,7 @@ class Top:
         self.wake.set()
 
     async def _refresh(self) -> None:
-        self.status = await asyncio.to_thread(self.store.status)
+        self.status = await asyncio.to_thread(self.store.status, all=True)
         self.usage = await asyncio.to_thread(_usage, self.status, self.sampler)
         ids = selectable(self.status)
         if self.selected is not None and self.selected not in ids:

@@ -16,12 +16,12 @@ from slotline.cli.numbers import Number
 from slotline.cli.plain import event_line, print_json, strict_json
 from slotline.client.backend import Backend
 from slotline.clock import utcnow
+from slotline.line import STATUS_HEAD
 from slotline.models import Event
 
 if TYPE_CHECKING:
     from slotline.store import QueueStatus
 
-STATUS_QUEUED_SHOWN = 20
 EVENT_PAGE = 1000
 
 
@@ -101,7 +101,7 @@ def list_tasks(
     "--all",
     "show_all",
     is_flag=True,
-    help=f"List every queued task (default: the first {STATUS_QUEUED_SHOWN}).",
+    help=f"List every queued task (default: the first {STATUS_HEAD}).",
 )
 @click.option(
     "--mine",
@@ -118,7 +118,7 @@ def queue_status_command(state: CliState, show_all: bool, mine: bool) -> None:
     queued tasks in order with their positions and estimated starts, NEXT UP first.
     """
     # The JSON answer holds the whole line, as it always has.
-    current = _status(state, mine, None if show_all or state.json else STATUS_QUEUED_SHOWN)
+    current = _status(state, mine, show_all or state.json)
     if state.json:
         print_json(current.to_dict())
         return
@@ -128,7 +128,7 @@ def queue_status_command(state: CliState, show_all: bool, mine: bool) -> None:
 
     from slotline.cli.render import queue_status, show, task_table
 
-    shown = queue_status(current, counts, now, None if show_all else STATUS_QUEUED_SHOWN)
+    shown = queue_status(current, counts, now, None if show_all else STATUS_HEAD)
     if current.mine is None:
         show(shown)
     elif current.mine:
@@ -139,19 +139,19 @@ def queue_status_command(state: CliState, show_all: bool, mine: bool) -> None:
         show(shown, Text("MINE: no live tasks", style="dim"))
 
 
-def _status(state: CliState, mine: bool, limit: int | None) -> QueueStatus:
+def _status(state: CliState, mine: bool, whole: bool) -> QueueStatus:
     root = os.environ.get("SLOTLINE_TASK_ID") or None
     remote = state.remote
     if not mine:
-        return state.store.status(limit=limit)
+        return state.store.status(all=whole)
     if remote is not None:
-        return remote.status(mine=True, root=root, limit=limit)
+        return remote.status(mine=True, root=root, all=whole)
     if root is None:
         raise click.UsageError(
             "--mine needs $SLOTLINE_TASK_ID (set inside a run), or --url with a task or user token"
         )
     store = state.local_store
-    return replace(store.status(limit=limit), mine=store.mine(root))
+    return replace(store.status(all=whole), mine=store.mine(root))
 
 
 @click.command("events")

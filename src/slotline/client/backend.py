@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from slotline.line import STATUS_HEAD
 from slotline.models import Event, Priority, Status, Task, TaskPage
 
 if TYPE_CHECKING:  # a command imports what it uses (`slotline status` needs no pydantic)
@@ -28,7 +29,7 @@ class Backend(Protocol):
 
     def list_page(self, query: ListQuery | None = None) -> TaskPage: ...
 
-    def status(self, *, limit: int | None = None) -> QueueStatus: ...
+    def status(self, *, limit: int = STATUS_HEAD, all: bool = False) -> QueueStatus: ...
 
     def events(self, since: int = 0, limit: int = 1000) -> list[Event]: ...
 

@@ -31,6 +31,7 @@ from slotline.client.wire import (
     task_path,
 )
 from slotline.errors import ServerUnavailable
+from slotline.line import STATUS_HEAD
 from slotline.models import Event, Priority, Status, Task, TaskPage
 from slotline.scheduler.cron import Schedule
 from slotline.spec import TaskSpec
@@ -145,15 +146,22 @@ class SlotlineClient:
                 return TaskPage(found, after, total)
 
     def status(
-        self, mine: bool = False, root: str | None = None, limit: int | None = None
+        self,
+        mine: bool = False,
+        root: str | None = None,
+        *,
+        limit: int = STATUS_HEAD,
+        all: bool = False,
     ) -> QueueStatus:
-        """Capacity and the line (its first `limit` tasks, if given); with `mine`, also the
-        caller's own live tasks (a task token's subtree, a user's tasks, or the subtree of
-        `root`)."""
+        """Capacity and the head of the line (its first `limit` tasks; with `all`, every
+        one: `queued_total` counts them); with `mine`, also the caller's own live tasks (a
+        task token's subtree, a user's tasks, or the subtree of `root`)."""
         params: dict[str, Any] = {"mine": "true"} if mine else {}
         if mine and root:
             params["root"] = root
-        if limit is not None:
+        if all:
+            params["all"] = "true"
+        else:
             params["limit"] = limit
         return status_from_json(self._request("GET", "/api/status", params=params))
 

@@ -128,7 +128,7 @@ class StoreCollector(Collector):
 
     def _gauges(self, per_value: bool) -> Iterator[Metric]:
         counts = self.store.counts()
-        status = self.store.status()
+        status = self.store.status(limit=0)  # capacity and the line's length, not the line
         by_state = GaugeMetricFamily("slotline_tasks", "Tasks by state", labels=["state"])
         for state in Status:
             by_state.add_metric([state.value], counts.get(state.value, 0))
@@ -143,7 +143,9 @@ class StoreCollector(Collector):
                     running.add_metric([key, value], count)
         if per_value:
             yield running
-        yield GaugeMetricFamily("slotline_queue_depth", "Queued tasks", value=len(status.queued))
+        yield GaugeMetricFamily(
+            "slotline_queue_depth", "Queued tasks", value=status.queued_total or 0
+        )
         yield GaugeMetricFamily(
             "slotline_active", "Running tasks counted by the global limit", value=status.active
         )

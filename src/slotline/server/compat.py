@@ -118,7 +118,8 @@ def _queued(task: Task) -> dict[str, Any]:
 @router.get("/queue_status", response_model=QueueStatusOut)
 async def queue_status(state: State, who: Reader) -> dict[str, Any]:
     """Active agents of the maximum, and the queued tasks in order with positions."""
-    status = await state.call(state.store.status)
+    # Hephaestus answers with its whole queue, and its clients have no way to ask for less.
+    status = await state.call(state.store.status, all=True)
     queued = [t for t in status.queued if who.sees(t)]
     first = next_up(status.queued)
     return {
@@ -195,7 +196,7 @@ async def restart_task(state: State, who: Writer, body: TaskIdBody) -> dict[str,
     new agent id), else it is queued."""
     task = await _own(state, who, body.task_id)
     restarted = await state.call(state.store.restart, task.id)
-    status = await state.call(state.store.status)
+    status = await state.call(state.store.status, limit=0)
     wait = state.options.compat_start_wait if status.slots_available else 0.0
     task = await _started(state, restarted, wait)
     if task.status is Status.RUNNING and task.current_attempt:

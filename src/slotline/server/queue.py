@@ -14,7 +14,7 @@ from slotline.clock import iso, utcnow
 from slotline.config.file import Config, redacted
 from slotline.errors import InvalidInput
 from slotline.limits import check_limit_key, check_limit_max
-from slotline.line import next_up
+from slotline.line import STATUS_HEAD, next_up
 from slotline.models import Task
 from slotline.pacing.backoff import BackoffRule
 from slotline.pacing.budgets import check_budget, check_period
@@ -74,18 +74,23 @@ async def queue_status(
         str | None, TASK_ID, Query(description="With mine: this task's subtree")
     ] = None,
     limit: Annotated[
-        int | None,
-        Query(description="Only the first LIMIT queued tasks"),
+        int,
+        Query(description="The first LIMIT queued tasks: the head of the line"),
         Range(0, 100_000, whole=True),
-    ] = None,
+    ] = STATUS_HEAD,
+    all: Annotated[
+        QueryFlag, Query(description="Every queued task, the whole line (LIMIT is ignored)")
+    ] = False,
 ) -> dict[str, Any]:
     """Capacity (active of max, slots available, at capacity, paused) and the line: running
-    tasks, then queued tasks in order with their positions (the first `limit`, if given;
-    `queued_total` counts them all, the caller's or not); `next_up` is the task expected
-    to start first (null when none is, or for a user or task token when that task is not
-    theirs); each task in line that does not start now says why in `waiting_reason`.
-    Every task in line carries `eta_start`, `eta_finish` and `eta_basis`."""
-    status = await state.call(state.store.status, limit=limit)
+    tasks, then queued tasks in order with their positions: the head of the line, its
+    first `limit`, or with `all=true` every one (which costs time in proportion to the
+    line); `queued_total` counts them all, the caller's or not. `next_up` is the task
+    expected to start first (null when none is, or for a user or task token when that
+    task is not theirs); each task in line that does not start now says why in
+    `waiting_reason`. Every task in line carries `eta_start`, `eta_finish` and
+    `eta_basis`."""
+    status = await state.call(state.store.status, limit=limit, all=all)
     data = status_json(status, who)
     if mine:
         data["mine"] = [task_json(t) for t in await own_tasks(state, who, root)]
@@ -112,23 +117,23 @@ SUBTREE_READ = 10_000
 
 
 def _stats(store: Store, who: Principal, totals: bool) -> dict[str, Any]:
-    status = store.status()
-    running, queued = status.running, status.queued
+    status = store.status(limit=0)  # capacity and the line's length, not the line
+    running = status.running
     if totals:
         counts = store.counts()
+        oldest = store.oldest_queued_at()
     else:  # the caller's own tasks; capacity and the line's length as /api/status says
         counts = _own_counts(store, who)
         running = [t for t in running if who.sees(t)]
-        queued = [t for t in queued if who.sees(t)]
+        oldest = store.oldest_queued_at(*who.scope)
     by_agent = Counter(t.agent or "" for t in running)
-    oldest = min((t.queued_at for t in queued if t.queued_at is not None), default=None)
     return {
         "counts": counts,
         "total": sum(counts.values()),
         "active": status.active,
         "max_concurrent": status.max_concurrent,
         "slots_available": status.slots_available,
-        "queue_depth": len(status.queued),
+        "queue_depth": status.queued_total,
         "paused": status.paused,
         "running_by_agent": dict(by_agent),
         "oldest_queued_at": iso(oldest),

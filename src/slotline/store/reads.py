@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from slotline.line import next_up
+from slotline.line import STATUS_HEAD, next_up
 from slotline.models import Attempt, Status, Task, TaskPage
 from slotline.store import backoff, budgets, estimates, listing, rates, serving
 from slotline.store.core import StoreCore
@@ -124,6 +124,10 @@ class Line:
 NEXT_UP_HEAD = 100
 # Held and waiting tasks shown below the line, at most.
 PARKED_SHOWN = 200
+# The statuses of a task that has not ended.
+_LIVE = (Status.WAITING, Status.QUEUED, Status.HELD, Status.RUNNING, Status.BLOCKED)
+# A read of rows in SQL that a caller's scope bounds, not a page.
+_ALL_ROWS = 1_000_000
 
 
 class ReadVerbs(StoreCore):
@@ -134,8 +138,9 @@ class ReadVerbs(StoreCore):
         dashed UUID or a unique prefix; with `user`, only that user's tasks match.
 
         The position is a count of the tasks ahead through the queue-order index. The
-        ETA (`estimate`) simulates the whole line, which costs time in proportion to it
-        (cached until the next change); without it, a read costs the same in any line.
+        ETA (`estimate`) simulates the line up to the task (the whole line for a held or
+        waiting one), which costs time in proportion to it (cached until the next
+        change); without it, a read costs the same in any line.
 
         Raises:
             NotFound: no task has that id or prefix (or none of `user`'s).
@@ -175,46 +180,44 @@ class ReadVerbs(StoreCore):
 
     def mine(self, root: str | None = None, user: str | None = None) -> list[Task]:
         """The live tasks (not ended) of the subtree of task `root` (it included), or of
-        `user`, with positions and estimates, oldest first."""
+        `user`, with positions and estimates, oldest first.
+
+        Only those tasks are read (in SQL), never the line: their positions are counted
+        through the queue-order index and their ETAs simulated as a page of `list_page`
+        gets them (`listing.dress`: in a line longer than `listing.ETA_WHOLE`, a task
+        farther back has none)."""
+        from slotline.taskfilter import TaskFilter
+
+        where = listing.where_of(TaskFilter(status=list(_LIVE)), user, root)
         with self._transaction(write=False) as tx:
-            ids = None if root is None else {r["id"] for r in tx.rows("tasks_subtree", id=root)}
-            rows = [
-                r
-                for r in tx.rows("tasks_live")
-                if (ids is None or r["id"] in ids) and (user is None or r["owner"] == user)
-            ]
+            rows = tx.select("tasks_page", where, limit=_ALL_ROWS, offset=0)
             if not rows:
                 return []
-            positions = _positions(tx)
-            now = tx.now()
-            etas = estimates.line_estimates(tx, now, self.url)
-            first = _next_up(tx, now, etas)
-            return [
-                estimates.with_estimate(
-                    with_attempts(tx, task_from_row(r), positions.get(r["id"])),
-                    etas,
-                    now,
-                    next_up=r["id"] == first,
-                )
-                for r in rows
-            ]
+            found = listing.dress(tx, self.url, [task_from_row(r) for r in rows])
+            if not any(t.status is Status.QUEUED for t in found):
+                return found
+            first = _next_up(tx, tx.now(), _estimates_to(tx, self.url, NEXT_UP_HEAD))
+            return [replace(t, next_up=True) if t.id == first else t for t in found]
 
-    def status(self, now: float | None = None, limit: int | None = None) -> QueueStatus:
-        """Capacity (active of max, slots free) and the queued tasks in order: all of them,
-        or the first `limit` (`queued_total` says how many there are).
+    def status(
+        self, now: float | None = None, *, limit: int = STATUS_HEAD, all: bool = False
+    ) -> QueueStatus:
+        """Capacity (active of max, slots free) and the queued tasks in order: the first
+        `limit` (the head of the line), or with `all` every one of them; `queued_total`
+        says how many there are in all.
 
         The head of a long line is read through the queue-order index, so its cost does
         not grow with the line (unless aging is on: aged priorities are not indexed). Its
         ETAs come from simulating the running tasks and that head alone; see
-        `estimates.head_estimates`.
+        `estimates.head_estimates`. The whole line (`all`) costs time in proportion to it.
         """
         with self._transaction(write=False) as tx:
             now = tx.now() if now is None else now
             settings = read_settings(tx)
             running = [with_attempts(tx, task_from_row(r)) for r in tx.rows("tasks_running")]
-            if limit is None or reordered(settings):
+            if all or reordered(settings):
                 queue = ordered_queue(tx, now, settings["aging_interval"])
-                total, queue = len(queue), queue[:limit]
+                total, queue = len(queue), queue if all else queue[:limit]
             else:
                 total = count_of(tx, "count_queued")
                 rows = tx.rows("tasks_queued_in_order", limit=limit, offset=0)
@@ -260,7 +263,8 @@ class ReadVerbs(StoreCore):
             else:
                 page, total = listing.queued_page(tx, where, offset, limit)
             parked, parked_total = listing.parked(tx, where, PARKED_SHOWN)
-            etas = estimates.line_estimates(tx, now, self.url)
+            # Up to the page, not the whole line (in a long one, parked tasks get none).
+            etas = _estimates_to(tx, self.url, max((t.position or 0 for t in page), default=0))
             next_up_id = _next_up(tx, now, etas)
             running = [estimates.with_estimate(t, etas, now) for t in running]
             page = [estimates.with_estimate(t, etas, now, next_up=t.id == next_up_id) for t in page]
@@ -290,6 +294,17 @@ class ReadVerbs(StoreCore):
                 rows = tx.rows("count_by_status_of_user", user=owner)
             return {r["status"]: int(r["n"]) for r in rows}
 
+    def oldest_queued_at(self, owner: str | None = None, root: str | None = None) -> float | None:
+        """When the task in line longest was queued (None: the line is empty), of every
+        queued task or of a scope (`owner`'s tasks; the subtree of the task `root`), read
+        in SQL, without loading the line."""
+        from slotline.taskfilter import TaskFilter
+
+        where = listing.where_of(TaskFilter(status=[Status.QUEUED]), owner, root)
+        with self._transaction(write=False) as tx:
+            (row,) = tx.select("oldest_queued_at", where)
+            return None if row["at"] is None else float(row["at"])
+
 
 def _next_up(tx: Tx, now: float, etas: Mapping[str, eta.Estimate]) -> str | None:
     """The id of the task expected to start first (`line.next_up`), looked for among
@@ -303,6 +318,21 @@ def _next_up(tx: Tx, now: float, etas: Mapping[str, eta.Estimate]) -> str | None
     placed = (estimates.with_estimate(t, etas, now, position=i) for i, t in enumerate(head, 1))
     first = next_up(placed)
     return None if first is None else first.id
+
+
+def _estimates_to(tx: Tx, url: str, farthest: int) -> Mapping[str, eta.Estimate]:
+    """Estimates of the running tasks and of the line up to position `farthest` (and
+    the first NEXT_UP_HEAD, which `_next_up` looks among): the whole line's when it is
+    short (`listing.ETA_WHOLE`, as a page of `list_page` has them) or reordered by aging
+    or fairness, else its head's (`estimates.head_estimates`, up to a power of two, so
+    that a few simulations are kept). The cost grows with `farthest`, not with the
+    line; in a long line the held and waiting tasks get none."""
+    head = 1 << (max(farthest, NEXT_UP_HEAD) - 1).bit_length()
+    whole = max(head, listing.ETA_WHOLE)
+    short = tx.one("tasks_queued_in_order", limit=1, offset=whole) is None
+    if short or reordered(read_settings(tx)):
+        return estimates.line_estimates(tx, tx.now(), url)
+    return estimates.head_estimates(tx, tx.now(), head, url)
 
 
 def _queue_status(
@@ -361,13 +391,19 @@ def shown(tx: Tx, url: str, task: Task, estimate: bool = True) -> Task:
 
 
 def estimated(tx: Tx, url: str, task: Task) -> Task:
-    """`task` with its ETA, if it is running or in line: a simulation of the line, which
-    costs in proportion to it (kept per `url` until the next change), so never run while
-    holding the writer."""
+    """`task` with its ETA, if it is running or in line: a simulation of the line up to
+    a queued task (`_estimates_to`), or of the whole line for a held or waiting one,
+    which costs in proportion to it (kept per `url` until the next change), so never
+    run while holding the writer."""
     if task.status not in estimates.IN_LINE:
         return task
     now = tx.now()
-    etas = estimates.line_estimates(tx, now, url)
+    if task.status is Status.QUEUED and task.position is not None:  # the line up to it
+        etas = _estimates_to(tx, url, task.position)
+    elif task.status is Status.RUNNING:
+        etas = _estimates_to(tx, url, 0)
+    else:  # held or waiting: where it joins, only the whole line's simulation says
+        etas = estimates.line_estimates(tx, now, url)
     first = _next_up(tx, now, etas) if task.status is Status.QUEUED else None
     return estimates.with_estimate(task, etas, now, next_up=task.id == first)
 

@@ -449,6 +449,9 @@ ORDER BY finished_at DESC LIMIT :n;
 SELECT * FROM tasks WHERE TRUE /*where*/
 ORDER BY created_at, id LIMIT :limit OFFSET :offset;
 
+-- name: oldest_queued_at
+SELECT MIN(queued_at) AS at FROM tasks WHERE TRUE /*where*/;
+
 -- name: tasks_page_newest
 SELECT * FROM tasks WHERE TRUE /*where*/
 ORDER BY created_at DESC, id DESC LIMIT :limit OFFSET :offset;
