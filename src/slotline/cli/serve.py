@@ -7,7 +7,7 @@ import dataclasses
 import json
 import logging
 import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from slotline.config.file import Config
     from slotline.node.node import Node
     from slotline.runner.callable import Entry
-    from slotline.server.context import ServerOptions
+    from slotline.server.options import ServerOptions
 
 log = logging.getLogger("slotline.serve")
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -170,8 +170,8 @@ def serve(
     from slotline.cli.logfmt import configure as configure_logging
     from slotline.config.file import load_config, warn_no_slots
     from slotline.node.node import Node
-    from slotline.server.context import ServerOptions
-    from slotline.server.serve import open_listener
+    from slotline.server.listen import open_listener
+    from slotline.server.options import ServerOptions
 
     if state.url is not None:
         raise click.UsageError(
@@ -216,6 +216,10 @@ def serve(
         agents=config.agents,
         config=config,
     )
+    if sock is not None:
+        # Known once bound: the first runs, started before the server is up (see `_run`),
+        # reach it too (their requests wait in the port's backlog until it answers).
+        node.api_url = local_url(host, sock.getsockname()[1])
     limit = store.settings()["max_concurrent"]
     if limit == 0 and config.max_concurrent != 0:  # (a file that sets it was said already)
         warn_no_slots("the store's setting")
@@ -328,19 +332,51 @@ async def _run(
     install_signal_handlers(stop)
     jobs = [asyncio.create_task(node.run(stop)), *_hear(node, config, stop)]
     if http is not None:
-        from slotline.server.serve import serve_http
-
-        host, port, sock = http
-        serving = serve_http(
-            node.store, config, host, port, stop=stop, options=options, on_ready=on_ready, sock=sock
+        jobs.append(
+            asyncio.create_task(
+                _serve_http_after_first_claim(node, config, http, stop, on_ready, options)
+            )
         )
-        jobs.append(asyncio.create_task(serving))
     try:
         for done in asyncio.as_completed(jobs):
             await done  # the first to fail (e.g. the port is taken) stops the rest
     finally:
         stop.set()
         await asyncio.gather(*jobs, return_exceptions=True)
+
+
+async def _serve_http_after_first_claim(
+    node: Node,
+    config: Config,
+    http: tuple[str, int, socket.socket],
+    stop: asyncio.Event,
+    on_ready: Callable[[str, int], None],
+    options: ServerOptions,
+) -> None:
+    """Serve the HTTP API once the node's first claim is done: importing the server
+    (FastAPI, uvicorn, MCP: about a second) must not hold back the first starts. The
+    import runs in a thread, beside the runs the node supervises meanwhile; the port is
+    bound already, so early requests wait in its backlog."""
+    host, port, sock = http
+    waits = [asyncio.ensure_future(node.dispatched.wait()), asyncio.ensure_future(stop.wait())]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiting in waits:
+            waiting.cancel()
+    if stop.is_set():
+        sock.close()
+        return
+    serve_http = await asyncio.to_thread(_import_server)
+    await serve_http(
+        node.store, config, host, port, stop=stop, options=options, on_ready=on_ready, sock=sock
+    )
+
+
+def _import_server() -> Callable[..., Awaitable[None]]:
+    from slotline.server.serve import serve_http
+
+    return serve_http
 
 
 def _hear(node: Node, config: Config, stop: asyncio.Event) -> list[asyncio.Task[None]]:
