@@ -385,13 +385,8 @@ def _hear(node: Node, config: Config, stop: asyncio.Event) -> list[asyncio.Task[
     loop."""
     from slotline.node.needs_input import DEFAULT_IDLE_AFTER, InputRule, InputWatch
     from slotline.node.stall import StallWatch
-    from slotline.webhooks.deliver import deliver_until
 
     rules = {name: agent.stall for name, agent in config.agents.items() if agent.stall}
-    hooks = deliver_until(
-        stop, node.store, node.node_id, config.notify, config.on_event, node.log_dir,
-        node.lease, node.supervisor.settings.env_allow,
-    )  # fmt: skip
     watch = StallWatch(node.supervisor, rules)
     input_rules = {
         name: InputRule(agent.idle_after or DEFAULT_IDLE_AFTER, agent.release_while_idle)
@@ -399,8 +394,13 @@ def _hear(node: Node, config: Config, stop: asyncio.Event) -> list[asyncio.Task[
         if agent.interactive
     }
     inputs = InputWatch(node.supervisor, input_rules)
-    return [
-        asyncio.create_task(hooks),
-        asyncio.create_task(watch.run(stop)),
-        asyncio.create_task(inputs.run(stop)),
-    ]
+    jobs = [asyncio.create_task(watch.run(stop)), asyncio.create_task(inputs.run(stop))]
+    if config.notify or config.on_event:  # else no hook: no HTTP client to import
+        from slotline.webhooks.deliver import deliver_until
+
+        hooks = deliver_until(
+            stop, node.store, node.node_id, config.notify, config.on_event, node.log_dir,
+            node.lease, node.supervisor.settings.env_allow,
+        )  # fmt: skip
+        jobs.append(asyncio.create_task(hooks))
+    return jobs
