@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -51,11 +52,16 @@ def commands(store: Path) -> dict[str, list[str]]:
 ENV = dict(os.environ)
 
 
-def wall(argv: list[str]) -> float:
-    """Milliseconds from the start of `argv` to its exit."""
+def wall(argv: list[str]) -> tuple[float, float]:
+    """Milliseconds from the start of `argv` to its exit, and of CPU it used (user and
+    system: the steadier figure on a loaded machine)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=ENV)
-    return (time.perf_counter() - start) * 1000
+    took = (time.perf_counter() - start) * 1000
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return took, cpu * 1000
 
 
 def serve_to_first_start(folder: Path, http: bool) -> float:
@@ -126,12 +132,14 @@ def main() -> int:
         for argv in commands(store).values():  # also writes the bytecode caches
             subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=ENV)
         found: dict[str, list[float]] = {name: [] for name in commands(store)}
+        cpu: dict[str, list[float]] = {name: [] for name in commands(store)}
         print(f"load average at start: {load_average()}", file=sys.stderr)
         for run in range(args.runs + 1):
             for name, argv in commands(store).items():
-                took = wall(argv)
+                took, used = wall(argv)
                 if run:  # the first round warms the caches
                     found[name].append(took)
+                    cpu[name].append(used)
         if not args.no_serve:
             serving = {
                 "slotline serve, spawn → first start": True,
@@ -144,11 +152,13 @@ def main() -> int:
                     if run:
                         found[name].append(took)
         print(f"load average at end: {load_average()}", file=sys.stderr)
-        print("| command | wall ms, median | min–max |")
-        print("|---|---:|---:|")
+        print("| command | wall ms, median | min–max | CPU ms, median |")
+        print("|---|---:|---:|---:|")
         for name, values in found.items():
             shown = name if "→" in name else f"`{name}`"
-            print(f"| {shown} | {median(values):.0f} | {min(values):.0f}–{max(values):.0f} |")
+            used = f"{median(cpu[name]):.0f}" if cpu.get(name) else ""
+            spread = f"{min(values):.0f}–{max(values):.0f}"
+            print(f"| {shown} | {median(values):.0f} | {spread} | {used} |")
         if args.imports:
             for name, argv in commands(store).items():
                 if name.startswith("slotline"):
