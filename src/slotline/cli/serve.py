@@ -364,10 +364,10 @@ async def _serve_http_after_first_claim(
     finally:
         for waiting in waits:
             waiting.cancel()
-    if stop.is_set():
+    serve_http = None if stop.is_set() else await asyncio.to_thread(_import_server)
+    if serve_http is None or stop.is_set():  # stopped before it served
         sock.close()
         return
-    serve_http = await asyncio.to_thread(_import_server)
     await serve_http(
         node.store, config, host, port, stop=stop, options=options, on_ready=on_ready, sock=sock
     )
