@@ -1,8 +1,11 @@
 """Start-up of the CLI on a local store: the wall time of `slotline status` and of one
-`slotline submit`, each a fresh process, beside a bare `python -c pass`.
+`slotline submit`, each a fresh process, beside a bare `python -c pass`; and the time from
+the spawn of `slotline serve` (with and without its HTTP API) to the start of the task
+queued before it, as the store records it.
 
 .venv/bin/python bench/startup.py                 # 11 runs of each, medians and ranges
 .venv/bin/python bench/startup.py --runs 21 --imports   # and where the imports go
+.venv/bin/python bench/startup.py --no-serve      # the CLI commands only
 
 The three commands run in turn (status, submit, bare), so a change in the machine's load
 touches all three alike; a warm-up run of each is not counted. `--imports` runs each
@@ -19,6 +22,8 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -47,11 +52,48 @@ def commands(store: Path) -> dict[str, list[str]]:
 ENV = dict(os.environ)
 
 
-def wall(argv: list[str]) -> float:
-    """Milliseconds from the start of `argv` to its exit."""
+def wall(argv: list[str]) -> tuple[float, float]:
+    """Milliseconds from the start of `argv` to its exit, and of CPU it used (user and
+    system: the steadier figure on a loaded machine)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=ENV)
-    return (time.perf_counter() - start) * 1000
+    took = (time.perf_counter() - start) * 1000
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return took, cpu * 1000
+
+
+def serve_to_first_start(folder: Path, http: bool) -> float:
+    """Milliseconds from the spawn of `slotline serve` on a fresh store holding one queued
+    `sleep 0` to that task's start (its `started_at`, written by the node's claim)."""
+    from slotline.store import open_store
+
+    path = folder / f"serve-{time.monotonic_ns()}.db"
+    store = open_store(path)
+    try:
+        task = store.submit({"command": ["sleep", "0"]})
+        argv = [sys.executable, "-m", "slotline", "--store", str(path), "serve"]
+        argv += ["--port", "0"] if http else ["--no-http"]
+        spawned = time.time()  # the store's clock is the wall clock: same machine
+        node = subprocess.Popen(
+            argv,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=ENV,
+            start_new_session=True,
+        )
+        try:
+            while (started := store.get(task.id, estimate=False).started_at) is None:
+                if node.poll() is not None:
+                    raise RuntimeError(f"slotline serve exited ({node.returncode}) before a start")
+                time.sleep(0.01)  # how often it looks, not what it measures
+        finally:
+            node.send_signal(signal.SIGTERM)
+            node.wait(30)
+        return (started - spawned) * 1000
+    finally:
+        store.close()
 
 
 def heaviest_imports(argv: list[str], shown: int = 8) -> list[tuple[str, float]]:
@@ -77,6 +119,9 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=11)
     parser.add_argument("--imports", action="store_true", help="also profile the imports")
     parser.add_argument(
+        "--no-serve", action="store_true", help="skip serve's spawn-to-first-start runs"
+    )
+    parser.add_argument(
         "--no-bytecode", action="store_true", help="keep PYTHONDONTWRITEBYTECODE if it is set"
     )
     args = parser.parse_args()
@@ -87,17 +132,33 @@ def main() -> int:
         for argv in commands(store).values():  # also writes the bytecode caches
             subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=ENV)
         found: dict[str, list[float]] = {name: [] for name in commands(store)}
+        cpu: dict[str, list[float]] = {name: [] for name in commands(store)}
         print(f"load average at start: {load_average()}", file=sys.stderr)
         for run in range(args.runs + 1):
             for name, argv in commands(store).items():
-                took = wall(argv)
+                took, used = wall(argv)
                 if run:  # the first round warms the caches
                     found[name].append(took)
+                    cpu[name].append(used)
+        if not args.no_serve:
+            serving = {
+                "slotline serve, spawn → first start": True,
+                "slotline serve --no-http, spawn → first start": False,
+            }
+            found.update({name: [] for name in serving})
+            for run in range(args.runs + 1):
+                for name, http in serving.items():
+                    took = serve_to_first_start(Path(folder), http)
+                    if run:
+                        found[name].append(took)
         print(f"load average at end: {load_average()}", file=sys.stderr)
-        print("| command | wall ms, median | min–max |")
-        print("|---|---:|---:|")
+        print("| command | wall ms, median | min–max | CPU ms, median |")
+        print("|---|---:|---:|---:|")
         for name, values in found.items():
-            print(f"| `{name}` | {median(values):.0f} | {min(values):.0f}–{max(values):.0f} |")
+            shown = name if "→" in name else f"`{name}`"
+            used = f"{median(cpu[name]):.0f}" if cpu.get(name) else ""
+            spread = f"{min(values):.0f}–{max(values):.0f}"
+            print(f"| {shown} | {median(values):.0f} | {spread} | {used} |")
         if args.imports:
             for name, argv in commands(store).items():
                 if name.startswith("slotline"):

@@ -22,7 +22,7 @@ from slotline.models import Status
 from slotline.runner.env import build_env
 from slotline.server import ServerOptions
 from slotline.server.auth import TokenBook
-from slotline.server.serve import check_bind
+from slotline.server.listen import check_bind
 from slotline.store import open_store
 
 from .conftest import Running, ServerFactory, command, until

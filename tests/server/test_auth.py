@@ -18,7 +18,7 @@ from slotline.config.file import Config, load_config
 from slotline.errors import InvalidInput
 from slotline.server import ServerOptions, create_token, revoke_token, serve_http, verify_token
 from slotline.server.auth import TokenBook, list_tokens
-from slotline.server.serve import check_bind
+from slotline.server.listen import check_bind
 
 from .conftest import Running, ServerFactory
 

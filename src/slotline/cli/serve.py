@@ -7,7 +7,7 @@ import dataclasses
 import json
 import logging
 import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from slotline.config.file import Config
     from slotline.node.node import Node
     from slotline.runner.callable import Entry
-    from slotline.server.context import ServerOptions
+    from slotline.server.options import ServerOptions
 
 log = logging.getLogger("slotline.serve")
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -170,8 +170,8 @@ def serve(
     from slotline.cli.logfmt import configure as configure_logging
     from slotline.config.file import load_config, warn_no_slots
     from slotline.node.node import Node
-    from slotline.server.context import ServerOptions
-    from slotline.server.serve import open_listener
+    from slotline.server.listen import open_listener
+    from slotline.server.options import ServerOptions
 
     if state.url is not None:
         raise click.UsageError(
@@ -216,6 +216,10 @@ def serve(
         agents=config.agents,
         config=config,
     )
+    if sock is not None:
+        # Known once bound: the first runs, started before the server is up (see `_run`),
+        # reach it too (their requests wait in the port's backlog until it answers).
+        node.api_url = local_url(host, sock.getsockname()[1])
     limit = store.settings()["max_concurrent"]
     if limit == 0 and config.max_concurrent != 0:  # (a file that sets it was said already)
         warn_no_slots("the store's setting")
@@ -328,13 +332,11 @@ async def _run(
     install_signal_handlers(stop)
     jobs = [asyncio.create_task(node.run(stop)), *_hear(node, config, stop)]
     if http is not None:
-        from slotline.server.serve import serve_http
-
-        host, port, sock = http
-        serving = serve_http(
-            node.store, config, host, port, stop=stop, options=options, on_ready=on_ready, sock=sock
+        jobs.append(
+            asyncio.create_task(
+                _serve_http_after_first_claim(node, config, http, stop, on_ready, options)
+            )
         )
-        jobs.append(asyncio.create_task(serving))
     try:
         for done in asyncio.as_completed(jobs):
             await done  # the first to fail (e.g. the port is taken) stops the rest
@@ -343,19 +345,48 @@ async def _run(
         await asyncio.gather(*jobs, return_exceptions=True)
 
 
+async def _serve_http_after_first_claim(
+    node: Node,
+    config: Config,
+    http: tuple[str, int, socket.socket],
+    stop: asyncio.Event,
+    on_ready: Callable[[str, int], None],
+    options: ServerOptions,
+) -> None:
+    """Serve the HTTP API once the node's first claim is done: importing the server
+    (FastAPI, uvicorn, MCP: about a second) must not hold back the first starts. The
+    import runs in a thread, beside the runs the node supervises meanwhile; the port is
+    bound already, so early requests wait in its backlog."""
+    host, port, sock = http
+    waits = [asyncio.ensure_future(node.dispatched.wait()), asyncio.ensure_future(stop.wait())]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiting in waits:
+            waiting.cancel()
+    serve_http = None if stop.is_set() else await asyncio.to_thread(_import_server)
+    if serve_http is None or stop.is_set():  # stopped before it served
+        sock.close()
+        return
+    await serve_http(
+        node.store, config, host, port, stop=stop, options=options, on_ready=on_ready, sock=sock
+    )
+
+
+def _import_server() -> Callable[..., Awaitable[None]]:
+    from slotline.server.serve import serve_http
+
+    return serve_http
+
+
 def _hear(node: Node, config: Config, stop: asyncio.Event) -> list[asyncio.Task[None]]:
     """The node's hooks (`notify`, `on_event`), its watch for stalled runs and the one
     for interactive runs that need input, each in a task of its own beside the dispatch
     loop."""
     from slotline.node.needs_input import DEFAULT_IDLE_AFTER, InputRule, InputWatch
     from slotline.node.stall import StallWatch
-    from slotline.webhooks.deliver import deliver_until
 
     rules = {name: agent.stall for name, agent in config.agents.items() if agent.stall}
-    hooks = deliver_until(
-        stop, node.store, node.node_id, config.notify, config.on_event, node.log_dir,
-        node.lease, node.supervisor.settings.env_allow,
-    )  # fmt: skip
     watch = StallWatch(node.supervisor, rules)
     input_rules = {
         name: InputRule(agent.idle_after or DEFAULT_IDLE_AFTER, agent.release_while_idle)
@@ -363,8 +394,13 @@ def _hear(node: Node, config: Config, stop: asyncio.Event) -> list[asyncio.Task[
         if agent.interactive
     }
     inputs = InputWatch(node.supervisor, input_rules)
-    return [
-        asyncio.create_task(hooks),
-        asyncio.create_task(watch.run(stop)),
-        asyncio.create_task(inputs.run(stop)),
-    ]
+    jobs = [asyncio.create_task(watch.run(stop)), asyncio.create_task(inputs.run(stop))]
+    if config.notify or config.on_event:  # else no hook: no HTTP client to import
+        from slotline.webhooks.deliver import deliver_until
+
+        hooks = deliver_until(
+            stop, node.store, node.node_id, config.notify, config.on_event, node.log_dir,
+            node.lease, node.supervisor.settings.env_allow,
+        )  # fmt: skip
+        jobs.append(asyncio.create_task(hooks))
+    return jobs

@@ -107,6 +107,9 @@ class Node:
         self.ready = asyncio.Event()
         # Set once the node has reconciled the attempts it had when it last stopped.
         self.reconciled = asyncio.Event()
+        # Set once the loop's first turn (reconcile, then a claim) is over, whether it
+        # started tasks or failed: `slotline serve` starts its HTTP server after it.
+        self.dispatched = asyncio.Event()
         # The heartbeat's own thread (`_heartbeat`), while the loop runs.
         self._beats = ThreadPoolExecutor(1, thread_name_prefix="slotline-heartbeat")
         settings = RunSettings(
@@ -194,10 +197,12 @@ class Node:
                         await asyncio.to_thread(self.awake.update, running)
                 except SlotlineError:
                     # The store is unreachable or busy: keep supervising, try again soon.
+                    self.dispatched.set()
                     failures += 1
                     log.exception("dispatch failed; retrying", extra={"node": self.node_id})
                     await self._sleep(watcher, stop, min(0.5 * 2**failures, 10.0))
                     continue
+                self.dispatched.set()
                 idle = not self.supervisor.runs and next_wake is None and not self._changed.is_set()
                 if until_idle and idle:
                     return

@@ -16,8 +16,6 @@ from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any, Literal
 
-import re2  # type: ignore[import-untyped]
-
 from slotline.bounds import MAX_COUNT, MAX_SECONDS, Range
 from slotline.errors import InvalidInput
 from slotline.limits import Limit
@@ -153,6 +151,8 @@ def _number(data: Mapping[str, Any], name: str, default: float, lo: float, hi: f
 
 def check_pattern(pattern: str) -> str:
     """Raises InvalidInput if `pattern` is not a regular expression RE2 takes."""
+    import re2  # type: ignore[import-untyped]
+
     try:
         _compiled(pattern)
     except re2.error as exc:
@@ -167,13 +167,14 @@ def check_pattern(pattern: str) -> str:
 # RE2 matches in time linear in the text, whatever the pattern: a pattern is matched
 # against a failed run's output inside the transaction that commits its outcome, under
 # the store's write lock, where a backtracking regex (Python's `re`) could take minutes.
-_OPTIONS = re2.Options()
-_OPTIONS.log_errors = False  # an invalid pattern is reported by check_pattern, not on stderr
-
-
+# Imported on first use: a command that matches no output (`slotline status`) skips it.
 @cache
 def _compiled(pattern: str) -> Any:
-    return re2.compile("(?m)" + pattern, _OPTIONS)
+    import re2
+
+    options = re2.Options()
+    options.log_errors = False  # an invalid pattern is reported by check_pattern, not on stderr
+    return re2.compile("(?m)" + pattern, options)
 
 
 @dataclass(frozen=True, slots=True)

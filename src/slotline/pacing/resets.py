@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 import re
 from datetime import datetime, timedelta, tzinfo
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 # A reset further ahead than this is not believed (a misread number, a wrong unit).
 MAX_AHEAD = 31 * 86400.0
@@ -117,6 +116,8 @@ def _clock(text: str, now: float, zone: tzinfo | None) -> float | None:
 
 
 def _zone(name: str) -> tzinfo | None:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError  # here: it reads sysconfig
+
     if name.upper() in ("UTC", "GMT", "Z"):
         return ZoneInfo("UTC")
     try:

@@ -13,9 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from typing import Any, Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-from cronsim import CronSim, CronSimError
 
 from slotline.clock import iso
 from slotline.errors import InvalidInput
@@ -127,6 +124,8 @@ def zone(name: str) -> tzinfo:
     """
     if name.upper() == "UTC":
         return UTC
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError  # here, as cronsim: few commands tick
+
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
@@ -154,6 +153,8 @@ def next_tick(expr: str, tz: str, after: float) -> float:
     Raises:
         InvalidInput: `expr` is not a cron expression, or it never ticks.
     """
+    from cronsim import CronSim, CronSimError
+
     start = datetime.fromtimestamp(after, zone(tz))
     try:
         return next(CronSim(expr, start)).timestamp()
@@ -165,6 +166,8 @@ def next_tick(expr: str, tz: str, after: float) -> float:
 
 def describe(expr: str) -> str:
     """The expression in words (`At 03:00 every day`), or itself if cronsim cannot say."""
+    from cronsim import CronSim
+
     try:
         return str(CronSim(expr, datetime.now(UTC)).explain())
     except Exception:  # an explanation is a nicety; the expression was checked before

@@ -34,11 +34,12 @@ from slotline.server import (
 from slotline.server import webhooks as notify
 from slotline.server.auth import TokenBook, default_tokens_path
 from slotline.server.collector import StoreCollector
-from slotline.server.context import ServerOptions, ServerState, State
+from slotline.server.context import ServerState, State
 from slotline.server.errors import BodyLimit, install_error_handlers
 from slotline.server.guard import RequestGuard
 from slotline.server.hub import EventHub
 from slotline.server.mcp_mount import mcp_server
+from slotline.server.options import ServerOptions
 from slotline.store import Store
 
 log = logging.getLogger("slotline.server")
