@@ -5,7 +5,7 @@ A peer is not a project dependency (PraisonAI alone pulls in hundreds of package
 gets a venv of its own, made once:
 
     python3 -m venv .peers/pgqueuer && .peers/pgqueuer/bin/pip install 'pgqueuer==1.6.0' \\
-        'psycopg[binary]==3.3.9'
+        'asyncpg==0.32.0' 'psycopg[binary]==3.3.9'
     python3 -m venv .peers/praisonai && .peers/praisonai/bin/pip install 'praisonai==4.7.19'
 
 Another place is given with `--pgqueuer-venv` / `--praisonai-venv` or the environment
@@ -58,7 +58,7 @@ PGQUEUER = Peer(
     "pgqueuer",
     "BENCH_PGQUEUER_VENV",
     "python3 -m venv .peers/pgqueuer && .peers/pgqueuer/bin/pip install "
-    "'pgqueuer==1.6.0' 'psycopg[binary]==3.3.9'",
+    "'pgqueuer==1.6.0' 'asyncpg==0.32.0' 'psycopg[binary]==3.3.9'",
 )
 PRAISONAI = Peer(
     "praisonai",
