@@ -76,82 +76,92 @@ def _peer_drain(
     return result
 
 
-def sqlite_side(side: str, sizes: Sizes, folder: Path, python: Path | None) -> dict[str, float]:
-    """Every SQLite workload once on `side` (slotline, huey or praisonai)."""
-    out: dict[str, float] = {}
+@dataclasses.dataclass(frozen=True, slots=True)
+class Side:
+    """One system on one store: how to time a submit loop and a drain of it."""
 
-    def drain(workload: str, n: int, limit: int) -> dict[str, Any]:
-        if side != "praisonai":
-            return run.drain(side, folder, workload, n, limit, sizes.sleep)
-        assert python is not None
-        target = str(folder / f"praisonai-{workload}.db")
-        return _peer_drain(python, side, target, workload, n, limit, sizes.sleep)
+    store: str  # "sqlite" or "pg"
+    name: str
+    folder: Path
+    sleep: float
+    base: str | None = None  # the PostgreSQL server
+    python: Path | None = None  # a peer's venv python
 
-    path = folder / f"{side}-submit.db"
-    if side == "praisonai":
-        assert python is not None
-        out["submit"] = run_peer(python, side, "submit", str(path), TIMEOUT, n=sizes.submit)["rate"]
-    else:
-        out["submit"] = run_child(side, "submit", path, TIMEOUT, n=sizes.submit)["rate"]
-    out["drain"] = sizes.drain / drain(NOOP, sizes.drain, sizes.drain_limit)["seconds"]
-    seconds = drain(SLEEP, sizes.procs, sizes.procs_limit)["seconds"]
-    out["procs"] = seconds / sizes.ideal_procs_seconds()
-    gaps = drain(STAMP, sizes.handoff, 1)["gaps"]
-    out["p50"], out["p99"] = percentile(gaps, 50) * 1000, percentile(gaps, 99) * 1000
-    return out
+    def submit(self, n: int) -> float:
+        """Tasks per second, one at a time, into a fresh queue."""
+        if self.store == "sqlite":
+            path = self.folder / f"{self.name}-submit.db"
+            if self.python:
+                return float(
+                    run_peer(self.python, self.name, "submit", str(path), TIMEOUT, n=n)["rate"]
+                )
+            return float(run_child(self.name, "submit", path, TIMEOUT, n=n)["rate"])
+        assert self.base is not None
+        with pg.fresh(self.name, self.base) as url:
+            if self.python:
+                result = run_peer(self.python, self.name, "submit", url, TIMEOUT, n=n)
+            else:
+                result = run_child(self.name, "submit", self.folder, TIMEOUT, url=url, n=n)
+        return float(result["rate"])
+
+    def drain(self, workload: str, n: int, limit: int) -> dict[str, Any]:
+        """Fill a fresh queue with `n` tasks of `workload` (untimed), drain it at `limit`."""
+        if self.store == "sqlite":
+            if not self.python:
+                return run.drain(self.name, self.folder, workload, n, limit, self.sleep)
+            target = str(self.folder / f"{self.name}-{workload}-{limit}.db")
+            return _peer_drain(self.python, self.name, target, workload, n, limit, self.sleep)
+        assert self.base is not None
+        if not self.python:
+            return pg.drain(self.name, self.base, self.folder, workload, n, limit, self.sleep)
+        with pg.fresh(self.name, self.base) as url:
+            return _peer_drain(self.python, self.name, url, workload, n, limit, self.sleep)
 
 
-def pg_side(
-    side: str, sizes: Sizes, folder: Path, base: str, python: Path | None
-) -> dict[str, float]:
-    """Every PostgreSQL workload once on `side` (slotline, procrastinate or pgqueuer)."""
-    out: dict[str, float] = {}
+def workloads(sizes: Sizes) -> list[tuple[str, Callable[[Side], dict[str, float]]]]:
+    """Each workload as (name, what one side reports for it)."""
 
-    def drain(workload: str, n: int, limit: int) -> dict[str, Any]:
-        if side != "pgqueuer":
-            return pg.drain(side, base, folder, workload, n, limit, sizes.sleep)
-        assert python is not None
-        with pg.fresh(side, base) as url:
-            return _peer_drain(python, side, url, workload, n, limit, sizes.sleep)
+    def submit(side: Side) -> dict[str, float]:
+        return {"submit": side.submit(sizes.submit)}
 
-    with pg.fresh(side, base) as url:
-        if side == "pgqueuer":
-            assert python is not None
-            result = run_peer(python, side, "submit", url, TIMEOUT, n=sizes.submit)
-        else:
-            result = run_child(side, "submit", folder, TIMEOUT, url=url, n=sizes.submit)
-    out["submit"] = result["rate"]
-    out["drain"] = sizes.drain / drain(NOOP, sizes.drain, sizes.drain_limit)["seconds"]
-    if side == "pgqueuer":  # its best case beside: no concurrency limit on the entrypoint
-        out["drain_unlimited"] = sizes.drain / drain(NOOP, sizes.drain, 0)["seconds"]
-    seconds = drain(SLEEP, sizes.procs, sizes.procs_limit)["seconds"]
-    out["procs"] = seconds / sizes.ideal_procs_seconds()
-    gaps = drain(STAMP, sizes.handoff, 1)["gaps"]
-    out["p50"], out["p99"] = percentile(gaps, 50) * 1000, percentile(gaps, 99) * 1000
-    return out
+    def drain(side: Side) -> dict[str, float]:
+        out = {"drain": sizes.drain / side.drain(NOOP, sizes.drain, sizes.drain_limit)["seconds"]}
+        if side.name == "pgqueuer":  # its best case beside: no concurrency limit at all
+            out["drain_unlimited"] = sizes.drain / side.drain(NOOP, sizes.drain, 0)["seconds"]
+        return out
+
+    def procs(side: Side) -> dict[str, float]:
+        seconds = side.drain(SLEEP, sizes.procs, sizes.procs_limit)["seconds"]
+        return {"procs": seconds / sizes.ideal_procs_seconds()}
+
+    def handoff(side: Side) -> dict[str, float]:
+        gaps = side.drain(STAMP, sizes.handoff, 1)["gaps"]
+        return {"p50": percentile(gaps, 50) * 1000, "p99": percentile(gaps, 99) * 1000}
+
+    return [("submit", submit), ("drain", drain), ("procs", procs), ("handoff", handoff)]
 
 
 def one_round(
     index: int, sizes: Sizes, folder: Path, base: str | None, pythons: dict[str, Path | None]
 ) -> dict[str, float]:
-    """Every side of both stores once (sides in an order rotated by `index`), the floors."""
+    """Each workload on every side of each store, the sides in an order rotated by `index`
+    (so each side goes first, second and third in turn); then the floors."""
     sample: dict[str, float] = {}
-    stores: list[tuple[str, list[str], Callable[[str], dict[str, float]]]] = [
-        ("sqlite", ["slotline", "huey", "praisonai"],
-         lambda side: sqlite_side(side, sizes, folder, pythons.get(side))),
-    ]  # fmt: skip
+    stores = [("sqlite", ["slotline", "huey", "praisonai"])]
     if base is not None:
-        stores.append(
-            ("pg", ["slotline", "procrastinate", "pgqueuer"],
-             lambda side: pg_side(side, sizes, folder, base, pythons.get(side))),
-        )  # fmt: skip
-    for store, every, measure in stores:
-        sides = [s for s in every if s in ("slotline", "huey", "procrastinate") or pythons.get(s)]
+        stores.append(("pg", ["slotline", "procrastinate", "pgqueuer"]))
+    for store, every in stores:
+        sides = [
+            Side(store, name, folder, sizes.sleep, base, pythons.get(name))
+            for name in every
+            if name not in pythons or pythons[name]
+        ]
         shift = index % len(sides)
-        for side in sides[shift:] + sides[:shift]:
-            log(f"  {store}: {side} (load {load_average()})")
-            for key, value in measure(side).items():
-                sample[f"{store}.{side}.{key}"] = value
+        for workload, measure in workloads(sizes):
+            log(f"  {store} {workload} (load {load_average()})")
+            for side in sides[shift:] + sides[:shift]:
+                for key, value in measure(side).items():
+                    sample[f"{store}.{side.name}.{key}"] = value
     sample |= floors.measure(folder, sizes.submit, base)
     return sample
 
@@ -195,7 +205,7 @@ def render(samples: list[dict[str, float]]) -> str:
     if procs:
         met = "met" if median(procs) <= 1.10 else "missed"
         lines.append(
-            f"| sqlite | 200 sleeps at limit 8, wall / ideal (from the node's start in its "
+            f"| sqlite | the sleeps at limit 8, wall / ideal (from the node's start in its "
             f"process, not from spawn) | {_stat(procs, 2)} | — | | | | ≤ 1.10 | {met} |"
         )
     return "\n".join(lines)
