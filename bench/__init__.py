@@ -1,1 +1,1 @@
-"""Benchmarks of slotline against huey's SqliteHuey consumer; run `python bench/run.py`."""
+"""Benchmarks of slotline against its peers; `bench/goals.py` runs them all (RESULTS.md)."""

@@ -31,7 +31,7 @@ if __package__ in (None, ""):  # run as a script: make the `bench` package impor
 
 import psycopg
 
-from bench import procrastinate_side, slotline_side
+from bench import floors, procrastinate_side, slotline_side
 from bench.child import PG_SIDES, run_child
 from bench.machine import busy_cores, busy_jiffies, describe, load_average
 from bench.stats import median, percentile
@@ -87,21 +87,9 @@ def drain(
 
 
 def floor_rate(base: str, n: int) -> float:
-    """Rows per second of the least any durable submit does: one prepared INSERT of one
-    integer, in autocommit (one round trip and one synchronous commit each), in a fresh
-    schema. No queue that commits each task before it answers submits faster here."""
-    name = f"bench_{secrets.token_hex(5)}"
-    with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{name}"')
-        try:
-            conn.execute(f'CREATE TABLE "{name}".floor (id BIGSERIAL PRIMARY KEY, x INT)')
-            insert = f'INSERT INTO "{name}".floor (x) VALUES (%s)'
-            start = time.perf_counter()
-            for i in range(n):
-                conn.execute(insert, (i,), prepare=True)
-            return n / (time.perf_counter() - start)
-        finally:
-            conn.execute(f'DROP SCHEMA "{name}" CASCADE')
+    """Rows per second of the least any durable submit does (`bench/floors.py`): no queue
+    that commits each task before it answers submits faster here."""
+    return floors.pg_insert_rate(base, n)
 
 
 def several_nodes(base: str, folder: Path, n: int, nodes: int, slots: int) -> tuple[float, float]:

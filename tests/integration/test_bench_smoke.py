@@ -6,6 +6,7 @@ import argparse
 import importlib
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -88,3 +89,88 @@ def test_noop_drain_through_serve_app_succeeds_for_every_task(
     with open_store(path) as store:
         assert store.counts() == {"succeeded": 20}
         assert {t.callable for t in store.list_tasks()} == {bench.workloads.NOOP}
+
+
+def test_sqlite_floors_time_every_bare_statement(bench: ModuleType, tmp_path: Path) -> None:
+    floors = importlib.import_module("bench.floors")
+
+    sample = floors.measure(tmp_path, 30, None)
+
+    assert set(sample) == {
+        "floor.sqlite_insert_normal",
+        "floor.sqlite_insert_full",
+        "floor.sqlite_claim",
+    }
+    assert all(rate > 0 for rate in sample.values())
+    assert "synchronous=FULL" in floors.render([sample])
+
+
+@pytest.mark.postgres
+def test_postgres_floors_claim_every_row_and_leave_no_schema(
+    bench: ModuleType, pg_url: str
+) -> None:
+    import psycopg
+
+    floors = importlib.import_module("bench.floors")
+    base = pg_url.split("?", 1)[0]
+    with psycopg.connect(base) as conn:
+        before = conn.execute("SELECT count(*) FROM pg_namespace").fetchone()
+
+    assert floors.pg_insert_rate(base, 20) > 0
+    assert floors.pg_claim_rate(base, 20) > 0  # raises if a claim found no queued row
+
+    with psycopg.connect(base) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_namespace").fetchone() == before
+
+
+def test_goals_table_says_met_or_missed_from_same_round_ratios(bench: ModuleType) -> None:
+    goals = importlib.import_module("bench.goals")
+    rounds = [
+        {"sqlite.slotline.submit": 300.0, "sqlite.huey.submit": 100.0},  # 3x: met (at least 2x)
+        {"sqlite.slotline.submit": 100.0, "sqlite.huey.submit": 100.0},  # 1x
+        {"sqlite.slotline.submit": 250.0, "sqlite.huey.submit": 100.0},  # 2.5x
+    ]
+
+    table = goals.render(rounds)
+
+    row = next(line for line in table.splitlines() if "| huey |" in line and "submit" in line)
+    assert "2.50 (1.00–3.00)" in row
+    assert row.endswith("| met |")
+    praison = next(line for line in table.splitlines() if "| praisonai |" in line)
+    assert "not run" in praison
+
+
+def test_a_missing_peer_venv_says_how_to_make_it(bench: ModuleType, tmp_path: Path) -> None:
+    peers = importlib.import_module("bench.peers")
+
+    assert peers.PRAISONAI.python(tmp_path / "nowhere") is None
+    message = peers.PRAISONAI.missing(tmp_path / "nowhere")
+    assert "BENCH_PRAISONAI_VENV" in message
+    assert "pip install 'praisonai==" in message
+
+
+@pytest.mark.parametrize("name", ["praisonai", "pgqueuer"])
+def test_peer_side_drains_in_its_own_venv(
+    bench: ModuleType, tmp_path: Path, name: str, request: pytest.FixtureRequest
+) -> None:
+    """Only where the peer's venv was made (the peers are not project dependencies)."""
+    peers = importlib.import_module("bench.peers")
+    python = peers.PEERS[name].python()
+    if python is None:
+        pytest.skip(peers.PEERS[name].missing())
+    if name == "praisonai":
+        target = str(tmp_path / "praisonai.db")
+        drained = _fill_and_drain(peers, python, name, target)
+    else:
+        request.getfixturevalue("pg_url")  # skips without PostgreSQL
+        pg = importlib.import_module("bench.pg")
+        with pg.fresh(name, pg.DEFAULT_URL) as url:
+            drained = _fill_and_drain(peers, python, name, url)
+    assert drained["succeeded"] == 5
+    assert len(drained["gaps"]) == 4
+
+
+def _fill_and_drain(peers: ModuleType, python: Path, name: str, target: str) -> dict[str, Any]:
+    peers.run_peer(python, name, "fill", target, 60, n=5, workload="stamp")
+    result: dict[str, Any] = peers.run_peer(python, name, "drain", target, 60, n=5, workers=1)
+    return result
