@@ -6,7 +6,6 @@ import argparse
 import importlib
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import pytest
 
@@ -147,30 +146,3 @@ def test_a_missing_peer_venv_says_how_to_make_it(bench: ModuleType, tmp_path: Pa
     message = peers.PRAISONAI.missing(tmp_path / "nowhere")
     assert "BENCH_PRAISONAI_VENV" in message
     assert "pip install 'praisonai==" in message
-
-
-@pytest.mark.parametrize("name", ["praisonai", "pgqueuer"])
-def test_peer_side_drains_in_its_own_venv(
-    bench: ModuleType, tmp_path: Path, name: str, request: pytest.FixtureRequest
-) -> None:
-    """Only where the peer's venv was made (the peers are not project dependencies)."""
-    peers = importlib.import_module("bench.peers")
-    python = peers.PEERS[name].python()
-    if python is None:
-        pytest.skip(peers.PEERS[name].missing())
-    if name == "praisonai":
-        target = str(tmp_path / "praisonai.db")
-        drained = _fill_and_drain(peers, python, name, target)
-    else:
-        request.getfixturevalue("pg_url")  # skips without PostgreSQL
-        pg = importlib.import_module("bench.pg")
-        with pg.fresh(name, pg.DEFAULT_URL) as url:
-            drained = _fill_and_drain(peers, python, name, url)
-    assert drained["succeeded"] == 5
-    assert len(drained["gaps"]) == 4
-
-
-def _fill_and_drain(peers: ModuleType, python: Path, name: str, target: str) -> dict[str, Any]:
-    peers.run_peer(python, name, "fill", target, 60, n=5, workload="stamp")
-    result: dict[str, Any] = peers.run_peer(python, name, "drain", target, 60, n=5, workers=1)
-    return result
