@@ -755,3 +755,35 @@ def test_only_commands_that_ran_teach_run_times(
     finish(ran, exit_code=1)
     later = submit("later", agent="coder")
     assert "recent runs of agent coder (n=1)" in (store.get(later.id).eta_basis or "")
+
+
+def test_the_head_names_the_next_up_the_whole_line_names(store: Store) -> None:
+    # Given a per-key limit full, 25 of its tasks ahead, and a task of another agent
+    # type behind them (the one expected to start first, past the status's head)
+    store.set_setting("max_concurrent", 3)
+    store.set_limit("agent", "claude", 1)
+    spec = {"command": ["true"], "expected_duration": 600}
+    store.submit({**spec, "agent": "claude"})
+    assert len(store.claim("n").claims) == 1
+    for _ in range(25):
+        store.submit({**spec, "agent": "claude"})
+    codex = store.submit({**spec, "agent": "codex"})
+    # then the head says what the whole line says
+    whole = store.status(all=True)
+    head = store.status()
+    assert whole.next_up == codex.id
+    assert head.next_up == codex.id
+    assert head.to_dict()["next_up"] == codex.id
+    assert [t.id for t in whole.queued if t.next_up] == [codex.id]
+
+
+def test_a_callers_task_near_the_head_keeps_its_eta_beside_one_far_back(store: Store) -> None:
+    store.set_setting("max_concurrent", 1)
+    spec = {"command": ["true"], "expected_duration": 60}
+    near = store.submit({**spec, "user": "alice"})
+    store.submit_many([{**spec, "user": "bob"}] * 1100)
+    far = store.submit({**spec, "user": "alice"})
+    first, last = store.mine(user="alice")
+    assert (first.id, last.id) == (near.id, far.id)
+    assert first.eta_start is not None
+    assert first.eta_start == store.get(near.id).eta_start

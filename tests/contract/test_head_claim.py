@@ -2,7 +2,9 @@
 lines (priorities, boosts, kinds, start times, runs holding or giving back their slot)
 and random limits, the store's claim starts the same tasks, in the same order, and says
 to look again at the same time as `policy.plan` on a snapshot of the same line; on both
-stores."""
+stores. Then the same with what a claim does besides: the reports it commits first (the
+slots they free), the queue TTLs it expires, a caller's `limit` and the node's `slots`.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from slotline.models import Kind, Priority, Status, Task
 from slotline.scheduler import policy
 from slotline.store import Store, head_claim
 from slotline.store.claim import Claim
+from slotline.store.runs import Report
 
 from .conftest import Clock
 
@@ -157,3 +160,94 @@ def _clean_up(store: Store, clock: Clock, runs: list[Claim]) -> None:
     for task in store.list_tasks(limit=1000):
         if task.status is Status.QUEUED:
             store.cancel(task.id)
+
+
+@dataclass(frozen=True)
+class Case:
+    running: int
+    finish: int
+    queued: list[tuple[int, float | None, float | None]]  # priority, delay, ttl
+    max_concurrent: int
+    limit: int | None
+    slots: int | None
+    wait: float
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> Case:
+    running = draw(st.integers(0, 4))
+    return Case(
+        running=running,
+        finish=draw(st.integers(0, running)),
+        queued=draw(
+            st.lists(
+                st.tuples(
+                    st.sampled_from([0, 1, 2, 3]),
+                    st.sampled_from([None, None, 5.0, 500.0]),
+                    st.sampled_from([None, None, 20.0]),
+                ),
+                max_size=14,
+            )
+        ),
+        max_concurrent=draw(st.integers(0, 7)),
+        limit=draw(st.sampled_from([None, None, 0, 1, 3])),
+        slots=draw(st.sampled_from([None, None, 1, 2, 5])),
+        wait=draw(st.sampled_from([0.0, 10.0, 100.0])),
+    )
+
+
+@settings(
+    max_examples=80,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(case=cases())
+def test_the_claim_decides_as_the_plan_with_its_reports_expiries_and_caps(
+    store: Store, clock: Clock, spied: list[bool], case: Case
+) -> None:
+    store.set_setting("max_concurrent", 100)
+    for _ in range(case.running):
+        store.submit({"command": ["true"]}, now=clock.now)
+    runs = store.claim("setup", now=clock.now).claims
+    for prio, delay, ttl in case.queued:
+        spec: dict[str, Any] = {"command": ["true"], "priority": prio, "delay": delay}
+        if ttl is not None and (delay is None or delay < ttl):
+            spec["queue_ttl"] = ttl
+        store.submit(spec, now=clock.now)
+    store.set_setting("max_concurrent", case.max_concurrent)
+    now = clock.advance(case.wait)
+    # Expected: the plan on what the line is after the reports and the expiries.
+    done = runs[: case.finish]
+    tasks = store.list_tasks(limit=1000)
+    ended = {c.task.id for c in done}
+    running = [t for t in tasks if t.holds_slot and t.id not in ended]
+    waiting = [
+        t
+        for t in tasks
+        if t.status is Status.QUEUED
+        and not (t.queue_ttl is not None and t.created_at + t.queue_ttl <= now)
+    ]
+    cap = case.max_concurrent if case.limit is None else min(case.limit, case.max_concurrent)
+    plan = policy.plan(
+        policy.Snapshot(
+            running=running,
+            queued=policy.order(waiting, now),
+            limits=policy.Limits(max_concurrent=cap),
+            now=now,
+        ),
+        runnable=lambda t: t.kind is Kind.COMMAND,
+    )
+    expected = [s.task_id for s in plan.start]
+    if case.slots is not None:
+        expected = expected[: case.slots]
+    spied.clear()
+    reports = [Report(c.attempt.id, c.attempt.token, 0) for c in done]
+    result = store.claim("node", now=now, limit=case.limit, slots=case.slots, finished=reports)
+    try:
+        assert [c.task.id for c in result.claims] == expected, f"common case taken: {spied}"
+    finally:
+        for c in [*runs[case.finish :], *result.claims]:
+            store.finish(c.attempt.id, c.attempt.token, 0, None, now=now)
+        for t in store.list_tasks(limit=1000):
+            if t.status is Status.QUEUED:
+                store.cancel(t.id)

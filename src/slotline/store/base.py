@@ -89,4 +89,4 @@ class Store(
                 self.set_fairness(*(change.fairness or (None,)))
             for agent, rule in change.backoff:
                 self.set_backoff(agent, rule)
-            return read_settings(tx)
+            return read_settings(tx).copy()

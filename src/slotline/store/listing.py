@@ -221,9 +221,8 @@ def _estimates(
     whole = tx.one("tasks_queued_in_order", limit=1, offset=ETA_WHOLE) is None
     if reordered(read_settings(tx)) or whole:
         return estimates.line_estimates(tx, now, store)
-    farthest = max(found.values(), default=0)
-    if farthest > ETA_WHOLE:
-        if not any(t.status is Status.RUNNING for t in tasks):
-            return {}
-        farthest = 0  # the running tasks' ends only
-    return estimates.head_estimates(tx, now, farthest, store)
+    # In a long line, a task farther back than ETA_WHOLE has none; those ahead keep theirs.
+    near = [position for position in found.values() if position <= ETA_WHOLE]
+    if not near and not any(t.status is Status.RUNNING for t in tasks):
+        return {}
+    return estimates.head_estimates(tx, now, max(near, default=0), store)

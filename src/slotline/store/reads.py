@@ -55,6 +55,9 @@ class QueueStatus:
     backoff: list[dict[str, Any]] = field(default_factory=list)
     # Each budget in force, with what its window holds and, if reached, until when.
     budgets: list[dict[str, Any]] = field(default_factory=list)
+    # The task expected to start first when it is not in `queued` (a head too short to
+    # hold it: a per-key limit keeps those ahead of it waiting).
+    next_up_beyond: str | None = None
 
     @property
     def slots_available(self) -> int:
@@ -79,8 +82,10 @@ class QueueStatus:
     def next_up(self) -> str | None:
         """The id of the task expected to start first (`line.next_up`), unless it is
         not the caller's to see."""
-        first = None if self.next_up_hidden else next_up(self.queued)
-        return None if first is None else first.id
+        if self.next_up_hidden:
+            return None
+        first = next_up(self.queued)
+        return self.next_up_beyond or (None if first is None else first.id)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -217,10 +222,13 @@ class ReadVerbs(StoreCore):
             running = [with_attempts(tx, task_from_row(r)) for r in tx.rows("tasks_running")]
             if all or reordered(settings):
                 queue = ordered_queue(tx, now, settings["aging_interval"])
-                total, queue = len(queue), queue if all else queue[:limit]
+                total, queue = len(queue), queue if all else queue[: max(limit, NEXT_UP_HEAD)]
             else:
+                # NEXT UP is looked for among the first NEXT_UP_HEAD (as every read does),
+                # whatever the head shown.
                 total = count_of(tx, "count_queued")
-                rows = tx.rows("tasks_queued_in_order", limit=limit, offset=0)
+                wide = max(limit, NEXT_UP_HEAD)
+                rows = tx.rows("tasks_queued_in_order", limit=wide, offset=0)
                 queue = [task_from_row(r) for r in rows]
             if len(queue) < total and not reordered(settings):
                 etas = estimates.head_estimates(tx, now, len(queue), self.url)
@@ -231,10 +239,14 @@ class ReadVerbs(StoreCore):
                 estimates.with_estimate(t, etas, now, position=i) for i, t in enumerate(queue, 1)
             ]
             placed = serving.annotate(tx, placed)
-            first = next_up(placed)
-            placed = [replace(t, next_up=True) if t is first else t for t in placed]
-            status = _queue_status(tx, settings, running, placed, now)
-            return replace(status, queued_total=total)
+            first = next_up(placed if all else placed[:NEXT_UP_HEAD])
+            shown = [
+                replace(t, next_up=True) if first is not None and t.id == first.id else t
+                for t in (placed if all else placed[:limit])
+            ]
+            beyond = first.id if first is not None and not any(t.next_up for t in shown) else None
+            status = _queue_status(tx, settings, running, shown, now)
+            return replace(status, queued_total=total, next_up_beyond=beyond)
 
     def line(
         self,
@@ -272,7 +284,7 @@ class ReadVerbs(StoreCore):
             parked = [estimates.with_estimate(t, etas, now) for t in parked]
             status = _queue_status(tx, settings, running, page, now)
             seq = last_seq(tx)
-            return Line(status, total, next_up_id, parked, parked_total, settings, seq, now)
+            return Line(status, total, next_up_id, parked, parked_total, settings.copy(), seq, now)
 
     def dependents(self, task_id: str) -> list[Task]:
         """The tasks that depend on the task `task_id` (full id), oldest first."""

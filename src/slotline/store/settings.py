@@ -3,6 +3,7 @@ inside a transaction, the one check every surface applies, and the verbs that ch
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -58,9 +59,13 @@ class Settings:
             exempt_agents=frozenset(self.values["exempt_agents"]),
         )
 
+    def copy(self) -> Settings:
+        """A copy whose values (and theirs) are the caller's own to change."""
+        return replace(self, values=copy.deepcopy(self.values))
+
     def to_dict(self) -> dict[str, Any]:
         return {
-            **self.values,
+            **copy.deepcopy(self.values),
             "limits": [
                 {"key": lim.key, "value": lim.value, "max": lim.max, "origin": lim.origin}
                 for lim in self.per_key
@@ -71,10 +76,10 @@ class Settings:
 
 
 def read_settings(tx: Tx) -> Settings:
-    """The settings, limits and pacing rules in force (built once per version of the
-    configuration, see `Tx.kept`; the values are the caller's own copy)."""
-    kept = tx.kept("settings", lambda: _read_settings(tx))
-    return replace(kept, values=dict(kept.values))
+    """The settings, limits and pacing rules in force, built once per version of the
+    configuration (`Tx.kept`): the store's own, which no caller may change; a verb
+    hands its callers a copy (`Settings.copy`)."""
+    return tx.kept("settings", lambda: _read_settings(tx))
 
 
 def _read_settings(tx: Tx) -> Settings:
@@ -141,7 +146,7 @@ class SettingsVerbs(StoreCore):
 
     def settings(self) -> Settings:
         with self._transaction(write=False) as tx:
-            return read_settings(tx)
+            return read_settings(tx).copy()
 
     def pause(self) -> None:
         """Stop starting tasks (running ones go on)."""
