@@ -24,6 +24,12 @@ from slotline.store.runs import Report
 from .conftest import Clock
 
 FUNCTIONS = ("f", "g")
+# Each example sets up a line in the test's store, and empties it again.
+EXAMPLES = settings(
+    max_examples=70,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 
 @dataclass(frozen=True)
@@ -83,11 +89,7 @@ def spied(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     return taken
 
 
-@settings(
-    max_examples=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@EXAMPLES
 @given(line=lines())
 def test_the_common_case_decides_as_the_plan(
     store: Store, clock: Clock, spied: list[bool], line: Line
@@ -196,11 +198,7 @@ def cases(draw: st.DrawFn) -> Case:
     )
 
 
-@settings(
-    max_examples=80,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@EXAMPLES
 @given(case=cases())
 def test_the_claim_decides_as_the_plan_with_its_reports_expiries_and_caps(
     store: Store, clock: Clock, spied: list[bool], case: Case
