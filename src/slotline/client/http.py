@@ -149,8 +149,8 @@ class SlotlineClient:
         self,
         mine: bool = False,
         root: str | None = None,
-        *,
         limit: int = STATUS_HEAD,
+        *,
         all: bool = False,
     ) -> QueueStatus:
         """Capacity and the head of the line (its first `limit` tasks; with `all`, every
