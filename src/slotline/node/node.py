@@ -258,8 +258,6 @@ class Node:
             self.supervisor.fence.confirm(sent)
 
     async def _sleep(self, watcher: Any, stop: asyncio.Event, delay: float) -> None:
-        if self._changed.is_set() or stop.is_set():
-            return  # a run ended (or the node stops) during the turn: no wait at all
         waiters = [
             asyncio.create_task(watcher.wait(delay)),
             asyncio.create_task(self._changed.wait()),
