@@ -450,16 +450,16 @@ def test_a_cancel_that_arrives_while_the_process_is_being_spawned_is_not_lost(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given a node whose spawn of the command is held back,
-    import slotline.node.supervisor
+    import slotline.node.launch
 
-    real_spawn = slotline.node.supervisor.spawn
+    real_spawn = slotline.node.launch.spawn
     gate = asyncio.Event()
 
     async def slow_spawn(*args: object, **kwargs: object) -> object:
         await gate.wait()
         return await real_spawn(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(slotline.node.supervisor, "spawn", slow_spawn)
+    monkeypatch.setattr(slotline.node.launch, "spawn", slow_spawn)
     agent = submit(store, "sleep", "30")
 
     async def scenario() -> None:

@@ -26,7 +26,8 @@ from slotline.runner.capabilities import (
     portable_requested,
     probe,
 )
-from slotline.runner.process import WRAP, KeeperServer, _process_state, spawn
+from slotline.runner.keepers import WRAP, KeeperServer
+from slotline.runner.process import _process_state, spawn
 from waiting import until
 
 LINUX = sys.platform.startswith("linux")

@@ -13,36 +13,19 @@ from typing import Any
 from slotline.errors import InvalidInput, SlotlineError, StaleAttempt
 from slotline.fencing import Fence
 from slotline.models import Attempt, KillRequest, Kind, Task
+from slotline.node.launch import call, launch, type_first
 from slotline.node.outbox import Batch, Outbox
 from slotline.node.reports import end_report, read_spent, resumable
-from slotline.node.resume import ResumePlan, ResumeRefused, plan_resume
 from slotline.node.run import Run, RunSettings
 from slotline.runlogs import log_file
-from slotline.runner.callable import (
-    Entry,
-    TaskFunction,
-    run_callable,
-    start_in_thread,
-    thread_outcome,
-)
-from slotline.runner.env import build_env
-from slotline.runner.functions import FunctionRef, ProcessRun, run_in_process
-from slotline.runner.process import (
-    IN_NODE_FENCED,
-    Outcome,
-    ProcessHandle,
-    SpawnError,
-    spawn,
-    stale_claim,
-)
+from slotline.runner.callable import TaskFunction, start_in_thread, thread_outcome
+from slotline.runner.functions import FunctionRef
+from slotline.runner.process import IN_NODE_FENCED, Outcome, ProcessHandle, stale_claim
 from slotline.runner.proctree import TreeSampler
 from slotline.runner.space import SpaceWatch
-from slotline.runner.terminal import spawn_in_terminal
-from slotline.runner.tmux import Terminal, TerminalError
 from slotline.store import Claim, ClaimResult, StartReport, Store
 from slotline.worktrees.isolate import Isolator
 from slotline.worktrees.orphans import default_root
-from slotline.worktrees.worktree import WorktreeError
 
 # The node's logger: records keep the name they had before supervision moved here.
 log = logging.getLogger("slotline.node")
@@ -193,7 +176,9 @@ class Supervisor:
             if function is None:
                 return Outcome(None, f"no callable named {task.callable!r} on this node")
             # Its start was recorded with the claim.
-            run.inner = asyncio.create_task(self._call(function, run, log_path))
+            run.inner = asyncio.create_task(
+                call(function, self.store, self.settings, run, log_path, self.fence)
+            )
             self._apply_stop(run)
             try:
                 return await self._keep_result(run, await run.inner)
@@ -206,53 +191,14 @@ class Supervisor:
                 if run.stop_reason == IN_NODE_FENCED:
                     return Outcome(None, IN_NODE_FENCED, fenced=True)
                 return Outcome(None, "stopped by request")
-        settings = self.settings
-        allow = settings.env_allow_of(task)
-        env = build_env(task, attempt, self.store.url, allow=allow, api_url=settings.api_url)
-        resume: ResumePlan | None = None
-        if task.agent is not None:
-            try:
-                resume = await plan_resume(self.store, settings.agents, task, attempt)
-            except ResumeRefused as exc:
-                return Outcome(None, str(exc))
-        cwd = task.workspace
-        if task.isolation is not None:
-            try:
-                earlier = None if resume is None else resume.worktree
-                start = None if resume is None else resume.start_from
-                run.worktree, cwd = await self.isolator.open(task, attempt, env, earlier, start)
-            except WorktreeError as exc:
-                return Outcome(None, f"worktree: {exc}")
-        run.resumed_session = None if resume is None else resume.session_id
-        argv = resume.argv if resume is not None else list(task.command)
-        try:
-            if task.interactive:
-                handle = await spawn_in_terminal(
-                    argv,
-                    cwd,
-                    env,
-                    log_path,
-                    settings.log_dir,
-                    memory_mb=task.memory_mb,
-                    log_max_bytes=settings.log_max_bytes,
-                    fence=self._fence_spec(run),
-                )
-            else:
-                handle = await spawn(
-                    argv,
-                    cwd,
-                    env,
-                    log_path,
-                    memory_mb=task.memory_mb,
-                    log_max_bytes=settings.log_max_bytes,
-                    fence=self._fence_spec(run),
-                )
-        except SpawnError as exc:
-            return Outcome(None, str(exc))
+        launched = await launch(self.store, self.settings, self.isolator, run, log_path, self.fence)
+        if isinstance(launched, Outcome):
+            return launched
+        handle, resume = launched.handle, launched.resume
         run.handle = handle
         self._apply_stop(run)
         if task.interactive and task.first_input:
-            await self._type_first(run, log_path, task.first_input)
+            await type_first(run, log_path, task.first_input)
         started = StartReport(
             attempt.id, attempt.token, handle.pid, handle.pid_started, str(log_path),
             None if resume is None else resume.resumed_from,
@@ -272,41 +218,6 @@ class Supervisor:
             await handle.wait()
             raise
         return await self.wait(run, handle)
-
-    async def _type_first(self, run: Run, log_path: Path, text: str) -> None:
-        """Type an interactive run's first message into its terminal (a line typed before
-        its program reads waits in the terminal for it)."""
-        terminal = Terminal.of(log_path)
-        try:
-            if terminal is None:
-                raise TerminalError("its terminal file is missing")
-            await asyncio.to_thread(terminal.send, text)
-        except TerminalError as exc:
-            log.warning("first input not typed: %s", exc, extra={"task_id": run.task.id})
-
-    async def _call(self, function: Entry, run: Run, log_path: Path) -> Outcome:
-        task, attempt, settings = run.task, run.attempt, self.settings
-        if not isinstance(function, FunctionRef):
-            return await run_callable(function, task.args, task.timeout, log_path)
-        allow = settings.env_allow_of(task)
-        env = build_env(task, attempt, self.store.url, allow=allow, api_url=settings.api_url)
-
-        def started(worker: ProcessHandle) -> None:
-            run.worker = worker
-
-        process = ProcessRun(
-            env, log_path, task.timeout, settings.kill_grace, settings.log_max_bytes,
-            task.memory_mb, task.workspace, started, self._fence_spec(run),
-        )  # fmt: skip
-        return await run_in_process(function, task.args, process)
-
-    def _fence_spec(self, run: Run) -> str:
-        """The FENCE argument of the run's keeper: none where no other node reclaims."""
-        if self.fence is None:
-            return ""
-        if run.claimed is None:
-            raise RuntimeError(f"attempt {run.attempt.id} was not claimed by this node")
-        return self.fence.spec(*run.claimed)
 
     def _stale(self, run: Run) -> bool:
         """Whether the run's claim is too old to start (`slotline.fencing`): its node

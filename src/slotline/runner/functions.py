@@ -27,7 +27,8 @@ from slotline.bounds import MAX_RESULT_BYTES
 from slotline.errors import InvalidInput
 from slotline.runner.capabilities import memory_cap
 from slotline.runner.files import private_dir
-from slotline.runner.process import KeeperServer, Outcome, ProcessHandle, process_start_time
+from slotline.runner.keepers import KeeperServer
+from slotline.runner.process import Outcome, ProcessHandle, process_start_time
 
 # How the node's sys.path (its app's folder, a virtualenv's paths) reaches the worker server.
 PATH_VARIABLE = "SLOTLINE_WORKER_PATH"

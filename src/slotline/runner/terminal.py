@@ -26,8 +26,8 @@ from pathlib import Path
 
 from slotline.runner.capabilities import memory_cap
 from slotline.runner.files import private_dir
+from slotline.runner.keepers import WRAP
 from slotline.runner.process import (
-    WRAP,
     ProcessHandle,
     SpawnError,
     check_program,

@@ -10,11 +10,11 @@ from pydantic.config import JsonDict, JsonValue
 
 from slotline.errors import InvalidInput
 from slotline.server.auth import Principal
+from slotline.server.bodies import PRIORITY_HELP
 from slotline.server.context import Admin, State, Writer, hidden
 from slotline.server.errors import ERROR_RESPONSES
 from slotline.server.fields import PriorityIn, TaskId
 from slotline.server.flags import Flag
-from slotline.server.schemas import PRIORITY_HELP
 from slotline.store import MAX_BULK, Store
 from slotline.taskfilter import ListQuery, TaskFilter
 

@@ -31,9 +31,7 @@ from slotline.models import Priority, Status
 from slotline.server import board, landing, queue, routes
 from slotline.server.access import AccessEnded, AccessWatch
 from slotline.server.auth import Principal
-from slotline.server.context import ServerState, presented_token, resolve
-from slotline.server.errors import error_body
-from slotline.server.schemas import (
+from slotline.server.bodies import (
     CancelBody,
     FollowupBody,
     InputBody,
@@ -43,6 +41,8 @@ from slotline.server.schemas import (
     SubmitBody,
     TerminateBody,
 )
+from slotline.server.context import ServerState, presented_token, resolve
+from slotline.server.errors import error_body
 from slotline.store import Watcher
 from slotline.taskfilter import TaskFilter
 

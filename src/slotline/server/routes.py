@@ -12,28 +12,23 @@ from slotline.models import Priority, Task
 from slotline.reach import bounded
 from slotline.runner import terminal_input
 from slotline.server.auth import Principal
+from slotline.server.bodies import (
+    BatchBody,
+    CancelBody,
+    FollowupBody,
+    InputBody,
+    MoveBody,
+    PriorityBody,
+    RestartBody,
+    SubmitBody,
+    TerminateBody,
+)
 from slotline.server.context import Reader, ServerState, State, Writer, hidden
 from slotline.server.errors import ERROR_RESPONSES
 from slotline.server.fields import TASK_ID, TaskRef
 from slotline.server.filters import filter_query
 from slotline.server.flags import QueryFlag
-from slotline.server.schemas import (
-    BatchBody,
-    CancelBody,
-    EventList,
-    FollowupBody,
-    InputBody,
-    MoveBody,
-    MovedOut,
-    PriorityBody,
-    RestartBody,
-    SubmitBody,
-    SubmittedOut,
-    TaskList,
-    TaskOut,
-    TerminateBody,
-    task_json,
-)
+from slotline.server.schemas import EventList, MovedOut, SubmittedOut, TaskList, TaskOut, task_json
 from slotline.server.submission import checked_specs
 from slotline.store.readback import read_back
 from slotline.taskfilter import MAX_PAGE, ListQuery, TaskFilter

@@ -15,10 +15,10 @@ from slotline.bounds import Spelled
 from slotline.errors import NotFound
 from slotline.scheduler.cron import MAX_CRON, NAME_PATTERN, Schedule, check_name
 from slotline.server.auth import Principal
+from slotline.server.bodies import SubmitBody
 from slotline.server.context import Admin, Reader, State
 from slotline.server.errors import ERROR_RESPONSES
 from slotline.server.flags import Flag
-from slotline.server.schemas import SubmitBody
 from slotline.server.submission import build_spec
 
 router = APIRouter(prefix="/api/schedules", tags=["schedules"], responses=ERROR_RESPONSES)

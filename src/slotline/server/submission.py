@@ -15,8 +15,8 @@ from slotline.config.templates import expand_agent_type
 from slotline.errors import NotFound, UnknownDependency
 from slotline.reach import bounded, check_submit
 from slotline.server.auth import Principal
+from slotline.server.bodies import SubmitBody
 from slotline.server.context import ServerState, hidden
-from slotline.server.schemas import SubmitBody
 from slotline.spec import TaskSpec, parse_spec
 from slotline.store import Store
 

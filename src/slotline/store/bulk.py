@@ -16,7 +16,7 @@ from slotline.store.queries import Tx
 from slotline.store.rows import task_from_row
 from slotline.store.settings import write_setting
 from slotline.store.statements import Ids, Read
-from slotline.store.steering import (
+from slotline.store.steps import (
     cancel_task,
     hold_or_release,
     restart_task,

@@ -24,7 +24,7 @@ from slotline.store.core import Serial, StoreCore
 from slotline.store.events import emit
 from slotline.store.queries import Tx
 from slotline.store.rows import dumps, task_from_row
-from slotline.store.steering import cancel_task
+from slotline.store.steps import cancel_task
 from slotline.store.submit import create_tasks
 
 # Task fields a schedule's task may not have: each tick makes a new task, now.

@@ -8,7 +8,6 @@ from typing import Any
 from slotline.errors import AccessDenied, InvalidInput, InvalidTransition
 from slotline.models import Priority, Status, Task
 from slotline.scheduler import policy
-from slotline.stops import CANCEL, RESTART, StopKind, StopRequest
 from slotline.store import deps
 from slotline.store.core import StoreCore
 from slotline.store.estimates import IN_LINE
@@ -18,6 +17,13 @@ from slotline.store.readback import read_back
 from slotline.store.reads import estimated, shown
 from slotline.store.rows import attempt_from_row, dumps, task_from_row
 from slotline.store.settings import read_settings
+from slotline.store.steps import (
+    cancel_task,
+    hold_or_release,
+    restart_task,
+    set_priority_of,
+    terminate_task,
+)
 from slotline.store.tasks import free_rank, load, next_rank, ordered_queue, resolve
 from slotline.transitions import check_transition
 
@@ -30,7 +36,7 @@ STEERED = frozenset(
 class SteeringVerbs(StoreCore):
     """cancel, terminate, boost, bump, move, priority, restart, hold, release and added
     dependencies, of one task each. Each is one transaction that emits its event; the
-    steps they share with the bulk verbs and the run's end are the functions below."""
+    steps they share with the bulk verbs and the schedules are in `steps.py`."""
 
     def cancel(self, ref: str, cascade: bool = False) -> Task:
         """Cancel a task. A task not running ends at once; a running one is asked to stop
@@ -317,49 +323,6 @@ class SteeringVerbs(StoreCore):
             return load(tx, task.id)
 
 
-def cancel_task(tx: Tx, task: Task, now: float) -> None:
-    check_transition("cancel", task.id, task.status)
-    if task.status is Status.RUNNING:
-        request_stop(tx, task, CANCEL)
-        emit(tx, "cancel_requested", task.id, now, attempt=task.current_attempt)
-        return
-    deps.end_task(tx, task, Status.CANCELLED, "cancelled", now, status_reason="cancelled")
-
-
-def terminate_task(tx: Tx, task: Task, now: float, reason: str) -> None:
-    reason = reason.strip() or "by request"
-    check_transition("terminate", task.id, task.status)
-    request_stop(tx, task, StopRequest.terminate(reason[:500]))
-    emit(tx, "terminate_requested", task.id, now, attempt=task.current_attempt, reason=reason)
-
-
-def set_priority_of(tx: Tx, task: Task, now: float, priority: Priority, reason: str | None) -> None:
-    check_transition("priority", task.id, task.status)
-    tx.run("task_place", id=task.id, rank=task.rank, boosted=task.boosted, priority=int(priority))
-    data = {"from": task.priority.label, "to_priority": priority.label}
-    if reason and reason.strip():
-        data["reason"] = reason.strip()[:500]
-    emit(tx, "priority", task.id, now, **data)
-
-
-def restart_task(tx: Tx, task: Task, now: float, force: bool) -> None:
-    if task.status is Status.RUNNING and force:
-        check_transition("restart_running", task.id, task.status)
-        request_stop(tx, task, RESTART)
-        emit(tx, "restart_requested", task.id, now, attempt=task.current_attempt)
-    else:
-        check_transition("restart", task.id, task.status)
-        deps.reset_task(tx, task, now, refuse_blocked=True)
-
-
-def hold_or_release(tx: Tx, task: Task, now: float, verb: str, kind: str) -> None:
-    to = check_transition(verb, task.id, task.status)
-    tx.run("task_set_status", id=task.id, status=to.value, status_reason=None)
-    if verb == "hold" and task.start_now:
-        tx.run("task_cancel_start_now", id=task.id)
-    change(tx, task, kind, to, now)
-
-
 def _one_place(to: int | None, before: str | None, after: str | None) -> None:
     if sum(x is not None for x in (to, before, after)) != 1:
         raise InvalidInput("move needs exactly one of --to N, --before ID, --after ID")
@@ -387,12 +350,6 @@ def _target_index(
         )
     index = ids.index(other.id)
     return index if before is not None else index + 1
-
-
-def request_stop(tx: Tx, task: Task, stop: StopRequest) -> None:
-    """Ask the node running `task` to stop it; the run's end then applies `stop.verb`."""
-    restart = stop.kind is StopKind.RESTART
-    tx.run("task_kill_request", id=task.id, kill_request=str(stop), restart_requested=restart)
 
 
 def _within_allowance(tx: Tx, task: Task, allowance: int) -> None:
