@@ -31,7 +31,7 @@ if __package__ in (None, ""):  # run as a script: make the `bench` package impor
 
 import psycopg
 
-from bench import floors, procrastinate_side, slotline_side
+from bench import floors, slotline_side
 from bench.child import PG_SIDES, run_child
 from bench.machine import busy_cores, busy_jiffies, describe, load_average
 from bench.stats import median, percentile
@@ -72,6 +72,8 @@ def fill(side: str, url: str, workload: str, n: int, limit: int, sleep: float) -
     if side == "slotline":
         slotline_side.fill(url, workload, n, limit, sleep)
     else:
+        from bench import procrastinate_side  # procrastinate: the bench extra, when it runs
+
         procrastinate_side.fill(url, workload, n, sleep)
 
 

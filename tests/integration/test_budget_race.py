@@ -58,7 +58,7 @@ def test_nodes_claiming_and_finishing_at_once_never_start_past_a_budget(store_ur
             assert sum(1.0 for _ in before) < BUDGET, (attempt.started_at, len(before))
         # the budget was reached, and the rest of the line waits with the reason
         assert len(attempts) >= BUDGET
-        queued = store.status().queued
+        queued = store.status(all=True).queued
         assert len(queued) == 60 - len(attempts)
         assert (queued[0].status_reason or "").startswith("budget agent[claude] 3usd/1h")
         assert len([e for e in store.events() if e.kind == "budget_reached"]) == 1
