@@ -19,7 +19,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the `bench` package importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import huey_side, slotline_side
+from bench import slotline_side
 from bench.child import ROOT, SIDES, run_child
 from bench.machine import describe, load_average
 from bench.stats import median, percentile
@@ -48,6 +48,8 @@ def drain(
     if side == "slotline":
         slotline_side.fill(path, workload, n, limit, sleep)
     else:
+        from bench import huey_side  # huey: the bench extra, when it runs
+
         huey_side.fill(path, workload, n, sleep)
     result = run_child(side, action, path, CHILD_TIMEOUT, n=n, workers=limit)
     if result["succeeded"] != n:
