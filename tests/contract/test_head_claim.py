@@ -103,7 +103,9 @@ def test_the_common_case_decides_as_the_plan(
         runs += result.claims
         assert spied == [True], "the claim did not take the common case"
         assert [c.task.id for c in result.claims] == [s.task_id for s in expected.start]
-        assert result.next_wake == expected.next_wake
+        # (and, with run times left to write, no later than their write is due)
+        wakes = [expected.next_wake, store._run_times.next_write()]
+        assert result.next_wake == min((w for w in wakes if w is not None), default=None)
         for claimed in result.claims:  # as a read of them returns them
             stored = store.get(claimed.task.id)
             assert replace(claimed.task, attempts=stored.attempts) == stored

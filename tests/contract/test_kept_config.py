@@ -8,6 +8,7 @@ from __future__ import annotations
 from contextlib import closing
 
 from slotline.store import SettingsChange, Store, open_store
+from slotline.store.queries import dicts
 
 from .conftest import ClaimFn, Clock, SubmitFn, titles
 
@@ -78,7 +79,7 @@ def test_every_change_of_a_configuration_table_bumps_its_version(store: Store) -
     def version() -> int:
         with store._transaction(write=False) as tx:
             tx.cursor.execute("SELECT value AS config FROM counters WHERE name = 'config'")
-            return int(dict(tx.cursor.fetchall()[0])["config"])
+            return int(dicts(tx.cursor)[0]["config"])
 
     for table, (columns, values, change) in ROWS.items():
         key = columns.split(",")[0]

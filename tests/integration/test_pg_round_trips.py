@@ -16,7 +16,8 @@ import pytest
 from psycopg import _pipeline_base
 
 from slotline.models import Status
-from slotline.store import Claim, Store, estimates, open_store
+from slotline.store import Claim, Store, open_store
+from slotline.store import claim as claiming
 from slotline.store.runs import Report
 
 pytestmark = pytest.mark.postgres
@@ -93,15 +94,15 @@ def test_a_submit_committed_while_a_claim_decides_keeps_it_from_saying_drained(
     (run,) = store.claim("n1").claims
     other = open_store(pg_url)
     late: list[str] = []
-    record_runs = estimates.record_runs
+    deadline = claiming._next_deadline
 
-    def submitting(*args: Any, **kwargs: Any) -> None:
+    def submitting(*args: Any, **kwargs: Any) -> float | None:
         # (a submit takes the submit lock, not the write lock the claim holds)
         late.append(other.submit({"command": ["true"]}).id)
-        record_runs(*args, **kwargs)
+        return deadline(*args, **kwargs)
 
     # when a claim ends it and, while it decides, another process submits a task,
-    monkeypatch.setattr(estimates, "record_runs", submitting)
+    monkeypatch.setattr(claiming, "_next_deadline", submitting)
     try:
         store.claim("n1", kinds=frozenset({"callable"}), finished=[_report(run)])
     finally:

@@ -88,11 +88,14 @@ def test_two_agents_edit_the_same_file_each_in_its_own_worktree(
             paths = {n: store.get(t.id).attempts[0].worktree for n, t in tasks.items()}
             assert all(p is not None and p.state is WorktreeState.ACTIVE for p in paths.values())
             (signals / "go").touch()
+            # (a run's worktree is closed before its end reaches the node's next claim)
             await until_async(
                 lambda: all(
-                    worktree_state(store, t) is WorktreeState.REMOVED for t in tasks.values()
+                    worktree_state(store, t) is WorktreeState.REMOVED
+                    and store.get(t.id).status is not Status.RUNNING
+                    for t in tasks.values()
                 ),
-                what="both worktrees closed",
+                what="both runs ended and their worktrees closed",
             )
 
     asyncio.run(scenario())

@@ -19,7 +19,7 @@ from slotline.scheduler import policy
 from slotline.scheduler.fairness import Fairness
 from slotline.stops import StopRequest
 from slotline.store import backoff as provider
-from slotline.store import budgets, estimates, head_claim, rates, read_ahead
+from slotline.store import budgets, estimates, head_claim, rates, read_ahead, windows
 from slotline.store import fairness as fair
 from slotline.store.core import StoreCore
 from slotline.store.events import change, emit
@@ -45,7 +45,8 @@ class Claim:
 @dataclass(frozen=True, slots=True)
 class ClaimResult:
     claims: list[Claim] = field(default_factory=list)
-    # When to look at the queue again even if nothing changes (backoff ends, TTL passes).
+    # When to look at the queue again even if nothing changes (backoff ends, TTL passes,
+    # run times wait to be written: `windows`).
     next_wake: float | None = None
     # The store's clock at the claim: `next_wake` is on that clock, not the node's.
     now: float | None = None
@@ -60,6 +61,9 @@ class ClaimResult:
 
 class ClaimVerbs(StoreCore):
     """How a node claims work and learns which of its runs to stop."""
+
+    # The run times the store's claims measured and have not written (set by the store).
+    _run_times: windows.Pending
 
     def claim(
         self,
@@ -105,90 +109,117 @@ class ClaimVerbs(StoreCore):
                 (None: any callable task, if `kinds` has callables).
         """
         reports: list[Report | StartReport] = [*started, *finished]
-        with self._write(ahead=read_ahead.reads(reports)) as tx:
-            # The clock is read under the write lock, so that recorded starts and ends
-            # follow commit order: a slot is never seen taken before it was freed.
-            now = tx.now() if now is None else now
-            runs: list[tuple[str | None, float]] = []
-            steps: list[Callable[[], object]] = [
-                functools.partial(record, tx, report) for report in started
-            ]
-            steps += [functools.partial(end, tx, report, now, None, runs) for report in finished]
-            with read_ahead.read_ahead(tx, reports):
-                refusals = _apply(tx, steps, undone=runs.clear)
-            recorded, outcomes = refusals[: len(started)], refusals[len(started) :]
-            # (Kept while the configuration stays: no statement, no round trip.)
-            settings, throttles = read_settings(tx), provider.throttles(tx)
-            likely = head_claim.may_be_common(settings, throttles)
-            tx.prefetch(_snapshot_reads(node_id, now, runs, slots is not None, likely))
-            estimates.record_runs(tx, runs, now)
-            expired = tx.rows("tasks_ttl_due", now=now)
-            if expired:  # what was read ahead has them as they were
-                tx.forget_preloaded()
-            for row in expired:
-                expire(tx, task_from_row(row), now)
-            limits = settings.limits
-            guard = tx.rows("node_get", id=node_id)  # the resource guard's verdict, if any
-            if guard and guard[0]["pressure_hold"]:
-                hold = True
-            for cap in (limit, guard[0]["pressure_limit"] if guard else None):
-                if cap is not None and cap < limits.max_concurrent:
-                    limits = replace(limits, max_concurrent=cap)
-            limits = backoff.limits_under(limits, throttles)
-            book = rates.load_book(tx, settings.rates, now) if settings.rates else None
-            spend = budgets.load_book(tx, settings.budgets, now)
-            freed = budgets.sync_reached(tx, spend, now) if spend or settings.budgets else []
-            fairness = Fairness.from_setting(settings["fairness"])
-            passes = fair.passes(tx, fairness)
-            node_free = None
-            if slots is not None:
-                node_free = slots - count_of(tx, "count_running_on_node", node_id=node_id)
-            decided = None
-            if likely and not hold:  # only the global limit, priorities and boosts decide
-                runnable = (kinds, functions)
-                decided = head_claim.decide(tx, limits.max_concurrent, now, runnable, node_free)
-            if decided is None:
-                snapshot = policy.Snapshot(
-                    running=[
-                        t for r in tx.rows("tasks_running") if (t := task_from_row(r)).holds_slot
-                    ],
-                    queued=(task_from_row(r) for r in tx.iter_rows("tasks_queued_in_order")),
-                    start_now=[task_from_row(r) for r in tx.rows("tasks_start_now")],
-                    limits=limits,
-                    now=now,
-                    paused=bool(settings["paused"]) or hold,
-                    aging_interval=settings["aging_interval"],
-                    rates=book,
-                    holds=backoff.holds(throttles),
-                    fairness=fairness,
-                    passes=passes,
-                    budgets=spend,
-                )
-                decided = _plan(snapshot, kinds, functions)
-                tx.forget_preloaded(_SNAPSHOT)  # what the plan did not take
-            # The first starts of a plan are what a plan with fewer slots starts.
-            starts = decided.start if node_free is None else decided.start[: max(0, node_free)]
-            claims = [_start(tx, s, node_id, now, lease, log_dir) for s in starts]
-            if book is not None:
-                rates.record_starts(tx, book, [c.task for c in claims], now)
-            if fairness is not None:
-                turns = [(c.task, s.turn) for c, s in zip(claims, starts, strict=True)]
-                fair.charge(tx, fairness, passes, turns, now)
-            # The line is full again: these claims took slots a finish freed; how long
-            # after it is the dispatch gap ETAs add to every run.
-            if claims and decided.running + len(claims) >= limits.max_concurrent:
-                estimates.record_gap(tx, [c.task for c in claims], now)
-            tx.notify = bool(claims or expired or outcomes.count(None) or recorded.count(None))
-            tx.quiet_for = watcher
-            # No node could start a task after this commit (by the store's limit, not
-            # this node's guard): the others' claims would find nothing.
-            tx.line_full = decided.closed_by(settings.limits, [c.task for c in claims])
-            deadline = _next_deadline(tx, claims)
-            wakes = [w for w in (decided.next_wake, deadline, *freed) if w is not None]
-            kills = _kill_requests(tx, node_id)
-            tx.forget_preloaded()  # what it did not need
-            wake = min(wakes) if wakes else None
-            return ClaimResult(claims, wake, now, outcomes, recorded, kills)
+        claiming = windows.Claiming(self._run_times)
+        try:
+            with self._write(ahead=read_ahead.reads(reports)) as tx:
+                # The clock is read under the write lock, so that recorded starts and ends
+                # follow commit order: a slot is never seen taken before it was freed.
+                now = tx.now() if now is None else now
+                runs: list[tuple[str | None, float]] = []
+                steps: list[Callable[[], object]] = [
+                    functools.partial(record, tx, report) for report in started
+                ]
+                steps += [
+                    functools.partial(end, tx, report, now, None, runs) for report in finished
+                ]
+                with read_ahead.read_ahead(tx, reports):
+                    refusals = _apply(tx, steps, undone=runs.clear)
+                recorded, outcomes = refusals[: len(started)], refusals[len(started) :]
+                # (Kept while the configuration stays: no statement, no round trip.)
+                settings, throttles = read_settings(tx), provider.throttles(tx)
+                likely = head_claim.may_be_common(settings, throttles)
+                # The run-time windows it may write (read ahead when they are due).
+                due = self._run_times.due(now, bool(runs))
+                adding = [estimates.ALL, estimates.GAP, *windows.measured(runs, None)]
+                ahead = windows.reads(self._run_times.scopes(adding), now) if due else []
+                tx.prefetch(_snapshot_reads(node_id, now, ahead, slots is not None, likely))
+                expired = tx.rows("tasks_ttl_due", now=now)
+                if expired:  # what was read ahead has them as they were
+                    tx.forget_preloaded()
+                for row in expired:
+                    expire(tx, task_from_row(row), now)
+                limits = settings.limits
+                guard = tx.rows("node_get", id=node_id)  # the resource guard's verdict, if any
+                if guard and guard[0]["pressure_hold"]:
+                    hold = True
+                for cap in (limit, guard[0]["pressure_limit"] if guard else None):
+                    if cap is not None and cap < limits.max_concurrent:
+                        limits = replace(limits, max_concurrent=cap)
+                limits = backoff.limits_under(limits, throttles)
+                book = rates.load_book(tx, settings.rates, now) if settings.rates else None
+                spend = budgets.load_book(tx, settings.budgets, now)
+                freed = budgets.sync_reached(tx, spend, now) if spend or settings.budgets else []
+                fairness = Fairness.from_setting(settings["fairness"])
+                passes = fair.passes(tx, fairness)
+                node_free = None
+                if slots is not None:
+                    node_free = slots - count_of(tx, "count_running_on_node", node_id=node_id)
+                decided = None
+                if likely and not hold:  # only the global limit, priorities and boosts decide
+                    runnable = (kinds, functions)
+                    decided = head_claim.decide(tx, limits.max_concurrent, now, runnable, node_free)
+                if decided is None:
+                    snapshot = policy.Snapshot(
+                        running=[
+                            t
+                            for r in tx.rows("tasks_running")
+                            if (t := task_from_row(r)).holds_slot
+                        ],
+                        queued=(task_from_row(r) for r in tx.iter_rows("tasks_queued_in_order")),
+                        start_now=[task_from_row(r) for r in tx.rows("tasks_start_now")],
+                        limits=limits,
+                        now=now,
+                        paused=bool(settings["paused"]) or hold,
+                        aging_interval=settings["aging_interval"],
+                        rates=book,
+                        holds=backoff.holds(throttles),
+                        fairness=fairness,
+                        passes=passes,
+                        budgets=spend,
+                    )
+                    decided = _plan(snapshot, kinds, functions)
+                    tx.forget_preloaded(_SNAPSHOT)  # what the plan did not take
+                # The first starts of a plan are what a plan with fewer slots starts.
+                starts = decided.start if node_free is None else decided.start[: max(0, node_free)]
+                claims = [_start(tx, s, node_id, now, lease, log_dir) for s in starts]
+                if book is not None:
+                    rates.record_starts(tx, book, [c.task for c in claims], now)
+                if fairness is not None:
+                    turns = [(c.task, s.turn) for c, s in zip(claims, starts, strict=True)]
+                    fair.charge(tx, fairness, passes, turns, now)
+                # The line is full again: these claims took slots a finish freed; how long
+                # after it is the dispatch gap ETAs add to every run.
+                gap = None
+                if claims and decided.running + len(claims) >= limits.max_concurrent:
+                    ended_now = sum(
+                        refusal is None and report.ended_ago is None
+                        for report, refusal in zip(finished, outcomes, strict=True)
+                    )
+                    gap = windows.gap(tx, [c.task for c in claims], now, ended_now)
+                samples = windows.measured(runs, gap)
+                # Written with the first claim a second, and with one that starts nothing
+                # (the line ran dry or is full: no claim may come for a while).
+                waiting = self._run_times.next_write() is not None
+                if self._run_times.due(now, bool(samples)) or (not claims and (samples or waiting)):
+                    claiming.write(tx, samples, now)
+                else:
+                    claiming.keep(samples)
+                tx.notify = bool(claims or expired or outcomes.count(None) or recorded.count(None))
+                tx.quiet_for = watcher
+                # No node could start a task after this commit (by the store's limit, not
+                # this node's guard): the others' claims would find nothing.
+                tx.line_full = decided.closed_by(settings.limits, [c.task for c in claims])
+                deadline = _next_deadline(tx, claims)
+                wakes = [decided.next_wake, deadline, *freed, claiming.next_write()]
+                kills = _kill_requests(tx, node_id)
+                tx.forget_preloaded()  # what it did not need
+                wake = min((w for w in wakes if w is not None), default=None)
+                result = ClaimResult(claims, wake, now, outcomes, recorded, kills)
+        except BaseException:
+            claiming.settle(committed=False)
+            raise
+        claiming.settle(committed=True)
+        return result
 
     def kill_requests(self, node_id: str) -> list[KillRequest]:
         """Running attempts of `node_id` someone asked to stop (cancel, terminate, restart)."""
@@ -321,15 +352,15 @@ _SNAPSHOT = ("tasks_ttl_due", "tasks_running", "tasks_start_now", "tasks_queued_
 def _snapshot_reads(
     node_id: str,
     now: float,
-    runs: Sequence[tuple[str | None, float]],
+    run_times: Sequence[Read],
     counted: bool,
     common: bool,
 ) -> list[Read]:
     """What a claim reads once its reports are in, all in one round trip: the tasks due
     to expire and the line as it stands (its first page); for its answer, the next
     queue-TTL deadline and the node's runs to stop (which its starts do not change, but
-    for a start of a task with a TTL: `_next_deadline`); the windows of run times its
-    reports and starts add to, with the latest finishes (`estimates`); and, if `counted`
+    for a start of a task with a TTL: `_next_deadline`); the windows of run times it
+    writes (`run_times`: `windows.reads`, when they are due); and, if `counted`
     (the node has `slots`), the count of the node's runs; and the node's own row, for
     its resource guard's verdict. The line is read as the plan reads it, or, when the
     claim will likely take the common case (`common`), as that reads it."""
@@ -344,7 +375,7 @@ def _snapshot_reads(
         Read("next_ttl_deadline", by_index=True),
         Read("tasks_kill_requested", {"node_id": node_id}, by_index=True),
         Read("node_get", {"id": node_id}, by_index=True),
-        *(Read(q, params, by_index=True) for q, params in estimates.window_reads(runs, now)),
+        *(replace(read, by_index=True) for read in run_times),
     ]
     if counted:
         reads.append(Read("count_running_on_node", {"node_id": node_id}, by_index=True))

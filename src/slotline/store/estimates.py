@@ -1,15 +1,15 @@
 """ETAs as the store reads them: the line in one query, recent run times, the simulation.
 
 Run inside the caller's transaction: `line_estimates` reads only the columns the
-simulation needs (one query for the whole line), and `record_runs` keeps the recent run
-times of each agent type (and of all tasks) in `run_times`, so estimates survive a restart.
+simulation needs (one query for the whole line), and `add_samples` keeps the recent run
+times of each agent type (and of all tasks) in `run_times`, so estimates survive a restart
+(`windows` adds the runs a finish or a node's claims ended).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -34,11 +34,6 @@ WINDOW = 50
 STALE = 60.0
 ALL = ("all", "")
 GAP = ("dispatch", "")
-# A gap longer than this is a line that was idle, not a slot waiting to be refilled.
-MAX_GAP = 5.0
-# The latest finishes a claim reads for its dispatch gap (a claim of more starts measures
-# the gap of this many).
-GAP_FINISHES = 64
 # The forecast of work joining the line rests on the arrivals of the last this many
 # seconds (among the last SCAN events); over at least MIN_SPAN, so that the first burst
 # on a new store is not read as a rate that lasts.
@@ -315,52 +310,9 @@ def with_estimate(
     return replace(task, **changes) if changes else task
 
 
-def record_gap(tx: Tx, claimed: Sequence[Task], now: float) -> None:
-    """Add how long the slots refilled by the tasks `claimed` at `now` stood empty to the
-    window of dispatch gaps. The claims took the slots of the latest finishes, one each
-    (of the last `GAP_FINISHES` at most); a slot counts as waiting from its finish, or
-    from when its task was queued if that was later (an idle slot waits for no dispatch)."""
-    queued = sorted(now if t.queued_at is None else t.queued_at for t in claimed)
-    if not queued:
-        return
-    latest = tx.rows("finishes_before", **_finishes(now))[: len(queued)]
-    ends = sorted(float(r["at"]) for r in latest)
-    gaps = [now - max(end, q) for end, q in zip(ends, queued[-len(ends) :], strict=False)]
-    if gaps:
-        _add_samples(tx, GAP, [sum(gaps) / len(gaps)], now)
-
-
-def _finishes(now: float) -> dict[str, Any]:
-    return {"since": now - MAX_GAP, "now": now, "n": GAP_FINISHES}
-
-
-def window_reads(
-    runs: Iterable[tuple[str | None, float]], now: float
-) -> list[tuple[str, dict[str, Any]]]:
-    """The reads (query, parameters) of a claim at `now` that ends `runs`: the windows
-    `record_runs` adds them to (all tasks', their agent types'), and what `record_gap`
-    reads."""
-    agents = sorted({agent for agent, _ in runs if agent is not None})
-    windows = [ALL, GAP, *(("agent", agent) for agent in agents)]
-    reads = [("run_time_get", {"scope": scope, "name": name}) for scope, name in windows]
-    return [*reads, ("finishes_before", _finishes(now))]
-
-
-def record_runs(tx: Tx, runs: Iterable[tuple[str | None, float]], now: float) -> None:
-    """Add finished runs' times (agent type, seconds) to their agent types' windows and
-    to all tasks', with one read and one write per window however many runs."""
-    added: dict[tuple[str, str], list[float]] = {}
-    for agent, seconds in runs:
-        if not math.isfinite(seconds) or seconds < 0:
-            continue
-        if agent is not None:
-            added.setdefault(("agent", agent), []).append(seconds)
-        added.setdefault(ALL, []).append(seconds)
-    for scope, seconds_of in added.items():
-        _add_samples(tx, scope, seconds_of, now)
-
-
-def _add_samples(tx: Tx, scope: tuple[str, str], seconds: list[float], now: float) -> None:
+def add_samples(tx: Tx, scope: tuple[str, str], seconds: list[float], now: float) -> None:
+    """Add `seconds` to the window of `scope`, keeping its last WINDOW samples, and its
+    estimate (which readers of the dispatch gap take as it is)."""
     kind, name = scope
     row = tx.one("run_time_get", scope=kind, name=name)
     samples = [] if row is None else list(json.loads(row["samples"]))

@@ -8,7 +8,7 @@ from importlib import resources
 from typing import TYPE_CHECKING
 
 from slotline.errors import SchemaTooNew
-from slotline.store.queries import Tx
+from slotline.store.queries import Tx, dicts
 from slotline.store.statements import split_statements
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ def migrate(tx: Tx, dialect: str, where: str) -> None:
     cur = tx.cursor
     cur.execute(_VERSION_TABLE)
     cur.execute(_VERSION_GET)
-    current = int(cur.fetchall()[0]["version"] or 0)
+    current = int(dicts(cur)[0]["version"] or 0)
     scripts = _scripts(dialect)
     known = scripts[-1][0] if scripts else 0
     if current > known:

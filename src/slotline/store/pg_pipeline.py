@@ -80,6 +80,10 @@ class PipelinedCursor:
         self._pipeline.sync()
         return self._cursor.fetchall()
 
+    @property
+    def description(self) -> Any:
+        return self._cursor.description
+
     def read_together(
         self, statements: Sequence[tuple[str, Mapping[str, Any]]], indexed: int = 0
     ) -> list[list[Any]]:

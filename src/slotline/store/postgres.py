@@ -30,6 +30,7 @@ from slotline.store.pg_pipeline import Columns, PipelinedCursor
 from slotline.store.pg_url import lock_key, redact, split_url
 from slotline.store.queries import ConfigCache, Cursor, Tx, config_writes
 from slotline.store.statements import Read, load_queries, statement
+from slotline.store.windows import Pending
 
 CONNECT_TIMEOUT_S = 10
 
@@ -140,6 +141,7 @@ class PostgresStore(Store):
         self._submits_key = lock_key(self.schema, "submits")
         self._events_key = lock_key(self.schema, "events")
         self._submits = 0
+        self._run_times = Pending()
         self._writes = 0
         self._listen = sql.SQL("LISTEN {}").format(sql.Identifier(channel_name(self.schema)))
         self._channel = channel_name(self.schema)

@@ -86,12 +86,26 @@ def _key(sql: str, params: Mapping[str, Any]) -> tuple[str, tuple[tuple[str, Any
 Together = Callable[[Sequence[tuple[str, Mapping[str, Any]]], int], list[list[Any]]]
 
 
+def dicts(cursor: Cursor) -> list[dict[str, Any]]:
+    """The rows `cursor` fetched, each a new dict: sqlite3's tuples zipped with the
+    column names (2.5 times faster than `dict` of a `sqlite3.Row`), psycopg's dict rows
+    as they come (new dicts at each fetch)."""
+    found = cursor.fetchall()
+    if not found or isinstance(found[0], dict):
+        return found
+    names = [column[0] for column in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in found]
+
+
 class Cursor(Protocol):
     """The slice of DB-API both sqlite3 and psycopg cursors provide."""
 
     def execute(self, sql: Any, params: Any = ...) -> Any: ...
 
     def fetchall(self) -> list[Any]: ...
+
+    @property
+    def description(self) -> Any: ...
 
     def executemany(self, sql: Any, params_seq: Any, /) -> Any: ...
 
@@ -163,7 +177,7 @@ class Tx:
             return [dict(row) for row in kept]
         self._written(query)
         self._cursor.execute(self._queries[query], params)
-        found = [dict(row) for row in self._cursor.fetchall()]
+        found = dicts(self._cursor)
         if config is not None and self._config is not None:
             config.rows[query] = [dict(row) for row in found]
         return found
@@ -254,7 +268,7 @@ class Tx:
             fresh = []
             for sql, params in sent:
                 self._cursor.execute(sql, params)
-                fresh.append([dict(row) for row in self._cursor.fetchall()])
+                fresh.append(dicts(self._cursor))
         else:
             fresh = [[dict(row) for row in rows] for rows in self._together(sent, indexed)]
         for i, rows in zip(missing, fresh, strict=True):
@@ -305,7 +319,7 @@ class Tx:
         """Rows of a composed query: `query` with the conditions of `where`."""
         sql, more = where.compose(self._queries, query)
         self._cursor.execute(sql, {**params, **more})
-        return [dict(row) for row in self._cursor.fetchall()]
+        return dicts(self._cursor)
 
     def one(self, query: str, /, **params: Any) -> dict[str, Any] | None:
         found = self.rows(query, **params)

@@ -16,7 +16,7 @@ from slotline.errors import InvalidInput, NotFound, StaleAttempt
 from slotline.models import Attempt, Kind, ResumedFrom, Status, Task, Usage
 from slotline.sessions import refused_tools
 from slotline.stops import StopKind
-from slotline.store import backoff, deps, estimates, results
+from slotline.store import backoff, deps, results, windows
 from slotline.store.core import Serial, StoreCore
 from slotline.store.events import change, emit
 from slotline.store.queries import Tx
@@ -302,7 +302,7 @@ def end(
     if ran:
         took = (task.agent, ended - attempt.started_at)
         if runs is None:
-            estimates.record_runs(tx, [took], now)
+            windows.write(tx, windows.measured([took], None), now)
         else:
             runs.append(took)
     _after_end(tx, task.id, now)

@@ -27,6 +27,7 @@ from slotline.store.core import Ahead, Serial, Watcher
 from slotline.store.migrate import migrate
 from slotline.store.queries import ConfigCache, ConfigRows, Tx, config_writes
 from slotline.store.statements import Ids, load_queries
+from slotline.store.windows import Pending
 
 # An `Ids` parameter is read as a JSON array (`json_each`, see `statements.Ids`).
 sqlite3.register_adapter(Ids, Ids.as_json)
@@ -70,8 +71,8 @@ class SQLiteStore(Store):
             )
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot open the store at {self.path}: {exc}") from exc
-        self._conn.row_factory = sqlite3.Row
         self._lock = threading.RLock()
+        self._run_times = Pending()
         self._queries = load_queries("sqlite")
         # What transactions read of the configuration tables, kept while its version
         # stays (`ConfigCache`; the version is read once migrated, by the first
