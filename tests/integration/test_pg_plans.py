@@ -23,6 +23,7 @@ from slotline.store.core import Serial
 from slotline.store.pg_pipeline import BY_INDEX, INDEXED
 from slotline.store.runs import Report, StartReport
 from slotline.store.statements import Ids, Read, Where, load_queries, statement
+from slotline.store.windows import reads as run_time_reads
 
 pytestmark = pytest.mark.postgres
 
@@ -81,11 +82,12 @@ def _by_index_reads(plan: bool = True, common: bool = True) -> list[Read]:
     its reports' attempts, their tasks and dependents; the line, as the plan reads it or
     as the common case does (`store/head_claim.py`), and its answer."""
     reports = [Report("a" * 32, "t", 0), StartReport("b" * 32, "t", 42, None, None)]
-    runs = [("claude", 2.0)]
+    windows = [("all", ""), ("dispatch", ""), ("agent", "claude")]  # due to be written
+    run_times = run_time_reads(windows, 1.0)
     reads = read_ahead.reads(reports)
     for taken, line in ((plan, False), (common, True)):
         if taken:
-            found = _snapshot_reads("n1", 1.0, runs, counted=True, common=line)
+            found = _snapshot_reads("n1", 1.0, run_times, counted=True, common=line)
             reads += [read for read in found if read not in reads]
     assert all(read.by_index for read in reads)
     return reads
@@ -147,8 +149,11 @@ def test_a_claims_reads_by_index_are_planned_once(pg_url: str) -> None:
             by_index = [row for row in tx.cursor.fetchall() if INDEXED in row["statement"]]
     finally:
         store.close()
-    # (its claims take the common case: only the global limit is set)
-    assert {read.query for read in _by_index_reads(plan=False)} <= {
+    # (its claims take the common case: only the global limit is set; the run-time
+    # windows, which its claims write at most once a second, are not read often enough
+    # to be prepared)
+    windows = {"run_time_get", "finishes_before"}
+    assert {read.query for read in _by_index_reads(plan=False)} - windows <= {
         name for name, text in load_queries("postgres").items()
         if any(_positional(text)[0] in row["statement"] for row in by_index)
     }  # fmt: skip

@@ -90,6 +90,17 @@ FROM locked,
      unnest(%(at)b::float8[], %(kind)b::text[], %(task_id)b::text[], %(data)b::text[])
      WITH ORDINALITY AS e(at, kind, task_id, data, n)
 ORDER BY e.n"""
+# The same with the write's NOTIFY (one statement fewer: the notice goes out at the commit
+# either way).
+_APPEND_EVENTS_AND_NOTIFY = """
+WITH locked AS MATERIALIZED (SELECT pg_advisory_xact_lock(CAST(%(lock)s AS BIGINT))),
+     told AS MATERIALIZED (SELECT pg_notify(%(channel)s, %(payload)s))
+INSERT INTO events (at, kind, task_id, data)
+SELECT e.at, e.kind, e.task_id, e.data
+FROM locked, told,
+     unnest(%(at)b::float8[], %(kind)b::text[], %(task_id)b::text[], %(data)b::text[])
+     WITH ORDINALITY AS e(at, kind, task_id, data, n)
+ORDER BY e.n"""
 
 
 # clock_timestamp(), not now(): a write reads the clock after taking the write lock, so
@@ -305,13 +316,20 @@ class PostgresStore(Store):
                 if self._submits % FOLD_EVERY == 0:
                     tx.cursor.execute(_TRY_FOLD_COUNTS, {"key": self._key})
         events = tx.take_events()
+        told = {"channel": self._channel, "payload": tx.notice}
         if events:
             columns: dict[str, Any] = {
                 name: [event[name] for event in events] for name in _EVENT_COLUMNS
             }
             # One type per array: a caller's `now` may be an int beside the clock's floats.
             columns["at"] = [float(at) for at in columns["at"]]
-            tx.cursor.execute(_APPEND_EVENTS, {**columns, "lock": self._events_key})
+            appended = {**columns, "lock": self._events_key}
+            if tx.notice is None:
+                tx.cursor.execute(_APPEND_EVENTS, appended)
+            else:
+                tx.cursor.execute(_APPEND_EVENTS_AND_NOTIFY, {**appended, **told})
+        elif tx.notice is not None:
+            tx.cursor.execute(_NOTIFY, told)
 
     @contextlib.contextmanager
     def _write_transaction(self, serial: Serial, ahead: Ahead) -> Iterator[Tx]:
@@ -320,9 +338,9 @@ class PostgresStore(Store):
             yield tx
             if tx.notify:
                 # The payload names the one watcher that need not wake (or none), and
-                # whether the line is full (dispatching watchers need not wake).
-                payload = notice(tx.quiet_for, tx.line_full)
-                tx.cursor.execute(_NOTIFY, {"channel": self._channel, "payload": payload})
+                # whether the line is full (dispatching watchers need not wake). Sent
+                # with the events, in their statement (`_before_commit`).
+                tx.notice = notice(tx.quiet_for, tx.line_full)
 
     def _notify(self, skip: str | None = None, full: bool = False) -> None:
         """Nothing to do: `_write` sends NOTIFY inside the committed transaction."""

@@ -138,6 +138,9 @@ class Tx:
         # is taken and no "start now" task waits): nodes' watchers need not wake, as
         # their claims could only find that out again, under the write lock.
         self.line_full = False
+        # What the commit tells the watchers of a store that tells them inside the
+        # transaction (PostgreSQL's NOTIFY payload), set by the store once the verb is done.
+        self.notice: str | None = None
         self._queries = queries
         # What was read of the configuration as of its version (None: read it afresh),
         # or how to find that out when the transaction first reads it (SQLite, where
