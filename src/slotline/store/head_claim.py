@@ -101,7 +101,10 @@ def decide(
     kinds, functions = runnable
     picked: list[dict[str, Any]] = []
     wake: float | None = None
-    for row in tx.iter_rows("tasks_queued_in_order"):
+    # The first page as read ahead, on a store with a server; else only what may fill
+    # the free slots (more pages when the node does not run some of it).
+    page = FIRST_PAGE if tx.reads_ahead else free
+    for row in tx.iter_rows("tasks_queued_in_order", page=page):
         kind, name = row["kind"], row["callable"]
         if kind == Kind.CALLABLE and functions is not None:
             if name not in functions:

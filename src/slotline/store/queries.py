@@ -278,6 +278,12 @@ class Tx:
             found[i] = rows
         return [rows or [] for rows in found]
 
+    @property
+    def reads_ahead(self) -> bool:
+        """Whether `prefetch` reads ahead (a store with a server), so that a read should
+        ask for what was read ahead, not only for what it needs."""
+        return self._together is not None
+
     def prefetch(self, reads: Sequence[Read]) -> None:
         """On a store with a server, read now, in one round trip, what the next read of
         each named query with the same parameters takes (`preload`); on SQLite, nothing
