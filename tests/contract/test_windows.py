@@ -8,7 +8,7 @@ import json
 import pytest
 
 from slotline.errors import StoreError
-from slotline.store import Claim, Report, Store
+from slotline.store import Claim, Report, Store, open_store
 from slotline.store import claim as claiming
 from slotline.store.estimates import ALL, GAP
 from slotline.store.windows import FLUSH_EVERY
@@ -91,3 +91,24 @@ def test_a_claim_that_fails_to_commit_neither_loses_nor_doubles_a_run_time(
     result = store.claim(NODE, now=clock.now, finished=reports)
     assert result.finished == [None]
     assert _samples(store) == [1.0, 0.5, 1.0]
+
+
+def test_a_store_closed_with_run_times_waiting_writes_them(
+    store: Store, submit: SubmitFn, clock: Clock
+) -> None:
+    # Given a node's own store whose claims left a run time to a later claim,
+    other = open_store(store.url)
+    try:
+        store.set_setting("max_concurrent", 1)
+        for n in range(3):
+            submit(f"t{n}")
+        reports = _ran(other, other.claim(NODE, now=clock.now).claims)
+        result = other.claim(NODE, now=clock.advance(1), finished=reports)
+        reports = _ran(other, result.claims)
+        other.claim(NODE, now=clock.advance(0.5), finished=reports)
+        assert _samples(store) == [1.0]
+    finally:
+        # when the node stops and closes it,
+        other.close()
+    # then what waited is written.
+    assert _samples(store) == [1.0, 0.5]

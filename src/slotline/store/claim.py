@@ -221,6 +221,21 @@ class ClaimVerbs(StoreCore):
         claiming.settle(committed=True)
         return result
 
+    def _write_run_times(self) -> None:
+        """Write the run times the claims left to a later claim (as the store closes: a
+        node that stops mid-drain keeps them); a store that cannot write loses them."""
+        if self._run_times.next_write() is None:
+            return
+        claiming = windows.Claiming(self._run_times)
+        try:
+            with self._write() as tx:
+                claiming.write(tx, {}, tx.now())
+                tx.notify = False
+        except StoreError:
+            claiming.settle(committed=False)
+            return
+        claiming.settle(committed=True)
+
     def kill_requests(self, node_id: str) -> list[KillRequest]:
         """Running attempts of `node_id` someone asked to stop (cancel, terminate, restart)."""
         with self._transaction(write=False) as tx:

@@ -367,6 +367,7 @@ class PostgresStore(Store):
         )
 
     def close(self) -> None:
+        self._write_run_times()
         self._connections.close()
 
 

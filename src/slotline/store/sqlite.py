@@ -176,6 +176,7 @@ class SQLiteStore(Store):
         return _SocketWatcher(self._wake_dir, dispatching)
 
     def close(self) -> None:
+        self._write_run_times()
         if self._checkpoints is not None:
             self._checkpoints.stop()
         with self._lock:
