@@ -32,7 +32,9 @@ def claim_loop(where: str, limit: int, n: int) -> dict[str, float]:
         claims = ended = 0
         start, cpu = time.perf_counter(), time.process_time()
         while True:
-            result = store.claim("bench", kinds=KINDS, finished=reports, functions=FUNCTIONS)
+            result = store.claim(
+                "bench", kinds=KINDS, finished=reports, functions=FUNCTIONS, watcher="bench"
+            )
             claims += 1
             ended += len(reports)
             reports = [Report(c.attempt.id, c.attempt.token, 0) for c in result.claims]

@@ -6,6 +6,7 @@ import asyncio
 import re
 import secrets
 import select
+import socket
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ import pytest
 from slotline.errors import InvalidInput, StoreError, UnknownDependency
 from slotline.models import ResumedFrom, Status, Usage
 from slotline.store import Report, Store, open_store
+from slotline.store import sqlite as sqlite_backend
 from slotline.store.pg_url import split_url
 from slotline.store.postgres import FOLD_EVERY
 from slotline.store.statements import load_queries
@@ -309,6 +311,29 @@ def test_a_rolled_back_write_wakes_no_watcher(store_url: str) -> None:
         finally:
             watcher.close()
         assert second.list_tasks() == []
+
+
+def test_a_wake_up_that_cannot_be_sent_fails_no_committed_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given a SQLite store with a watcher, in a process out of file descriptors,
+    with opened(str(tmp_path / "q.db")) as store:
+        store.submit(COMMAND)
+        watcher = store.watcher()
+
+        def no_descriptor(*args: object) -> socket.socket:
+            raise OSError(24, "Too many open files")
+
+        monkeypatch.setattr(sqlite_backend.socket, "socket", no_descriptor)
+        try:
+            # when a claim commits and its wake-up cannot be sent,
+            (claimed,) = store.claim("n1", watcher="w").claims
+        finally:
+            monkeypatch.undo()
+            watcher.close()
+        # then the claim is the caller's (not taken for failed), and the log says why.
+        assert store.get(claimed.task.id).status is Status.RUNNING
+        assert "cannot wake the store's watchers: [Errno 24]" in caplog.text
 
 
 # -- PostgreSQL connection handling -----------------------------------------------------------

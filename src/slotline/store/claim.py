@@ -109,7 +109,13 @@ class ClaimVerbs(StoreCore):
                 (None: any callable task, if `kinds` has callables).
         """
         reports: list[Report | StartReport] = [*started, *finished]
+        # What it measured joins the pending run times once it committed: its own commit.
+        assert not self._joins_write(), "a claim commits on its own"
+        # A node's claim (with its watcher) leaves its run times to a later claim, which its
+        # next wake-up makes; a claim of another caller writes them at once.
+        grouped = watcher is not None
         claiming = windows.Claiming(self._run_times)
+        tx: Tx | None = None
         try:
             with self._write(ahead=read_ahead.reads(reports)) as tx:
                 # The clock is read under the write lock, so that recorded starts and ends
@@ -129,9 +135,9 @@ class ClaimVerbs(StoreCore):
                 settings, throttles = read_settings(tx), provider.throttles(tx)
                 likely = head_claim.may_be_common(settings, throttles)
                 # The run-time windows it may write (read ahead when they are due).
-                due = self._run_times.due(now, bool(runs))
+                due = self._run_times.due(now, bool(runs)) or not grouped
                 adding = [estimates.ALL, estimates.GAP, *windows.measured(runs, None)]
-                ahead = windows.reads(self._run_times.scopes(adding), now) if due else []
+                ahead = windows.reads(self._run_times.scopes(adding) if due else [], now)
                 tx.prefetch(_snapshot_reads(node_id, now, ahead, slots is not None, likely))
                 expired = tx.rows("tasks_ttl_due", now=now)
                 if expired:  # what was read ahead has them as they were
@@ -197,13 +203,14 @@ class ClaimVerbs(StoreCore):
                     )
                     gap = windows.gap(tx, [c.task for c in claims], now, ended_now)
                 samples = windows.measured(runs, gap)
-                # Written with the first claim a second, and with one that starts nothing
-                # (the line ran dry or is full: no claim may come for a while).
-                waiting = self._run_times.next_write() is not None
-                if self._run_times.due(now, bool(samples)) or (not claims and (samples or waiting)):
-                    claiming.write(tx, samples, now)
-                else:
-                    claiming.keep(samples)
+                # Written with the first claim a second after the last write, and with one
+                # that starts nothing (the line ran dry or is full: no claim may come for
+                # a while), or by a caller whose claims are not a node's.
+                if samples or self._run_times.next_write() is not None:
+                    if not grouped or not claims or self._run_times.due(now, bool(samples)):
+                        claiming.write(tx, samples, now)
+                    else:
+                        claiming.keep(samples)
                 tx.notify = bool(claims or expired or outcomes.count(None) or recorded.count(None))
                 tx.quiet_for = watcher
                 # No node could start a task after this commit (by the store's limit, not
@@ -216,7 +223,7 @@ class ClaimVerbs(StoreCore):
                 wake = min((w for w in wakes if w is not None), default=None)
                 result = ClaimResult(claims, wake, now, outcomes, recorded, kills)
         except BaseException:
-            claiming.settle(committed=False)
+            claiming.settle(committed=tx is not None and tx.committed)
             raise
         claiming.settle(committed=True)
         return result

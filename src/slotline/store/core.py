@@ -112,6 +112,10 @@ class StoreCore(abc.ABC):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _joins_write(self) -> bool:
+        """Whether a `_write` on this thread joins a transaction `_together` opened."""
+        return id(self) in _joined()
+
     @contextlib.contextmanager
     def _write(self, serial: Serial = Serial.WRITES, ahead: Ahead = ()) -> Iterator[Tx]:
         """A write transaction whose commit wakes the watchers; inside `_together`, on

@@ -285,6 +285,7 @@ class PostgresStore(Store):
                 begun.cursor.execute("COMMIT")
                 if begun.pipeline is not None:
                     begun.pipeline.__exit__(None, None, None)
+                tx.committed = True
             except psycopg.Error as exc:
                 _roll_back(conn, begun.pipeline)
                 raise self._error(exc, conn, "commit") from exc

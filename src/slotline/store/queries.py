@@ -141,6 +141,9 @@ class Tx:
         # What the commit tells the watchers of a store that tells them inside the
         # transaction (PostgreSQL's NOTIFY payload), set by the store once the verb is done.
         self.notice: str | None = None
+        # Set by the store once its COMMIT succeeded (what follows, waking the watchers,
+        # may still fail).
+        self.committed = False
         self._queries = queries
         # What was read of the configuration as of its version (None: read it afresh),
         # or how to find that out when the transaction first reads it (SQLite, where

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import secrets
 import socket
@@ -31,6 +32,8 @@ from slotline.store.windows import Pending
 
 # An `Ids` parameter is read as a JSON array (`json_each`, see `statements.Ids`).
 sqlite3.register_adapter(Ids, Ids.as_json)
+log = logging.getLogger("slotline.store")
+
 BUSY_TIMEOUT_MS = 60_000
 # The WAL is copied back into the database file (a checkpoint, which syncs the file) by a
 # thread of each process that writes, this often, rather than by whichever commit takes
@@ -133,6 +136,7 @@ class SQLiteStore(Store):
                     tx.run_last_checks()
                     tx.flush_events()
                     cur.execute("COMMIT")
+                    tx.committed = True
                 except sqlite3.Error as exc:
                     self._conn.rollback()
                     raise StoreError(f"commit failed on {self.path}: {exc}") from exc
@@ -152,11 +156,22 @@ class SQLiteStore(Store):
         return at_version
 
     def _notify(self, skip: str | None = None, full: bool = False) -> None:
+        """Wake the watchers, after a commit: a wake-up that cannot be sent (no
+        descriptor left, a folder not readable) must not fail the committed write, whose
+        caller would take it for not done. Watchers also wake on their own timers."""
         try:
             names = os.listdir(self._wake_dir)
         except FileNotFoundError:
             return
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
+        except OSError as exc:
+            log.warning("cannot wake the store's watchers: %s", exc)
+            return
+        try:
+            sender = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        except OSError as exc:
+            log.warning("cannot wake the store's watchers: %s", exc)
+            return
+        with sender:
             sender.setblocking(False)
             for name in names:
                 if name == skip or (full and name.startswith(_DISPATCHING)):

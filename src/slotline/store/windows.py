@@ -143,8 +143,8 @@ def write(tx: Tx, samples: Mapping[Scope, list[float]], now: float) -> None:
 
 
 def reads(scopes: Iterable[Scope], now: float) -> list[Read]:
-    """What a claim at `now` that writes `scopes` reads (to read ahead): those windows, and
-    the latest finishes its dispatch gap may need (`gap`)."""
+    """What a claim at `now` reads ahead: the windows `scopes` (those it writes, if its
+    write is due), and the latest finishes its dispatch gap may need (`gap`)."""
     windows = [Read("run_time_get", {"scope": kind, "name": name}) for kind, name in scopes]
     return [*windows, Read("finishes_before", _finishes(now))]
 
