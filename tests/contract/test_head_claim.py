@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from slotline.models import Kind, Priority, Status, Task
 from slotline.scheduler import policy
 from slotline.store import Store, head_claim
-from slotline.store.claim import Claim
 from slotline.store.runs import Report
+from slotline.store.starts import Claim
 
 from .conftest import Clock
 

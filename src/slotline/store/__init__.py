@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from slotline.models import KillRequest
     from slotline.store.base import Store
     from slotline.store.bulk import BULK_CHUNK, BULK_VERBS, MAX_BULK, BulkResult
-    from slotline.store.claim import Claim, ClaimResult
+    from slotline.store.claim import ClaimResult
     from slotline.store.core import Watcher
     from slotline.store.followups import Followup
     from slotline.store.reads import Line, QueueStatus
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         SettingsChange,
         check_setting,
     )
+    from slotline.store.starts import Claim
     from slotline.store.webhooks import Delivery
 
 # Each exported name, and the module that defines it.
@@ -44,7 +45,7 @@ _HOMES = {
     "BULK_VERBS": "slotline.store.bulk",
     "MAX_BULK": "slotline.store.bulk",
     "BulkResult": "slotline.store.bulk",
-    "Claim": "slotline.store.claim",
+    "Claim": "slotline.store.starts",
     "ClaimResult": "slotline.store.claim",
     "Watcher": "slotline.store.core",
     "Delivery": "slotline.store.webhooks",

@@ -6,15 +6,13 @@ one."""
 from __future__ import annotations
 
 import functools
-import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from slotline.errors import SlotlineError, StoreError
-from slotline.models import Attempt, KillRequest, Kind, Status, Task
+from slotline.models import KillRequest, Kind, Task
 from slotline.pacing import backoff
-from slotline.runlogs import log_file
 from slotline.scheduler import policy
 from slotline.scheduler.fairness import Fairness
 from slotline.stops import StopRequest
@@ -22,24 +20,15 @@ from slotline.store import backoff as provider
 from slotline.store import budgets, estimates, head_claim, rates, read_ahead, windows
 from slotline.store import fairness as fair
 from slotline.store.core import StoreCore
-from slotline.store.events import change, emit
 from slotline.store.queries import FIRST_PAGE, Tx
 from slotline.store.rows import task_from_row
 from slotline.store.runs import Report, StartReport, end, expire, record
 from slotline.store.settings import LEASE_SECONDS, read_settings
+from slotline.store.starts import Claim, start
 from slotline.store.statements import Read
 from slotline.store.tasks import count_of
-from slotline.transitions import check_transition
 
 COMMAND_KINDS = frozenset({"command", "callable"})
-
-
-@dataclass(frozen=True, slots=True)
-class Claim:
-    """A task the calling node now runs, and the attempt it runs it as."""
-
-    task: Task
-    attempt: Attempt
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +176,7 @@ class ClaimVerbs(StoreCore):
                     tx.forget_preloaded(_SNAPSHOT)  # what the plan did not take
                 # The first starts of a plan are what a plan with fewer slots starts.
                 starts = decided.start if node_free is None else decided.start[: max(0, node_free)]
-                claims = [_start(tx, s, node_id, now, lease, log_dir) for s in starts]
+                claims = [start(tx, s, node_id, now, lease, log_dir) for s in starts]
                 if book is not None:
                     rates.record_starts(tx, book, [c.task for c in claims], now)
                 if fairness is not None:
@@ -287,84 +276,6 @@ def _part(tx: Tx, step: Callable[[], object]) -> SlotlineError | None:
     except SlotlineError as exc:
         return exc
     return None
-
-
-def _start(
-    tx: Tx,
-    start: policy.Start[Task],
-    node_id: str,
-    now: float,
-    lease: float,
-    log_dir: Path | None,
-) -> Claim:
-    task = start.task  # as read by this transaction
-    check_transition("claim", task.id, task.status)
-    number = task.attempt_count + 1
-    log_path = None
-    if log_dir is not None and task.kind is Kind.CALLABLE:
-        log_path = log_file(log_dir, task.id, number)
-    attempt = Attempt(
-        id=secrets.token_hex(16),
-        task_id=task.id,
-        number=number,
-        token=secrets.token_urlsafe(24),
-        node_id=node_id,
-        pid=None,
-        pid_started=None,
-        started_at=now,
-        finished_at=None,
-        exit_code=None,
-        outcome=None,
-        reason=None,
-        over_limit=start.over_limit,
-        lease_expires_at=now + lease,
-        log_path=log_path,
-    )
-    attempt_id = attempt.id
-    tx.run(
-        "attempt_insert",
-        id=attempt_id,
-        task_id=task.id,
-        number=number,
-        token=attempt.token,
-        node_id=node_id,
-        now=now,
-        over_limit=start.over_limit,
-        lease_expires_at=attempt.lease_expires_at,
-        log_path=log_path,
-    )
-    tx.run("task_claim", id=task.id, now=now, attempt_id=attempt_id)
-    change(
-        tx,
-        task,
-        "claimed",
-        Status.RUNNING,
-        now,
-        attempt=attempt_id,
-        number=number,
-        node=node_id,
-        over_limit=start.over_limit,
-    )
-    if log_path is not None:
-        # A callable starts with its claim; its log path went in with the attempt's row.
-        emit(tx, "started", task.id, now, attempt=attempt_id, pid=None)
-    # The task as `task_claim` left it (a contract test compares it with a fresh read).
-    claimed = replace(
-        task,
-        status=Status.RUNNING,
-        status_reason=None,
-        start_now=False,
-        boosted=False,
-        started_at=now,
-        finished_at=None,
-        exit_code=None,
-        failure_reason=None,
-        not_before=None,
-        kill_request=None,
-        attempt_count=number,
-        current_attempt=attempt_id,
-    )
-    return Claim(claimed, attempt)
 
 
 # The reads of the line a claim decides on, read ahead together once its reports are in.
