@@ -8,7 +8,7 @@ import json
 import pytest
 
 from slotline.errors import StoreError
-from slotline.store import Claim, Report, Store, open_store
+from slotline.store import Claim, ClaimResult, Report, Store, open_store
 from slotline.store import claim as claiming
 from slotline.store.estimates import ALL, GAP
 from slotline.store.windows import FLUSH_EVERY
@@ -31,6 +31,19 @@ def _ran(store: Store, claims: list[Claim]) -> list[Report]:
     for c in claims:
         store.record_start(c.attempt.id, c.attempt.token, 4242, None, None)
     return [Report(c.attempt.id, c.attempt.token, 0) for c in claims]
+
+
+def _one_time_waiting(store: Store, node: Store, submit: SubmitFn, clock: Clock) -> ClaimResult:
+    """Three tasks at a limit of one, whose node (claiming through `node`) ended the
+    first (1 s, written) and the second (0.5 s, left to a later claim) and started the
+    third: the last claim's result."""
+    store.set_setting("max_concurrent", 1)
+    for n in range(3):
+        submit(f"t{n}")
+    reports = _ran(node, node.claim(NODE, watcher=WATCHER, now=clock.now).claims)
+    result = node.claim(NODE, watcher=WATCHER, now=clock.advance(1), finished=reports)
+    reports = _ran(node, result.claims)
+    return node.claim(NODE, watcher=WATCHER, now=clock.advance(0.5), finished=reports)
 
 
 def test_a_drain_writes_its_run_times_in_groups_and_all_of_them(
@@ -70,13 +83,7 @@ def test_a_claim_that_fails_to_commit_neither_loses_nor_doubles_a_run_time(
     store: Store, submit: SubmitFn, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given three runs, one whose time waits to be written,
-    store.set_setting("max_concurrent", 1)
-    for n in range(3):
-        submit(f"t{n}")
-    reports = _ran(store, store.claim(NODE, watcher=WATCHER, now=clock.now).claims)
-    result = store.claim(NODE, watcher=WATCHER, now=clock.advance(1), finished=reports)
-    reports = _ran(store, result.claims)
-    result = store.claim(NODE, watcher=WATCHER, now=clock.advance(0.5), finished=reports)
+    result = _one_time_waiting(store, store, submit, clock)
     assert _samples(store) == [1.0]
     # when the claim that would write it with the next one fails before its commit,
     kills = claiming._kill_requests
@@ -102,13 +109,7 @@ def test_a_store_closed_with_run_times_waiting_writes_them(
     # Given a node's own store whose claims left a run time to a later claim,
     other = open_store(store.url)
     try:
-        store.set_setting("max_concurrent", 1)
-        for n in range(3):
-            submit(f"t{n}")
-        reports = _ran(other, other.claim(NODE, watcher=WATCHER, now=clock.now).claims)
-        result = other.claim(NODE, watcher=WATCHER, now=clock.advance(1), finished=reports)
-        reports = _ran(other, result.claims)
-        other.claim(NODE, watcher=WATCHER, now=clock.advance(0.5), finished=reports)
+        _one_time_waiting(store, other, submit, clock)
         assert _samples(store) == [1.0]
     finally:
         # when the node stops and closes it,
