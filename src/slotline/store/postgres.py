@@ -82,25 +82,21 @@ _EVENT_COLUMNS = ("at", "kind", "task_id", "data")
 # takes that lock itself before any row is numbered: a row reaches the insert, which
 # numbers it, only joined with the one row of `locked`, whose scan takes the lock. A
 # write that holds it already takes it again, harmlessly.
-_APPEND_EVENTS = """
-WITH locked AS MATERIALIZED (SELECT pg_advisory_xact_lock(CAST(%(lock)s AS BIGINT)))
+_EVENTS_FROM = """
+WITH locked AS MATERIALIZED (SELECT pg_advisory_xact_lock(CAST(%(lock)s AS BIGINT))){told}
 INSERT INTO events (at, kind, task_id, data)
 SELECT e.at, e.kind, e.task_id, e.data
-FROM locked,
+FROM locked,{told_row}
      unnest(%(at)b::float8[], %(kind)b::text[], %(task_id)b::text[], %(data)b::text[])
      WITH ORDINALITY AS e(at, kind, task_id, data, n)
 ORDER BY e.n"""
+_APPEND_EVENTS = _EVENTS_FROM.format(told="", told_row="")
 # The same with the write's NOTIFY (one statement fewer: the notice goes out at the commit
 # either way).
-_APPEND_EVENTS_AND_NOTIFY = """
-WITH locked AS MATERIALIZED (SELECT pg_advisory_xact_lock(CAST(%(lock)s AS BIGINT))),
-     told AS MATERIALIZED (SELECT pg_notify(%(channel)s, %(payload)s))
-INSERT INTO events (at, kind, task_id, data)
-SELECT e.at, e.kind, e.task_id, e.data
-FROM locked, told,
-     unnest(%(at)b::float8[], %(kind)b::text[], %(task_id)b::text[], %(data)b::text[])
-     WITH ORDINALITY AS e(at, kind, task_id, data, n)
-ORDER BY e.n"""
+_APPEND_EVENTS_AND_NOTIFY = _EVENTS_FROM.format(
+    told=",\n     told AS MATERIALIZED (SELECT pg_notify(%(channel)s, %(payload)s))",
+    told_row=" told,",
+)
 
 
 # clock_timestamp(), not now(): a write reads the clock after taking the write lock, so
