@@ -183,10 +183,11 @@ def test_a_composed_query_is_planned_for_its_parameters(pg_url: str, write: bool
     assert not any("IN (" in text for text in prepared), prepared
 
 
-def test_the_planner_settings_are_the_servers_again_after_reads_by_index(pg_url: str) -> None:
-    """Reads by index turn sequential scans off and keep generic plans only around
-    themselves: what the transaction runs next is planned as the server says (a full
-    read of a small table with many dead rows is best scanned)."""
+def test_the_planner_settings_are_the_servers_again_for_the_next_read(pg_url: str) -> None:
+    """Reads by index turn sequential scans off and keep generic plans; the next read
+    that is not by index is planned as the server says (a full read of a small table
+    with many dead rows is best scanned). Until then the settings stay (the writes
+    between, by key, and the COMMIT need no statement to put them back)."""
     usual = "SELECT current_setting('enable_seqscan') AS seqscan, " \
             "current_setting('plan_cache_mode') AS plans"  # fmt: skip
     by_index = [Read("tasks_running", by_index=True), Read("tasks_start_now", by_index=True)]
@@ -194,14 +195,28 @@ def test_the_planner_settings_are_the_servers_again_after_reads_by_index(pg_url:
     try:
         with store._transaction(write=True, ahead=by_index) as tx:
             tx.cursor.execute(usual)
-            after_the_first = tx.cursor.fetchall()
+            while_by_index = tx.cursor.fetchall()
+            tx.rows("count_pending")
+            tx.cursor.execute(usual)
+            after_a_read = tx.cursor.fetchall()
             tx.forget_preloaded()
             tx.read_together([*by_index, Read("count_pending")])
             tx.cursor.execute(usual)
-            after_the_next = tx.cursor.fetchall()
+            after_reads_together = tx.cursor.fetchall()
+            tx.read_together(by_index)
+            tx.select("tasks_page", Where(), limit=1, offset=0)
+            tx.cursor.execute(usual)
+            after_a_composed_read = tx.cursor.fetchall()
+            tx.cursor.execute("SELECT current_setting('jit') AS jit")
+            jit = tx.cursor.fetchall()
     finally:
         store.close()
-    assert after_the_first == after_the_next == [{"seqscan": "on", "plans": "auto"}]
+    assert while_by_index == [{"seqscan": "off", "plans": "force_generic_plan"}]
+    assert after_a_read == after_reads_together == [{"seqscan": "on", "plans": "auto"}]
+    assert after_a_composed_read == after_a_read
+    # JIT stays off to the commit: a statement whose only way is a sequential scan, made
+    # while sequential scans are off, is costed past the JIT's threshold (0.3 s compiled).
+    assert jit == [{"jit": "off"}]
 
 
 @pytest.mark.parametrize("serial", list(Serial), ids=lambda s: s.name.lower())

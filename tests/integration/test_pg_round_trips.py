@@ -12,12 +12,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import psycopg
 import pytest
 from psycopg import _pipeline_base
 
 from slotline.models import Status
 from slotline.store import Claim, Store, open_store
 from slotline.store import claim as claiming
+from slotline.store.claim import ClaimResult
 from slotline.store.runs import Report
 
 pytestmark = pytest.mark.postgres
@@ -116,3 +118,56 @@ def test_a_submit_committed_while_a_claim_decides_keeps_it_from_saying_drained(
 
 def _report(claim: Claim) -> Report:
     return Report(claim.attempt.id, claim.attempt.token, 0)
+
+
+# A hand-off's statements (each costs the claim tens of microseconds of psycopg's Python):
+# BEGIN; the write lock with the planner's settings for reads by index; the read-ahead of
+# the report (its attempt, task and dependents) and the clock; the end (attempt, task);
+# the line and the answer (what expires, "start now", the slots held, the head of the
+# line, the next TTL, kill requests, the node's row, the latest finishes); the start
+# (attempt, task); the events with the NOTIFY; COMMIT. No savepoint, and the settings
+# are not put back: no read that is not by index follows.
+HAND_OFF_STATEMENTS = 20
+
+
+def test_a_hand_off_sends_no_statement_it_does_without(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given one slot, a run in it and tasks waiting, after a first hand-off (which wrote
+    # the run-time windows: the next claim within a second leaves its samples to a later
+    # one, `store/windows.py`),
+    store.set_setting("max_concurrent", 1)
+    store.submit_many([{"command": ["true"]} for _ in range(3)])
+    first = store.claim("n1")
+    assert first.now is not None
+    now = first.now
+
+    def ended(claimed: ClaimResult) -> Report:
+        (run,) = [c.attempt for c in claimed.claims]
+        store.record_start(run.id, run.token, pid=4242)
+        return Report(run.id, run.token, 0)
+
+    second = store.claim("n1", now=now + 0.1, finished=[ended(first)], watcher="w")
+    report = ended(second)
+    sent: list[str] = []
+    execute, executemany = psycopg.Cursor.execute, psycopg.Cursor.executemany
+
+    def counted(self: psycopg.Cursor[Any], query: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(str(query))
+        return execute(self, query, *args, **kwargs)
+
+    def counted_many(self: psycopg.Cursor[Any], query: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(str(query))
+        return executemany(self, query, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", counted)
+    monkeypatch.setattr(psycopg.Cursor, "executemany", counted_many)
+
+    # when the node reports the next end and claims the last task,
+    result = store.claim("n1", now=now + 0.2, finished=[report], watcher="w")
+
+    # then the claim ends one and starts one in as many statements as it needs.
+    assert result.finished == [None]
+    assert len(result.claims) == 1
+    assert not any("SAVEPOINT" in text for text in sent), sent
+    assert len(sent) == HAND_OFF_STATEMENTS, "\n".join(text[:70] for text in sent)

@@ -97,6 +97,33 @@ class ClaimVerbs(StoreCore):
             functions: the function names the node runs: it claims no other callable task
                 (None: any callable task, if `kinds` has callables).
         """
+        once = functools.partial(
+            self._claim_once, node_id, now, kinds, lease, hold, limit, slots,
+            started, finished, log_dir, watcher, functions,
+        )  # fmt: skip
+        try:
+            return once(careful=False)
+        except _Refused:  # rare: a report came too late (see `_apply`)
+            return once(careful=True)
+
+    def _claim_once(
+        self,
+        node_id: str,
+        now: float | None,
+        kinds: frozenset[str],
+        lease: float,
+        hold: bool,
+        limit: int | None,
+        slots: int | None,
+        started: Sequence[StartReport],
+        finished: Sequence[Report],
+        log_dir: Path | None,
+        watcher: str | None,
+        functions: frozenset[str] | None,
+        *,
+        careful: bool,
+    ) -> ClaimResult:
+        """`claim` in one transaction, its reports applied as `_apply` says."""
         reports: list[Report | StartReport] = [*started, *finished]
         # What it measured joins the pending run times once it committed: its own commit.
         assert not self._joins_write(), "a claim commits on its own"
@@ -118,7 +145,7 @@ class ClaimVerbs(StoreCore):
                     functools.partial(end, tx, report, now, None, runs) for report in finished
                 ]
                 with read_ahead.read_ahead(tx, reports):
-                    refusals = _apply(tx, steps, undone=runs.clear)
+                    refusals = _apply(tx, steps, careful)
                 recorded, outcomes = refusals[: len(started)], refusals[len(started) :]
                 # (Kept while the configuration stays: no statement, no round trip.)
                 settings, throttles = read_settings(tx), provider.throttles(tx)
@@ -245,26 +272,29 @@ class ClaimVerbs(StoreCore):
             return ClaimResult(next_wake=_deadline(tx), now=tx.now(), kills=kills)
 
 
+class _Refused(Exception):
+    """A claim's report was refused while its reports were applied without savepoints:
+    the claim's transaction is rolled back and the claim made again, carefully."""
+
+
 def _apply(
-    tx: Tx, steps: Sequence[Callable[[], object]], undone: Callable[[], None]
+    tx: Tx, steps: Sequence[Callable[[], object]], careful: bool
 ) -> list[SlotlineError | None]:
     """Apply a claim's reports, a step each: a refusal undoes only its own step, and is
-    returned in its place. The steps run in one savepoint while none is refused (two
-    statements for the claim, not two for each report); after a refusal, which is rare
-    (a report that came too late), they are undone (`undone` resets what they gathered)
-    and run again, each in a savepoint of its own."""
-    if len(steps) > 1:
-        try:
-            with tx.part():
-                for step in steps:
-                    step()
-        except StoreError:
-            raise
-        except SlotlineError:
-            undone()
-        else:
-            return [None] * len(steps)
-    return [_part(tx, step) for step in steps]
+    returned in its place. A refusal is rare (a report that came too late), so the steps
+    first run as they are, with no savepoint (two statements fewer per claim); a refusal
+    then rolls the whole claim back (`_Refused`), which is made again `careful`: each
+    step in a savepoint of its own."""
+    if careful:
+        return [_part(tx, step) for step in steps]
+    try:
+        for step in steps:
+            step()
+    except StoreError:
+        raise
+    except SlotlineError as exc:
+        raise _Refused from exc
+    return [None] * len(steps)
 
 
 def _part(tx: Tx, step: Callable[[], object]) -> SlotlineError | None:

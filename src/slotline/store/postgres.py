@@ -10,6 +10,7 @@ so several queues can share one database.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +27,7 @@ from slotline.store.core import Ahead, Serial, Watcher
 from slotline.store.migrate import migrate
 from slotline.store.pg_connections import LOCK_TIMEOUT, Connection, Connections
 from slotline.store.pg_listen import ListenWatcher, channel_name, first_line, notice
-from slotline.store.pg_pipeline import Columns, PipelinedCursor
+from slotline.store.pg_pipeline import BY_INDEX_SETTINGS, Columns, PipelinedCursor
 from slotline.store.pg_url import lock_key, redact, split_url
 from slotline.store.queries import ConfigCache, Cursor, Tx, config_writes
 from slotline.store.statements import Read, load_queries, statement
@@ -53,6 +54,8 @@ _LOCK_NO_BITMAP_SCANS = (
     "SELECT pg_advisory_xact_lock(CAST(%(key)s AS BIGINT)),"
     " set_config('enable_bitmapscan', 'off', true)"
 )
+# The same with the settings of the reads by index that follow it (`BY_INDEX`).
+_LOCK_BY_INDEX = f"{_LOCK}, {BY_INDEX_SETTINGS}"
 # The deltas of the status counts folded into their rows (migration 0023), by a write
 # that holds the write lock (the only writers of those rows, so they never contend).
 _FOLD_COUNTS = """
@@ -184,21 +187,26 @@ class PostgresStore(Store):
         try:
             piped = PipelinedCursor(cur, pipeline.__enter__(), self._usual, self._columns)
             piped.execute(_BEGIN_WRITE)
-            # Those by index first, after `BY_INDEX` (which turns bitmap scans off too).
+            # Those by index first, after `BY_INDEX` (which turns bitmap scans off too),
+            # the clock with them (it reads a row by its key).
             reads = sorted(ahead, key=lambda read: not read.by_index)
             indexed = sum(read.by_index for read in reads)
             locks = [self._submits_key] if serial.submits else []
             locks += [self._key] if serial.writes else []
-            # Bitmap scans off with the first lock (one statement fewer), or alone.
+            # Bitmap scans off (or `BY_INDEX`) with the first lock, one statement fewer.
             for n, key in enumerate(locks):
-                first = n == 0 and not indexed
-                piped.execute(_LOCK_NO_BITMAP_SCANS if first else _LOCK, {"key": key})
+                if n == 0 and indexed:
+                    piped.execute(_LOCK_BY_INDEX, {"key": key})
+                    piped.planned_by_index()
+                else:
+                    piped.execute(_LOCK_NO_BITMAP_SCANS if n == 0 else _LOCK, {"key": key})
             if not locks and not indexed:
                 piped.execute(_NO_BITMAP_SCANS)
             statements = [statement(self._queries, read) for read in reads]
             clock = _CLOCK if self._config is None else _CLOCK_AND_CONFIG
-            answers = piped.read_together([*statements, (clock, {})], indexed)
-            row = answers.pop()[0]
+            statements.insert(indexed, (clock, {}))
+            answers = piped.read_together(statements, indexed + 1 if indexed else 0)
+            row = answers.pop(indexed)[0]
             read = [
                 (r, [dict(found) for found in rows]) for r, rows in zip(reads, answers, strict=True)
             ]
@@ -265,6 +273,8 @@ class PostgresStore(Store):
             piped = begun.cursor if isinstance(begun.cursor, PipelinedCursor) else None
             together = None if piped is None else piped.read_together
             tx = Tx(begun.cursor, self._queries, clock, config, self._config_writes, together)
+            if piped is not None:
+                tx.before_read = piped.as_usual
             for read, rows in begun.read:
                 tx.answer(read, rows)
             try:
@@ -297,12 +307,13 @@ class PostgresStore(Store):
         releases: so a reader that has seen `seq` n never later sees a smaller one.
 
         A check left for the commit (is the line drained?) reads the end state under
-        that lock already: every write that changes a task appends an event, so takes
-        it before its commit, and none can commit between the check and this commit."""
-        locked = tx.checks_left
-        if locked:
-            tx.cursor.execute(_LOCK, {"key": self._events_key})
-        tx.run_last_checks()
+        that lock already (taken before its read; a check that need not read takes it
+        not): every write that changes a task appends an event, so takes it before its
+        commit, and none can commit between the check and this commit."""
+        if tx.checks_left:
+            tx.run_last_checks(
+                first_read=functools.partial(tx.cursor.execute, _LOCK, {"key": self._events_key})
+            )
         if self._config is not None:  # migrated
             if serial.writes:
                 self._writes += 1

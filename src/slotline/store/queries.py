@@ -126,6 +126,11 @@ class Tx:
         # How a store with a server sends several reads in one round trip (None: one
         # after the other, as SQLite in the same process does at no cost).
         self._together = together
+        # What a store does before a read that is not by index (PostgreSQL: the planner's
+        # usual settings back, after reads by index: `pg_pipeline`).
+        self.before_read: Callable[[], None] | None = None
+        # What to do once before the next read (`run_last_checks`).
+        self._first_read: Callable[[], None] | None = None
         self._cursor = cursor
         self._clock = clock
         # Whether committing wakes the watchers; a verb that changed nothing clears it,
@@ -182,6 +187,7 @@ class Tx:
         if kept is not None:
             return [dict(row) for row in kept]
         self._written(query)
+        self._reading()
         self._cursor.execute(self._queries[query], params)
         found = dicts(self._cursor)
         if config is not None and self._config is not None:
@@ -223,12 +229,17 @@ class Tx:
         """Whether checks are left for the commit (`once_before_commit`)."""
         return bool(self._last_checks)
 
-    def run_last_checks(self) -> None:
+    def run_last_checks(self, first_read: Callable[[], None] | None = None) -> None:
         """Make the checks left for the commit (the store calls it before its last
-        statements)."""
+        statements); `first_read` is done before the first read they make, if they make
+        one (PostgreSQL: the lock they read under)."""
         checks, self._last_checks = self._last_checks, {}
-        for check in checks.values():
-            check()
+        self._first_read = first_read
+        try:
+            for check in checks.values():
+                check()
+        finally:
+            self._first_read = None
 
     def flush_events(self) -> None:
         """Insert the events appended so far, in order (the store calls it last)."""
@@ -297,6 +308,14 @@ class Tx:
         for read, rows in zip(reads, self.read_together(reads), strict=True):
             self.answer(read, rows)
 
+    def _reading(self) -> None:
+        """What the store does before a read (`before_read`, `run_last_checks`)."""
+        if self._first_read is not None:
+            first, self._first_read = self._first_read, None
+            first()
+        if self.before_read is not None:
+            self.before_read()
+
     def _written(self, query: str) -> None:
         """Stop using the cached configuration once this transaction changes it: its own
         changes are not in the cache (which stays right if it rolls back; its commit
@@ -330,6 +349,7 @@ class Tx:
     def select(self, query: str, where: Where, /, **params: Any) -> list[dict[str, Any]]:
         """Rows of a composed query: `query` with the conditions of `where`."""
         sql, more = where.compose(self._queries, query)
+        self._reading()
         self._cursor.execute(sql, {**params, **more})
         return dicts(self._cursor)
 
