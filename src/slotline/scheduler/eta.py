@@ -26,7 +26,7 @@ import heapq
 import itertools
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from slotline.models import Status, WaitingReason
 from slotline.scheduler import policy, waiting
@@ -243,7 +243,7 @@ class _UnknownEnd:
         self, done: Entry, clock: float, running: Iterable[Entry], limits: policy.Limits
     ) -> None:
         why = self.ends.get(done.id)
-        if why is not None:
+        if why is not None and not (None in self.caps and not limits.per_key):
             for cap in _full_caps(done, running, limits):
                 self.caps.setdefault(cap, (clock, _after(why)))
 
@@ -257,8 +257,10 @@ class _UnknownEnd:
     ) -> None:
         """`task` started at `clock`, standing for an unknown time: if it filled the pool,
         the pool's next starts are unknown."""
+        if None in self.caps:  # the pool's starts are unknown from an earlier time
+            return
         if limits.in_pool(task) and None in _full_caps(task, running, limits):
-            self.caps.setdefault(None, (clock, self.ends[task.id]))
+            self.caps[None] = (clock, self.ends[task.id])
 
     def before(self, task: Entry, clock: float, limits: policy.Limits) -> str | None:
         """Why the start of `task` at `clock` is unknown, or None if it is known."""
@@ -295,7 +297,9 @@ def _with_reasons(
     estimates: dict[str, Estimate], why: Mapping[str, WaitingReason]
 ) -> dict[str, Estimate]:
     for task_id, reason in why.items():
-        estimates[task_id] = replace(estimates.get(task_id, UNKNOWN), waiting=reason)
+        # (as `replace` would, a tenth of its time: it runs for every task in line)
+        e = estimates.get(task_id, UNKNOWN)
+        estimates[task_id] = Estimate(e.start, e.finish, e.basis, reason, e.unavailable, e.due)
     return estimates
 
 
