@@ -10,6 +10,10 @@ commit. Each rate here is that statement in a loop, from Python, one commit per 
 - SQLite (the `sqlite3` module, WAL): the INSERT at synchronous=NORMAL (slotline's setting:
   no fsync per commit) and at FULL (an fsync per commit, huey's default); the claim at NORMAL
   over a table pre-filled untimed, through an index on (state, id).
+- SQLite on slotline's own schema: the statements a submit of one task sends (the lock,
+  the configuration's version, the count of the line, the rank, the task's row with its
+  indexes and status-count trigger, its event, the commit), from `sqlite3` with no Python
+  of slotline around them: what a submit would cost if slotline's Python cost nothing.
 - PostgreSQL (psycopg, autocommit, prepared statements, the server's own fsync settings):
   the INSERT, and the claim with `FOR UPDATE SKIP LOCKED` in its subquery, as a queue whose
   workers may race does it; each in a schema of its own, dropped afterwards.
@@ -87,6 +91,48 @@ def sqlite_claim_rate(path: Path, n: int) -> float:
         conn.close()
 
 
+def sqlite_schema_submit_rate(path: Path, n: int) -> float:
+    """Tasks per second: a submit's statements on a slotline store's schema (migrated by
+    opening the store), one transaction per task, as `store/submit.py` sends them."""
+    from slotline.store import open_store
+    from slotline.store.statements import load_queries
+
+    open_store(path).close()
+    queries = load_queries("sqlite")
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    row = {
+        "kind": "command", "command": '["true"]', "callable": None, "args": "{}",
+        "title": "true", "agent": None, "workspace": None, "owner": None, "labels": "{}",
+        "env": "{}", "priority": 2, "status": "queued", "status_reason": None,
+        "depends_on": "[]", "parent_id": None, "depth": 0, "max_attempts": 1,
+        "backoff": 5.0, "timeout": None, "queue_ttl": None, "memory_mb": None,
+        "expected_duration": None, "hold_when_ready": False, "dedup_key": None,
+        "run_at": None, "schedule": None, "interactive": False, "first_input": None,
+    }  # fmt: skip
+    data = '{"parent_id":null,"priority":"normal","reason":null,"title":"true","to":"queued"}'
+    try:
+        start = time.perf_counter()
+        for _ in range(n):
+            now = time.time()
+            task_id = secrets.token_hex(16)
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("SELECT value FROM counters WHERE name = 'config'").fetchall()
+            conn.execute(queries["count_pending"]).fetchall()
+            rank = conn.execute(queries["counter_add"], {"n": 1, "name": "rank"}).fetchall()
+            task = {**row, "id": task_id, "rank": f"{rank[0][0]:015d}"}
+            conn.executemany(
+                queries["task_insert"], [{**task, "created_at": now, "queued_at": now}]
+            )
+            event = {"at": now, "kind": "submitted", "task_id": task_id, "data": data}
+            conn.executemany(queries["event_append"], [event])
+            conn.execute("COMMIT")
+        return n / (time.perf_counter() - start)
+    finally:
+        conn.close()
+
+
 def pg_insert_rate(url: str, n: int) -> float:
     """Rows per second: one prepared one-row INSERT in autocommit (one round trip and one
     synchronous commit each), in a fresh schema."""
@@ -139,6 +185,7 @@ def measure(folder: Path, n: int, url: str | None) -> dict[str, float]:
         "floor.sqlite_insert_normal": sqlite_insert_rate(folder / "normal.db", n, "NORMAL"),
         "floor.sqlite_insert_full": sqlite_insert_rate(folder / "full.db", n, "FULL"),
         "floor.sqlite_claim": sqlite_claim_rate(folder / "claim.db", n),
+        "floor.sqlite_schema_submit": sqlite_schema_submit_rate(folder / "schema.db", n),
     }
     if url:
         sample["floor.pg_insert"] = pg_insert_rate(url, n)
@@ -150,6 +197,7 @@ LABELS = {
     "floor.sqlite_insert_normal": "SQLite one-row INSERT + COMMIT, WAL, synchronous=NORMAL",
     "floor.sqlite_insert_full": "SQLite one-row INSERT + COMMIT, WAL, synchronous=FULL (fsync)",
     "floor.sqlite_claim": "SQLite `UPDATE … RETURNING` claim + COMMIT, WAL, NORMAL",
+    "floor.sqlite_schema_submit": "SQLite, a submit's own statements on slotline's schema",
     "floor.pg_insert": "PostgreSQL one-row INSERT, autocommit (psycopg, prepared)",
     "floor.pg_claim": "PostgreSQL `UPDATE … SKIP LOCKED … RETURNING` claim, autocommit",
 }

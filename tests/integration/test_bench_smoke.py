@@ -99,9 +99,18 @@ def test_sqlite_floors_time_every_bare_statement(bench: ModuleType, tmp_path: Pa
         "floor.sqlite_insert_normal",
         "floor.sqlite_insert_full",
         "floor.sqlite_claim",
+        "floor.sqlite_schema_submit",
     }
     assert all(rate > 0 for rate in sample.values())
     assert "synchronous=FULL" in floors.render([sample])
+    # The submit on slotline's schema made real tasks, each with its event, in line.
+    store = open_store(tmp_path / "schema.db")
+    try:
+        line = store.status()
+        assert line.queued_total == 30
+        assert [e.kind for e in store.events()].count("submitted") == 30
+    finally:
+        store.close()
 
 
 @pytest.mark.postgres
