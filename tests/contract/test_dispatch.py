@@ -587,6 +587,21 @@ def test_a_refused_report_among_others_leaves_each_committed_run_one_end_and_one
     assert len(json.loads(times[ALL]["samples"])) == 3
 
 
+def test_a_claim_made_inside_another_write_is_refused_and_changes_nothing(
+    store: Store, submit: SubmitFn
+) -> None:
+    # Given a task in line and a write open on this thread (verbs made together),
+    task = submit("a")
+
+    # when a claim is made inside it, it is refused (a claim's refused report rolls
+    # back the claim's whole transaction, which must be its own),
+    with pytest.raises(RuntimeError, match="commits on its own"), store._together():
+        store.claim(NODE)
+
+    # and the task still waits.
+    assert store.get(task.id).status is Status.QUEUED
+
+
 def test_a_run_started_and_ended_within_one_turn_is_recorded_by_one_claim(
     store: Store, submit: SubmitFn, claim: ClaimFn, clock: Clock
 ) -> None:

@@ -10,17 +10,21 @@ and ask PostgreSQL which plan it runs.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
 from psycopg import sql
 
+from slotline.errors import InvalidInput
 from slotline.store import open_store, read_ahead
 from slotline.store.claim import _snapshot_reads
 from slotline.store.core import Serial
 from slotline.store.pg_pipeline import BY_INDEX, INDEXED
+from slotline.store.queries import Tx
 from slotline.store.runs import Report, StartReport
 from slotline.store.statements import Ids, Read, Where, load_queries, statement
 from slotline.store.windows import reads as run_time_reads
@@ -183,40 +187,75 @@ def test_a_composed_query_is_planned_for_its_parameters(pg_url: str, write: bool
     assert not any("IN (" in text for text in prepared), prepared
 
 
+# Reads by index, and the two settings they change, as a test reads them.
+_BY_INDEX_READS = [Read("tasks_running", by_index=True), Read("tasks_start_now", by_index=True)]
+_SETTINGS = "SELECT current_setting('enable_seqscan') AS seqscan, " \
+            "current_setting('plan_cache_mode') AS plans"  # fmt: skip
+_USUAL = [{"seqscan": "on", "plans": "auto"}]
+
+
+@contextlib.contextmanager
+def _write_after_reads_by_index(pg_url: str) -> Iterator[Tx]:
+    """A write transaction that began with reads by index (as a claim does)."""
+    store = open_store(pg_url)
+    try:
+        with store._transaction(write=True, ahead=_BY_INDEX_READS) as tx:
+            yield tx
+    finally:
+        store.close()
+
+
+def _settings(tx: Tx) -> list[Any]:
+    tx.cursor.execute(_SETTINGS)
+    return tx.cursor.fetchall()
+
+
 def test_the_planner_settings_are_the_servers_again_for_the_next_read(pg_url: str) -> None:
     """Reads by index turn sequential scans off and keep generic plans; the next read
     that is not by index is planned as the server says (a full read of a small table
     with many dead rows is best scanned). Until then the settings stay (the writes
     between, by key, and the COMMIT need no statement to put them back)."""
-    usual = "SELECT current_setting('enable_seqscan') AS seqscan, " \
-            "current_setting('plan_cache_mode') AS plans"  # fmt: skip
-    by_index = [Read("tasks_running", by_index=True), Read("tasks_start_now", by_index=True)]
-    store = open_store(pg_url)
-    try:
-        with store._transaction(write=True, ahead=by_index) as tx:
-            tx.cursor.execute(usual)
-            while_by_index = tx.cursor.fetchall()
-            tx.rows("count_pending")
-            tx.cursor.execute(usual)
-            after_a_read = tx.cursor.fetchall()
-            tx.forget_preloaded()
-            tx.read_together([*by_index, Read("count_pending")])
-            tx.cursor.execute(usual)
-            after_reads_together = tx.cursor.fetchall()
-            tx.read_together(by_index)
-            tx.select("tasks_page", Where(), limit=1, offset=0)
-            tx.cursor.execute(usual)
-            after_a_composed_read = tx.cursor.fetchall()
-            tx.cursor.execute("SELECT current_setting('jit') AS jit")
-            jit = tx.cursor.fetchall()
-    finally:
-        store.close()
+    with _write_after_reads_by_index(pg_url) as tx:
+        while_by_index = _settings(tx)
+        tx.rows("count_pending")
+        after_a_read = _settings(tx)
+        tx.forget_preloaded()
+        tx.read_together([*_BY_INDEX_READS, Read("count_pending")])
+        after_reads_together = _settings(tx)
+        tx.read_together(_BY_INDEX_READS)
+        tx.select("tasks_page", Where(), limit=1, offset=0)
+        after_a_composed_read = _settings(tx)
+        tx.cursor.execute("SELECT current_setting('jit') AS jit")
+        jit = tx.cursor.fetchall()
     assert while_by_index == [{"seqscan": "off", "plans": "force_generic_plan"}]
-    assert after_a_read == after_reads_together == [{"seqscan": "on", "plans": "auto"}]
-    assert after_a_composed_read == after_a_read
+    assert after_a_read == after_reads_together == after_a_composed_read == _USUAL
     # JIT stays off to the commit: a statement whose only way is a sequential scan, made
     # while sequential scans are off, is costed past the JIT's threshold (0.3 s compiled).
     assert jit == [{"jit": "off"}]
+
+
+def _refused_part(tx: Tx) -> None:
+    with tx.part():
+        tx.rows("count_pending")  # the usual settings, inside the savepoint
+        raise InvalidInput("refused")
+
+
+def test_the_planner_settings_are_right_after_a_part_is_undone_and_a_lone_read(
+    pg_url: str,
+) -> None:
+    """A refused part of a transaction (a savepoint rolled back) undoes the settings it
+    changed: the next read that is not by index puts the usual ones back all the same.
+    So does a lone read among reads sent together."""
+    with _write_after_reads_by_index(pg_url) as tx:
+        with pytest.raises(InvalidInput):
+            _refused_part(tx)
+        tx.rows("count_pending")
+        after_the_part = _settings(tx)
+        tx.forget_preloaded()
+        tx.read_together(_BY_INDEX_READS)
+        tx.read_together([Read("count_pending")])
+        after_a_lone_read = _settings(tx)
+    assert after_the_part == after_a_lone_read == _USUAL
 
 
 @pytest.mark.parametrize("serial", list(Serial), ids=lambda s: s.name.lower())

@@ -299,7 +299,14 @@ def _with_reasons(
     for task_id, reason in why.items():
         # (as `replace` would, a tenth of its time: it runs for every task in line)
         e = estimates.get(task_id, UNKNOWN)
-        estimates[task_id] = Estimate(e.start, e.finish, e.basis, reason, e.unavailable, e.due)
+        estimates[task_id] = Estimate(
+            start=e.start,
+            finish=e.finish,
+            basis=e.basis,
+            waiting=reason,
+            unavailable=e.unavailable,
+            due=e.due,
+        )
     return estimates
 
 

@@ -125,8 +125,10 @@ class ClaimVerbs(StoreCore):
     ) -> ClaimResult:
         """`claim` in one transaction, its reports applied as `_apply` says."""
         reports: list[Report | StartReport] = [*started, *finished]
-        # What it measured joins the pending run times once it committed: its own commit.
-        assert not self._joins_write(), "a claim commits on its own"
+        # What it measured joins the pending run times once it committed: its own commit;
+        # and a refused report rolls it back whole (`_apply`).
+        if self._joins_write():
+            raise RuntimeError("a claim commits on its own, not inside another write")
         # A node's claim (with its watcher) leaves its run times to a later claim, which its
         # next wake-up makes; a claim of another caller writes them at once.
         grouped = watcher is not None

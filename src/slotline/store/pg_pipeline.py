@@ -16,7 +16,10 @@ from slotline.store.statements import Composed
 # PostgreSQL chose, each cost 0.1-0.25 ms of planning at each claim; and a generic plan
 # made while the tables were small (on a new store) would be a sequential scan, kept as
 # the tables grow (tests/integration/test_pg_plans.py). Only them: a full read of a small
-# table with many dead rows (the count deltas) is best scanned. JIT compilation goes off
+# table with many dead rows (the count deltas) is best scanned: a read that is not by
+# index puts the usual settings back first (`as_usual`). The writes that follow reads by
+# index run under them (by key, or with no way but a scan, as the count deltas' fold,
+# which they only make dearer on paper). JIT compilation goes off
 # with them for the rest of the transaction: a statement left with no way but a sequential
 # scan (a table without an index) is costed past `jit_above_cost` by the scan's penalty,
 # and compiled, 0.3 s, for a scan of a few rows (the count deltas' fold, measured).
@@ -76,8 +79,9 @@ class PipelinedCursor:
         self._pipeline = pipeline
         self._usual = usual  # the planner's settings reads by index change (`_AS_USUAL`)
         self._columns = columns
-        # Whether the transaction plans its reads by index now (`BY_INDEX` sent).
-        self._by_index = False
+        # Whether the transaction plans its reads by index now (`BY_INDEX` sent); None:
+        # not known (a rollback to a savepoint undid what was set since).
+        self._by_index: bool | None = False
 
     def planned_by_index(self) -> None:
         """Say that `BY_INDEX`'s settings were sent (with another statement)."""
@@ -85,11 +89,13 @@ class PipelinedCursor:
 
     def as_usual(self) -> None:
         """The planner's usual settings back, before a read that is not by index."""
-        if self._by_index:
+        if self._by_index is not False:
             self.execute(_AS_USUAL, self._usual)
             self._by_index = False
 
     def execute(self, sql: Any, params: Any = None) -> None:
+        if isinstance(sql, str) and sql.startswith("ROLLBACK TO SAVEPOINT"):
+            self._by_index = None  # the settings are as they were at the savepoint
         self._cursor.execute(sql, params)
 
     def executemany(self, sql: Any, params_seq: Any, /) -> None:
@@ -114,7 +120,7 @@ class PipelinedCursor:
             for n, (query, params) in enumerate(statements):
                 if n == indexed:
                     self.as_usual()
-                elif n == 0 and not self._by_index:
+                elif n == 0 and self._by_index is not True:
                     self.execute(BY_INDEX)
                     self._by_index = True
                 cursors.append(self._cursor.connection.cursor(row_factory=tuple_row))

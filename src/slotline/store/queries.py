@@ -283,6 +283,8 @@ class Tx:
         sent = [statements[i] for i in missing]
         if self._together is None or (len(missing) < 2 and not indexed):
             fresh = []
+            if sent:
+                self._reading()
             for sql, params in sent:
                 self._cursor.execute(sql, params)
                 fresh.append(dicts(self._cursor))
