@@ -7,8 +7,11 @@ import math
 import statistics
 import time
 from typing import Any
+from unittest import mock
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from slotline.limits import Limit
 from slotline.models import Status
@@ -507,3 +510,68 @@ def test_a_start_that_does_not_wait_for_a_run_of_unknown_length_stays_known() ->
     line = lineup.Line(running=running, queued=queued, limits=Limits(max_concurrent=3), now=NOW)
     found = eta.simulate(line, durations.RunTimes())
     assert (found["t1"].start, found["t1"].finish) == (NOW + 3600, NOW + 3603)
+
+
+@st.composite
+def _pool_lines(draw: st.DrawFn) -> tuple[lineup.Line, durations.RunTimes]:
+    """Random lines under the pool's limit alone (priorities, boosts, start-now tasks,
+    start times, agent types with and without run times, expected durations, running,
+    waiting and held tasks, aging, an adaptive limit), and run times for them."""
+    n = draw(st.integers(0, 24))
+    statuses = draw(
+        st.lists(
+            st.sampled_from([Status.QUEUED] * 4 + [Status.RUNNING, Status.WAITING, Status.HELD]),
+            min_size=n,
+            max_size=n,
+        )
+    )
+    tasks = []
+    for i, status in enumerate(statuses):
+        fields: dict[str, Any] = {
+            "agent": draw(st.sampled_from([None, "a", "b", "z"])),
+            "priority": draw(st.integers(0, 4)),
+            "boosted": draw(st.booleans()),
+            "start_now": status is not Status.RUNNING and draw(st.integers(0, 9)) == 0,
+            "expected_duration": draw(st.sampled_from([None, None, 3.0, 25.0])),
+            "queued_at": NOW - draw(st.integers(0, 600)),
+        }
+        if status is Status.QUEUED and draw(st.integers(0, 4)) == 0:
+            fields["not_before"] = NOW + draw(st.integers(1, 40))
+        if status is Status.RUNNING:
+            fields["started_at"] = NOW - draw(st.integers(0, 30))
+        if status is Status.WAITING and i:
+            fields["depends_on"] = f'["t{draw(st.integers(0, i - 1))}"]'
+        tasks.append(task(i, status, **fields))
+    of = {s: [t for t in tasks if t.status is s] for s in Status}
+    limits = Limits(max_concurrent=draw(st.integers(1, 5)))
+    line = lineup.Line(
+        running=of[Status.RUNNING],
+        queued=eta_order(of[Status.QUEUED]),
+        waiting=of[Status.WAITING],
+        held=of[Status.HELD],
+        limits=limits,
+        now=NOW,
+        aging_interval=draw(st.sampled_from([None, 60.0])),
+    )
+    known = draw(st.sampled_from(["all", "a only", "none"]))
+    per_agent = {"a": durations.Duration(8.0, 5)} if known != "none" else {}
+    overall = durations.Duration(12.0, 5) if known == "all" else None
+    return line, durations.RunTimes(per_agent, overall, gap=draw(st.sampled_from([0.0, 0.5])))
+
+
+@settings(max_examples=300, deadline=None)
+@given(_pool_lines())
+def test_under_the_pool_alone_the_estimates_are_the_plans(
+    drawn: tuple[lineup.Line, durations.RunTimes],
+) -> None:
+    # Given a line that only the pool's limit decides, and its run times,
+    line, run_times = drawn
+    assert eta._plain(line, line.limits, None)
+
+    # when it is simulated without asking the plan at each instant, and asking it,
+    fast = eta.simulate(line, run_times)
+    with mock.patch.object(eta, "_plain", return_value=False):
+        asked = eta.simulate(line, run_times)
+
+    # then every task has the same estimate.
+    assert fast == asked

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from slotline.models import Status, WaitingReason
+from slotline.pacing.rates import RateBook
 from slotline.scheduler import policy, waiting
 from slotline.scheduler.durations import RunTimes
 from slotline.scheduler.lineup import Entry, Line
@@ -135,28 +136,21 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
     ahead: dict[str | None, int] = {}  # forecast tasks started so far, per agent type
     running = {t.id: t for t in line.running}
     clock = now
+    plain = _plain(line, limits, book)
     # Every turn but the timers' starts or ends a task; what is left unknown after this
     # many (a rule the simulation does not foresee) is reported UNKNOWN, never a hang.
     turns = 4 * (len(unknown) + len(line.running) + MAX_ARRIVALS) + 10_000
     while True:
         in_pool = sum(1 for t in running.values() if limits.in_pool(t))
         free = max(0, limits.max_concurrent - in_pool) if clock >= opens else 0
-        snapshot = policy.Snapshot(
-            running=list(running.values()),
-            # While a guard holds, only start-now tasks start.
-            queued=pending.candidates(free) if clock >= opens else [],
-            limits=limits,
-            now=clock,
-            start_now=start_now,
-            rates=book,
-            holds=line.holds,
-            budgets=line.budgets,
-        )
-        by_id = {t.id: t for t in (*snapshot.queued, *start_now)}
-        decided = policy.plan(snapshot)
+        # While a guard holds, only start-now tasks start.
+        candidates = pending.candidates(free) if clock >= opens else []
+        if plain and not start_now:
+            chosen, room = candidates, None
+        else:
+            chosen, room = _plan(running, candidates, start_now, clock, limits, book, line)
         start_now = []
-        for start in decided.start:
-            task = by_id[start.task_id]
+        for task in chosen:
             if book is not None:
                 book.record(task, clock)
             if not task.start_now:  # a start-now task is not among the pending
@@ -189,7 +183,7 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
             heapq.heappush(ends, (end, next(tiebreak), task))
         due = arrivals.next_at()
         # When a rate or a back-off hold lets a task that waits on it start.
-        room = decided.next_wake if not pending.empty() else None
+        room = room if not pending.empty() else None
         if not ends and not timers and due is None and room is None:
             break
         turns -= 1
@@ -219,6 +213,42 @@ def simulate(line: Line, run_times: RunTimes) -> dict[str, Estimate]:
             break
     estimates.update({t.id: UNKNOWN for t in unknown if t.id not in estimates})
     return _with_reasons(estimates, why)
+
+
+def _plain(line: Line, limits: policy.Limits, book: RateBook | None) -> bool:
+    """Whether only the pool's limit decides (no per-key limit, exempt agent type, rate,
+    back-off hold or budget): then every task of the line is of one class, and the plan
+    would start the candidates as they come, as many as there are free slots (`Pending`
+    gives no more), with no wake of its own; so it is not asked, but where a start-now
+    task waits (tests/unit/test_eta.py holds both ways to the same estimates)."""
+    rules = limits.per_key or limits.exempt_agents or book is not None
+    return not (rules or line.holds or line.budgets)
+
+
+def _plan(
+    running: Mapping[str, Entry],
+    candidates: list[Entry],
+    start_now: list[Entry],
+    clock: float,
+    limits: policy.Limits,
+    book: RateBook | None,
+    line: Line,
+) -> tuple[list[Entry], float | None]:
+    """What the plan starts at `clock` of the candidates and start-now tasks, and when it
+    would look again (a rate's or a hold's end)."""
+    snapshot = policy.Snapshot(
+        running=list(running.values()),
+        queued=candidates,
+        limits=limits,
+        now=clock,
+        start_now=start_now,
+        rates=book,
+        holds=line.holds,
+        budgets=line.budgets,
+    )
+    by_id = {t.id: t for t in (*candidates, *start_now)}
+    decided = policy.plan(snapshot)
+    return [by_id[start.task_id] for start in decided.start], decided.next_wake
 
 
 # A cap on running tasks: the pool (None) or a per-key limit's (key, value).
