@@ -138,3 +138,36 @@ def test_a_tail_that_cannot_be_written_never_costs_the_exit_status(tmp_path: Pat
     assert (tmp_path / "1.exit").read_text() == "7\n"
     # and leaves no temporary file behind.
     assert not (tmp_path / "1.tail.tmp").exists()
+
+
+# Prints exactly the cap in one write, and more once told to (after the keeper has read
+# the first write: one read that ends at the cap).
+AT_THE_CAP = f"""
+import os, sys, time
+sys.stdout.write("y" * {CAP}); sys.stdout.flush()
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.02)
+sys.stdout.write("z" * 10); sys.stdout.flush()
+"""
+
+
+def test_the_cap_is_marked_when_a_read_ends_exactly_at_it(tmp_path: Path) -> None:
+    # Given a command whose first output fills the log's cap to the byte, in one read,
+    log = tmp_path / "1.log"
+    more = tmp_path / "more"
+    command = [sys.executable, "-c", AT_THE_CAP, str(more)]
+    keeper = [sys.executable, "-I", "-S", wrap.__file__, str(tmp_path / "1.exit"), "0",
+              str(tmp_path), str(CAP), "", "--", *command]  # fmt: skip
+    with log.open("ab") as out:
+        process = subprocess.Popen(keeper, stdout=out, stderr=out)
+    try:
+        until(lambda: log.stat().st_size >= CAP, 30, "the first write in the log")
+        # when it prints past the cap,
+        more.touch()
+        assert process.wait(timeout=30) == 0
+    finally:
+        process.kill()
+    # then the log says where it was cut, and how much was dropped.
+    text = log.read_text()
+    assert text.startswith("y" * CAP + f"\n[slotline: log cap of {CAP} bytes reached")
+    assert text.endswith("[slotline: 10 bytes of output dropped]\n")

@@ -306,10 +306,10 @@ def _pump(
         if room:
             _log(data[:room])
             written += min(room, len(data))
-            if len(data) > room:
+        if len(data) > room:
+            if not dropped:  # the first byte past the cap (a read may have ended at it)
                 marker = f"\n[slotline: log cap of {cap} bytes reached; the rest is dropped]\n"
                 _log(marker.encode())
-        if len(data) > room:
             dropped += len(data) - room
             tail += data[room:]
             del tail[:-TAIL]
