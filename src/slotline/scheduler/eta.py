@@ -10,7 +10,9 @@ paused (or a guard holds starts with nothing running) get no estimate.
 Only the tasks that could possibly start at an instant are handed to `plan`: tasks with
 the same limit values (a "class") are interchangeable for the limits, so at most as many
 of each class as there are slots can start at once, and only those need be looked at.
-That keeps one simulation linear in the length of the line.
+That keeps one simulation linear in the length of the line. When only the pool's limit
+decides (`_plain`), there is one class, and a step starts its candidates without asking
+`plan`, which would start the same.
 
 Run times are read as log-normal: a queued task is expected to take the mean of its
 agent type's distribution (what a sum of run times grows by), a running one the mean of
