@@ -21,8 +21,8 @@ from slotline.errors import InvalidInput, StoreError, UnknownDependency
 from slotline.models import ResumedFrom, Status, Usage
 from slotline.store import Report, Store, open_store
 from slotline.store import sqlite as sqlite_backend
+from slotline.store.pg_commit import FOLD_EVERY
 from slotline.store.pg_url import split_url
-from slotline.store.postgres import FOLD_EVERY
 from slotline.store.statements import load_queries
 
 COMMAND = {"command": ["true"]}

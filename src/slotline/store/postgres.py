@@ -10,7 +10,6 @@ so several queues can share one database.
 from __future__ import annotations
 
 import contextlib
-import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +24,7 @@ from slotline.errors import InvalidInput, StoreError
 from slotline.store.base import Store
 from slotline.store.core import Ahead, Serial, Watcher
 from slotline.store.migrate import migrate
+from slotline.store.pg_commit import LOCK, CommitTail
 from slotline.store.pg_connections import LOCK_TIMEOUT, Connection, Connections
 from slotline.store.pg_listen import ListenWatcher, channel_name, first_line, notice
 from slotline.store.pg_pipeline import BY_INDEX_SETTINGS, Columns, PipelinedCursor
@@ -49,58 +49,13 @@ _USUAL = (
     "SELECT current_setting('enable_seqscan') AS seqscan,"
     " current_setting('plan_cache_mode') AS plans"
 )
-_LOCK = "SELECT pg_advisory_xact_lock(CAST(%(key)s AS BIGINT))"
 _LOCK_NO_BITMAP_SCANS = (
     "SELECT pg_advisory_xact_lock(CAST(%(key)s AS BIGINT)),"
     " set_config('enable_bitmapscan', 'off', true)"
 )
 # The same with the settings of the reads by index that follow it (`BY_INDEX`).
-_LOCK_BY_INDEX = f"{_LOCK}, {BY_INDEX_SETTINGS}"
-# The deltas of the status counts folded into their rows (migration 0023), by a write
-# that holds the write lock (the only writers of those rows, so they never contend).
-_FOLD_COUNTS = """
-WITH folded AS (DELETE FROM status_deltas RETURNING status, d),
-     sums AS (SELECT status, SUM(d) AS d FROM folded GROUP BY status)
-UPDATE status_counts SET n = status_counts.n + sums.d FROM sums
-WHERE status_counts.status = sums.status"""
-# The same by a submit, if the write lock is free right now (never waiting for it): with
-# no node claiming, deltas would otherwise pile up under every count read.
-_TRY_FOLD_COUNTS = _FOLD_COUNTS.replace(
-    "DELETE FROM status_deltas",
-    "DELETE FROM status_deltas WHERE (SELECT pg_try_advisory_xact_lock(CAST(%(key)s AS BIGINT)))",
-)
-# A submit tries to fold the count deltas once in this many submits of a store.
-FOLD_EVERY = 64
-# A write under the write lock folds them once in this many writes of a store, its first
-# included (a CLI command makes one write: it folds, as every write did before). A fold is
-# a statement and about 0.07 ms of the server's time under that lock; the deltas of a
-# node's writes between two folds add little to a read of the counts.
-FOLD_WRITES_EVERY = 16
+_LOCK_BY_INDEX = f"{LOCK}, {BY_INDEX_SETTINGS}"
 _SCHEMA_EXISTS = "SELECT 1 FROM pg_namespace WHERE nspname = %(schema)s"
-_NOTIFY = "SELECT pg_notify(%(channel)s, %(payload)s)"
-_EVENT_COLUMNS = ("at", "kind", "task_id", "data")
-# A write's events in one statement (a claim appends about four a run), numbered in the
-# order it appended them (their columns as arrays, sent in binary: psycopg's text form
-# escapes each value with a regular expression), under the events lock. The statement
-# takes that lock itself before any row is numbered: a row reaches the insert, which
-# numbers it, only joined with the one row of `locked`, whose scan takes the lock. A
-# write that holds it already takes it again, harmlessly.
-_EVENTS_FROM = """
-WITH locked AS MATERIALIZED (SELECT pg_advisory_xact_lock(CAST(%(lock)s AS BIGINT))){told}
-INSERT INTO events (at, kind, task_id, data)
-SELECT e.at, e.kind, e.task_id, e.data
-FROM locked,{told_row}
-     unnest(%(at)b::float8[], %(kind)b::text[], %(task_id)b::text[], %(data)b::text[])
-     WITH ORDINALITY AS e(at, kind, task_id, data, n)
-ORDER BY e.n"""
-_APPEND_EVENTS = _EVENTS_FROM.format(told="", told_row="")
-# The same with the write's NOTIFY (one statement fewer: the notice goes out at the commit
-# either way).
-_APPEND_EVENTS_AND_NOTIFY = _EVENTS_FROM.format(
-    told=",\n     told AS MATERIALIZED (SELECT pg_notify(%(channel)s, %(payload)s))",
-    told_row=" told,",
-)
-
 
 # clock_timestamp(), not now(): a write reads the clock after taking the write lock, so
 # that recorded starts and ends follow commit order (now() is when the transaction began,
@@ -149,12 +104,10 @@ class PostgresStore(Store):
             self._connect_args["connect_timeout"] = CONNECT_TIMEOUT_S
         self._key = lock_key(self.schema)
         self._submits_key = lock_key(self.schema, "submits")
-        self._events_key = lock_key(self.schema, "events")
-        self._submits = 0
         self._run_times = Pending()
-        self._writes = 0
         self._listen = sql.SQL("LISTEN {}").format(sql.Identifier(channel_name(self.schema)))
         self._channel = channel_name(self.schema)
+        self._tail = CommitTail(self._key, lock_key(self.schema, "events"), self._channel)
         self._connections = Connections(
             self._conninfo, self._connect_args, self.schema, self._where
         )
@@ -199,7 +152,7 @@ class PostgresStore(Store):
                     piped.execute(_LOCK_BY_INDEX, {"key": key})
                     piped.planned_by_index()
                 else:
-                    piped.execute(_LOCK_NO_BITMAP_SCANS if n == 0 else _LOCK, {"key": key})
+                    piped.execute(_LOCK_NO_BITMAP_SCANS if n == 0 else LOCK, {"key": key})
             if not locks and not indexed:
                 piped.execute(_NO_BITMAP_SCANS)
             statements = [statement(self._queries, read) for read in reads]
@@ -287,7 +240,7 @@ class PostgresStore(Store):
                 raise
             try:
                 if write:
-                    self._before_commit(tx, serial)
+                    self._tail.send(tx, serial, migrated=self._config is not None)
                 begun.cursor.execute("COMMIT")
                 if begun.pipeline is not None:
                     begun.pipeline.__exit__(None, None, None)
@@ -300,44 +253,6 @@ class PostgresStore(Store):
                 begun.cursor.close()
             if own is None:
                 self._connections.put(conn)
-
-    def _before_commit(self, tx: Tx, serial: Serial) -> None:
-        """The last statements of a write, sent with its COMMIT: the count deltas folded
-        (see `_FOLD_COUNTS`), then its events, under the events lock, which the commit
-        releases: so a reader that has seen `seq` n never later sees a smaller one.
-
-        A check left for the commit (is the line drained?) reads the end state under
-        that lock already (taken before its read; a check that need not read takes it
-        not): every write that changes a task appends an event, so takes it before its
-        commit, and none can commit between the check and this commit."""
-        if tx.checks_left:
-            tx.run_last_checks(
-                first_read=functools.partial(tx.cursor.execute, _LOCK, {"key": self._events_key})
-            )
-        if self._config is not None:  # migrated
-            if serial.writes:
-                self._writes += 1
-                if self._writes % FOLD_WRITES_EVERY == 1:
-                    tx.cursor.execute(_FOLD_COUNTS)
-            elif serial is Serial.SUBMITS:
-                self._submits += 1
-                if self._submits % FOLD_EVERY == 0:
-                    tx.cursor.execute(_TRY_FOLD_COUNTS, {"key": self._key})
-        events = tx.take_events()
-        told = {"channel": self._channel, "payload": tx.notice}
-        if events:
-            columns: dict[str, Any] = {
-                name: [event[name] for event in events] for name in _EVENT_COLUMNS
-            }
-            # One type per array: a caller's `now` may be an int beside the clock's floats.
-            columns["at"] = [float(at) for at in columns["at"]]
-            appended = {**columns, "lock": self._events_key}
-            if tx.notice is None:
-                tx.cursor.execute(_APPEND_EVENTS, appended)
-            else:
-                tx.cursor.execute(_APPEND_EVENTS_AND_NOTIFY, {**appended, **told})
-        elif tx.notice is not None:
-            tx.cursor.execute(_NOTIFY, told)
 
     @contextlib.contextmanager
     def _write_transaction(self, serial: Serial, ahead: Ahead) -> Iterator[Tx]:
