@@ -104,7 +104,8 @@ class ClaimVerbs(StoreCore):
         try:
             return once(careful=False)
         except _Refused:  # rare: a report came too late (see `_apply`)
-            return once(careful=True)
+            pass  # (made again outside the handler: its errors are not chained to this)
+        return once(careful=True)
 
     def _claim_once(
         self,
