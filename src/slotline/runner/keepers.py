@@ -9,7 +9,9 @@ import json
 import os
 import sys
 import threading
+from collections import deque
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,10 @@ class KeeperServer:
     """The keeper server of this process, started on first use and again if it died.
 
     `argv` and `env` start the server: by default wrap.py's (`runner/worker.py` is the
-    one for Python functions); it answers each request (a line of JSON) with a pid."""
+    one for Python functions); it answers each request (a line of JSON) with a pid, in
+    the order of the requests. Requests from several threads are sent without waiting
+    for the answers before them (a claim that starts eight runs sends eight at once);
+    a thread of this process reads the answers and hands each to its request."""
 
     def __init__(
         self,
@@ -33,11 +38,15 @@ class KeeperServer:
         self._argv = list(argv)
         self._env = env
         self._caps = caps
+        # Held to start or stop the server and to send a request: the order of the
+        # requests sent is the order of `_Server.waiting`.
         self._lock = threading.Lock()
         self._owner = os.getpid()
-        self._pid: int | None = None
-        self._requests: Any = None
-        self._answers: Any = None
+        self._server: _Server | None = None
+
+    @property
+    def _pid(self) -> int | None:
+        return None if self._server is None else self._server.pid
 
     def start_keeper(self, keeper_argv: list[str], env: dict[str, str], log_path: Path) -> int:
         """Fork a keeper running `wrap.main(keeper_argv)`; returns its pid (blocking: call
@@ -55,71 +64,131 @@ class KeeperServer:
         Raises:
             OSError: the server could not be started, or refused the request (its reason).
         """
-        request = json.dumps(payload)
-        with self._lock:
-            if self._owner != os.getpid():  # a forked copy of the node: not its server
-                self._close_pipes()
-                self._pid = None
-                self._owner = os.getpid()
-            for attempt in (1, 2):
-                if self._requests is None:
-                    self._start()
-                try:
-                    self._requests.write(request + "\n")
-                    self._requests.flush()
-                    answer = self._answers.readline()
-                except OSError:
-                    answer = ""
-                if answer.startswith("!"):
-                    raise OSError(answer[1:].strip())
-                if answer:
-                    return int(answer)
-                self._stop()  # it died: start another, once
-                if attempt == 2:
-                    raise OSError("the keeper server stopped answering")
-        raise AssertionError("unreachable")
+        request = (json.dumps(payload) + "\n").encode()
+        for _ in (1, 2):
+            answer: Future[str] = Future()
+            with self._lock:
+                if self._owner != os.getpid():  # a forked copy of the node: not its server
+                    if self._server is not None:
+                        self._server.forget()
+                    self._server = None
+                    self._owner = os.getpid()
+                if self._server is None:
+                    self._server = _Server.start(self._argv, self._env(), self._caps)
+                server = self._server
+                server.send(request, answer)
+            text = answer.result()
+            if text.startswith("!"):
+                raise OSError(text[1:].strip())
+            if text:
+                return int(text)
+            with self._lock:  # it died: start another, once
+                if self._server is server:
+                    server.stop()
+                    self._server = None
+        raise OSError("the keeper server stopped answering")
 
-    def _start(self) -> None:
+    def close(self) -> None:
+        with self._lock:
+            if self._server is not None:
+                self._server.stop()
+                self._server = None
+
+
+class _Server:
+    """One running keeper server: the pipes to it, the requests it has not answered yet
+    (oldest first) and the thread that reads its answers. The pipes are bare
+    descriptors: a forked copy of the node closes its copies without the locks of
+    Python's file objects, which the reader thread may have held at the fork."""
+
+    def __init__(self, pid: int, requests: int, answers: int) -> None:
+        self.pid = pid
+        self.requests = requests
+        self.answers = answers
+        self.waiting: deque[Future[str]] = deque()
+        # Set once no answer can come (its answers ended, or a request could not be
+        # sent): what waits, and what is sent later, gets "".
+        self.gone = False
+        self._lock = threading.Lock()
+
+    @classmethod
+    def start(cls, argv: list[str], env: dict[str, str], caps: Capabilities) -> _Server:
         to_server, requests = os.pipe()
         answers, from_server = os.pipe()
         actions: list[tuple[Any, ...]] = [
             (os.POSIX_SPAWN_DUP2, to_server, 0),
             (os.POSIX_SPAWN_DUP2, from_server, 1),
             # Nothing else of the node: its keepers must not inherit a socket or a pipe.
-            *((os.POSIX_SPAWN_CLOSE, fd) for fd in open_fds(self._caps) if fd > 2),
+            *((os.POSIX_SPAWN_CLOSE, fd) for fd in open_fds(caps) if fd > 2),
         ]
         # Out of the node's session (or at least its process group, where posix_spawn
         # cannot start a session): a Ctrl-C in the node's terminal must not reach it.
-        detach: dict[str, Any] = {"setsid": True} if self._caps.spawn_setsid else {"setpgroup": 0}
+        detach: dict[str, Any] = {"setsid": True} if caps.spawn_setsid else {"setpgroup": 0}
         try:
-            self._pid = os.posix_spawn(
-                self._argv[0], self._argv, self._env(), file_actions=actions, **detach
-            )
+            pid = os.posix_spawn(argv[0], argv, env, file_actions=actions, **detach)
+        except BaseException:
+            os.close(requests)
+            os.close(answers)
+            raise
         finally:
             os.close(to_server)
             os.close(from_server)
-        self._requests = os.fdopen(requests, "w")
-        self._answers = os.fdopen(answers, "r")
+        server = cls(pid, requests, answers)
+        threading.Thread(target=server._read, name="slotline-keepers", daemon=True).start()
+        return server
 
-    def _close_pipes(self) -> None:
-        for stream in (self._requests, self._answers):
-            if stream is not None:
-                with contextlib.suppress(OSError):
-                    stream.close()
-        self._requests = self._answers = None
-
-    def _stop(self) -> None:
-        self._close_pipes()
-        if self._pid is not None:
-            # Closing its stdin ends it; reap it if it has ended, never wait for it (a
-            # wedged server must not hold up a node's exit).
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(self._pid, os.WNOHANG)
-            self._pid = None
-
-    def close(self) -> None:
+    def send(self, request: bytes, answer: Future[str]) -> None:
+        """Send `request` (under the owner's lock, which keeps the order); `answer` gets
+        the server's answer, or "" if it died."""
         with self._lock:
-            self._stop()
+            if self.gone:
+                answer.set_result("")
+                return
+            self.waiting.append(answer)
+        try:
+            done = 0
+            while done < len(request):
+                done += os.write(self.requests, request[done:])
+        except OSError:
+            self._end()
+
+    def _read(self) -> None:
+        """The reader thread: hand each answer to the oldest request waiting."""
+        pending = b""
+        with contextlib.suppress(OSError):
+            while data := os.read(self.answers, 4096):
+                *lines, pending = (pending + data).split(b"\n")
+                for line in lines:
+                    with self._lock:
+                        answer = self.waiting.popleft() if self.waiting else None
+                    if answer is not None:
+                        answer.set_result(line.decode().strip())
+        self._end()
+        os.close(self.answers)
+
+    def _end(self) -> None:
+        """No answer will come: every request waiting gets "" (and so does any sent later)."""
+        with self._lock:
+            self.gone = True
+            waiting, self.waiting = list(self.waiting), deque()
+        for answer in waiting:
+            answer.set_result("")
+
+    def stop(self) -> None:
+        """Close its requests: it ends (the keepers it forked live on), and so does the
+        reader. It is reaped if it has ended, never waited for (a wedged server must not
+        hold up a node's exit)."""
+        with contextlib.suppress(OSError):
+            os.close(self.requests)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, os.WNOHANG)
+
+    def forget(self) -> None:
+        """In a forked copy of its owner (with no reader thread): close the copies of its
+        pipes, so that only the owner keeps the server's stdin open."""
+        for fd in (self.requests, self.answers):
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 KEEPERS = KeeperServer()

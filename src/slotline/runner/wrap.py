@@ -350,33 +350,65 @@ def _save_tail(path: str, tail: bytearray) -> None:
 def serve() -> int:
     """Fork a keeper for each request read on stdin: a JSON object with `argv` (the
     arguments of `main`), `env` (the command's whole environment) and `log` (the log
-    file); answer with its pid, or `!` and why it could not be started."""
-    import json
+    file); answer each, in order, with its pid, or `!` and why it could not be started.
 
+    The requests waiting together (a claim that started several runs) are forked one
+    after the other before the first answer is awaited, so that the keepers become
+    session leaders side by side, not each in turn."""
     # Keepers are reaped by the kernel as they exit: a node waits on them through a
     # pidfd or a kqueue (or polls) and reads their exit files, as it does for keepers it
     # re-adopted.
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
-    for line in sys.stdin:
-        request = json.loads(line)
-        ready, in_session = os.pipe()
-        try:
-            pid = os.fork()
-        except OSError as exc:
-            os.close(in_session)
-            sys.stdout.write(f"! {exc.strerror}\n")
-        else:
-            if pid == 0:
+    pending = b""
+    while True:
+        data = os.read(0, CHUNK)  # waits for the next request
+        if not data:
+            return 0
+        pending += data
+        while select.select([0], [], [], 0)[0]:  # and takes those sent meanwhile
+            more = os.read(0, CHUNK)
+            pending += more
+            if not more:
+                break
+        *lines, pending = pending.split(b"\n")
+        forked: list[tuple[str, int]] = []
+        for line in lines:
+            forked.append(_fork_keeper(line, [ready for _, ready in forked]))
+        for answer, ready in forked:
+            if ready >= 0:
+                # Answer once the keeper leads its own session (or is gone): a stop
+                # request signals the group named by its pid, which must exist by then.
+                os.read(ready, 1)
                 os.close(ready)
-                _keep(request["argv"], request["env"], request["log"], in_session)
-            os.close(in_session)
-            # Answer once the keeper leads its own session (or is gone): a stop request
-            # signals the group named by its pid, which must exist by then.
-            os.read(ready, 1)
-            sys.stdout.write(f"{pid}\n")
+            _write_all(1, f"{answer}\n".encode())
+
+
+def _fork_keeper(line: bytes, inherited: list[int]) -> tuple[str, int]:
+    """Fork the keeper a request (a line of JSON) asks for; its pid and the pipe that
+    closes once it leads its session (in the keeper, the pipes of the keepers forked
+    before it, `inherited`, are closed), or `!` and why with -1."""
+    import json
+
+    request = json.loads(line)
+    ready, in_session = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError as exc:
         os.close(ready)
-        sys.stdout.flush()
-    return 0
+        os.close(in_session)
+        return f"! {exc.strerror}", -1
+    if pid == 0:
+        for fd in (ready, *inherited):
+            os.close(fd)
+        _keep(request["argv"], request["env"], request["log"], in_session)
+    os.close(in_session)
+    return str(pid), ready
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    done = 0
+    while done < len(data):
+        done += os.write(fd, data[done:])
 
 
 def _keep(argv: list[str], env: dict[str, str], log: str, in_session: int) -> None:

@@ -1,0 +1,147 @@
+"""The keeper server and its client: requests sent together, answered in order, each with
+its own keeper, which leads its own session by the time its pid is answered."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from slotline.runner.keepers import WRAP, KeeperServer
+from waiting import until
+
+SLEEPER = ["sleep", "30"]
+
+
+def keeper_argv(exit_path: Path, command: list[str]) -> list[str]:
+    """`wrap.main`'s arguments: no memory cap, no workspace, a 1 MB log, no fence."""
+    return [str(exit_path), "0", "", "1000000", "", "--", *command]
+
+
+def pid_file(exit_path: Path) -> Path:
+    return exit_path.with_suffix(".pid")
+
+
+def stop_groups(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+
+
+def test_requests_sent_at_once_are_each_answered_with_their_own_keeper(tmp_path: Path) -> None:
+    server = KeeperServer()
+    count = 12
+    exits = [tmp_path / f"{i}.exit" for i in range(count)]
+    answers: dict[int, int] = {}
+    errors: list[BaseException] = []
+    together = threading.Barrier(count)
+
+    def start(i: int) -> None:
+        try:
+            together.wait()
+            env = dict(os.environ)
+            answers[i] = server.start_keeper(keeper_argv(exits[i], SLEEPER), env, exits[i])
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=start, args=(i,)) for i in range(count)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert not errors
+        assert len(answers) == count
+        for i, pid in answers.items():
+            # The keeper writes its own pid: the answer is that of this request's keeper.
+            written = until(lambda i=i: pid_file(exits[i]).exists(), what=f"keeper {i}'s pid")
+            assert written
+            assert int(pid_file(exits[i]).read_text()) == pid
+            assert os.getsid(pid) == pid, "each keeper leads a session of its own"
+    finally:
+        stop_groups(list(answers.values()))
+        server.close()
+
+
+def test_requests_waiting_on_a_server_that_died_are_sent_to_the_next(tmp_path: Path) -> None:
+    server = KeeperServer()
+    pids: list[int] = []
+    try:
+        first = tmp_path / "first.exit"
+        pids.append(server.start_keeper(keeper_argv(first, SLEEPER), dict(os.environ), first))
+        dead = server._pid
+        assert dead is not None
+        os.kill(dead, signal.SIGKILL)
+        until(lambda: _ended(dead), what="the server's end")
+        exits = [tmp_path / f"{i}.exit" for i in range(6)]
+        answered: list[int] = []
+        threads = [
+            threading.Thread(
+                target=lambda e=e: answered.append(
+                    server.start_keeper(keeper_argv(e, SLEEPER), dict(os.environ), e)
+                )
+            )
+            for e in exits
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        pids.extend(answered)
+        assert len(answered) == len(exits), "every request is answered by the next server"
+        assert server._pid not in (None, dead)
+        for exit_path in exits:
+            until(pid_file(exit_path).exists, what="a keeper's pid file")
+        assert sorted(int(pid_file(e).read_text()) for e in exits) == sorted(answered)
+    finally:
+        stop_groups(pids)
+        server.close()
+
+
+def _ended(pid: int) -> bool:
+    """Whether `pid` (a child of this process) has ended; reaps it if so."""
+    try:
+        return os.waitpid(pid, os.WNOHANG)[0] == pid
+    except ChildProcessError:
+        return True
+
+
+def test_requests_written_together_are_answered_in_order_once_each_keeper_leads_its_session(
+    tmp_path: Path,
+) -> None:
+    server = subprocess.Popen(
+        [sys.executable, "-I", "-S", WRAP, "--serve"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    )
+    assert server.stdin is not None
+    assert server.stdout is not None
+    exits = [tmp_path / f"{i}.exit" for i in range(8)]
+    pids: list[int] = []
+    try:
+        lines = [
+            json.dumps({"argv": keeper_argv(e, SLEEPER), "env": dict(os.environ), "log": str(e)})
+            for e in exits
+        ]
+        # One write: the server reads them all at once and forks them together.
+        server.stdin.write("".join(f"{line}\n" for line in lines).encode())
+        server.stdin.flush()
+        for _ in exits:
+            pid = int(server.stdout.readline())
+            # Answered only once the keeper leads its session: a stop would find its group.
+            assert os.getsid(pid) == pid
+            pids.append(pid)
+        for exit_path, pid in zip(exits, pids, strict=True):
+            until(pid_file(exit_path).exists, what="a keeper's pid file")
+            assert int(pid_file(exit_path).read_text()) == pid, "answers come in request order"
+    finally:
+        stop_groups(pids)
+        server.stdin.close()
+        server.wait(30)
+        server.stdout.close()
