@@ -405,7 +405,7 @@ def test_admission_guard_holds_new_starts_while_the_machine_is_pressed(
 
     async def scenario() -> None:
         async with running_node(store, tmp_path, guard=guard) as node:
-            node.guard_interval = 0.05
+            node.duties.guard_interval = 0.05
             await until_async(lambda: store.status().admission is not None)
             assert store.status().admission == "CPU at 99% (limit 90%)"
             assert store.get(waiting.id).status is Status.QUEUED
@@ -430,7 +430,7 @@ def test_the_adaptive_guards_limit_is_in_the_store_and_the_etas_play_it(
 
     async def scenario() -> None:
         async with running_node(store, tmp_path, guard=guard) as node:
-            node.guard_interval = 0.05
+            node.duties.guard_interval = 0.05
             await until_async(lambda: store.status().admission is not None)
             # …the guard lets one run at a time, and the estimates of the line say so.
             first = submit(store, "sleep", "30", expected_duration=30)
@@ -680,7 +680,7 @@ def test_each_node_has_its_own_guard_verdict(store: Store, tmp_path: Path) -> No
             running_node(store, tmp_path, node_id="a", guard=guard(pressed)) as a,
             running_node(store, tmp_path, node_id="b", guard=guard(other)) as b,
         ):
-            a.guard_interval = b.guard_interval = 0.05
+            a.duties.guard_interval = b.duties.guard_interval = 0.05
             # both verdicts are shown by node,
             both = "a: CPU at 99% (limit 90%); b: CPU at 95% (limit 90%)"
             await until_async(lambda: store.status().admission == both)

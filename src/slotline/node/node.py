@@ -3,7 +3,9 @@
 Dispatch is event-driven: the loop sleeps until the store signals a change (a submit or a
 steering verb from any process, an attempt ending), a timer it asked for (a retry backoff
 or a queue TTL running out) or its heartbeat, then fills every free slot in one claim.
-Supervising each attempt is in `node/supervisor.py`; restart handling in `node/adopt.py`.
+Supervising each attempt is in `node/supervisor.py`; restart handling in `node/adopt.py`;
+what the node does beside dispatch (heartbeat, guard, samples, sweeps, schedules) in
+`node/duties.py`.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import math
 import signal
 import socket
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from slotline.models import Kind
 from slotline.node import adopt
 from slotline.node.admission import Guard, Verdict
 from slotline.node.awake import KeepAwake
+from slotline.node.duties import Duties
 from slotline.node.outbox import Batch
 from slotline.node.registration import register
 from slotline.node.run import RunSettings
@@ -37,7 +39,6 @@ from slotline.runner.callable import Entry, Registry, TaskFunction
 from slotline.runner.env import BASE_ALLOW
 from slotline.runner.process import DEFAULT_LOG_MAX
 from slotline.store import LEASE_SECONDS, Store
-from slotline.worktrees.gitpool import run_git
 from slotline.worktrees.isolate import SWEEP_INTERVAL
 from slotline.worktrees.prune import WorktreePolicy
 
@@ -89,29 +90,15 @@ class Node:
         self.slots = slots
         # The store's clock minus ours: timeouts and wake-ups are measured on the store's.
         self._skew = 0.0
-        self.guard_interval = 2.0
-        # How often the line is sampled for the dashboard's charts (0: never).
-        self.sample_interval = sample_interval
-        # Seconds between sweeps of the node's worktrees besides those after a run's
-        # worktree closed (0: none but those, and the one at the start).
-        self.sweep_interval = sweep_interval
         self.lease = lease
-        self.guard = guard or Guard(admission or Admission())
-        self._verdict = Verdict()
         self._changed = asyncio.Event()
-        # The next tick of a recurring schedule (store clock); NaN until first asked.
-        self._schedules_due: float | None = math.nan
         # When the last claim said to look at the line again (store clock), if ever.
         self._claim_wake: float | None = None
         # Set once the node is registered (with the functions it serves) and dispatching.
         self.ready = asyncio.Event()
-        # Set once the node has reconciled the attempts it had when it last stopped.
-        self.reconciled = asyncio.Event()
         # Set once the loop's first turn (reconcile, then a claim) is over, whether it
         # started tasks or failed: `slotline serve` starts its HTTP server after it.
         self.dispatched = asyncio.Event()
-        # The heartbeat's own thread (`_heartbeat`), while the loop runs.
-        self._beats = ThreadPoolExecutor(1, thread_name_prefix="slotline-heartbeat")
         settings = RunSettings(
             log_dir=log_dir or default_log_dir(store),
             registry=self.registry,
@@ -124,6 +111,19 @@ class Node:
         )
         self.supervisor = Supervisor(store, self.node_id, settings, self._changed, self._store_now)
         self.supervisor.isolator.policy = worktree_policy
+        self.duties = Duties(
+            store,
+            self.node_id,
+            self.supervisor,
+            lease=lease,
+            heartbeat_interval=self.heartbeat_interval,
+            guard=guard or Guard(admission or Admission()),
+            sample_interval=sample_interval,
+            sweep_interval=sweep_interval,
+            store_now=self._store_now,
+        )
+        # Set once the node has reconciled the attempts it had when it last stopped.
+        self.reconciled = self.duties.reconciled
         # Held from the first run's start to the last one's end (`keep_awake` setting).
         self.awake = KeepAwake(keep_awake)
 
@@ -168,21 +168,15 @@ class Node:
         await asyncio.wait_for(self._loop(stop, until_idle=True), timeout)
 
     async def _loop(self, stop: asyncio.Event, until_idle: bool) -> None:
-        self._beats = ThreadPoolExecutor(1, thread_name_prefix="slotline-heartbeat")
         await asyncio.to_thread(self._claim_node_id)
         self.ready.set()
         watcher = self.store.watcher(dispatching=True)
         log.info("node started", extra={"node": self.node_id, "store": self.store.url})
-        beat = asyncio.create_task(self._heartbeat(stop))
-        chores = asyncio.create_task(self._chores(stop))
-        in_node = asyncio.create_task(self._fence_in_node(stop))
-        guard = asyncio.create_task(self._guard(stop))
-        charts = asyncio.create_task(self._sample_line(stop))
-        sweeper = asyncio.create_task(self._sweep_worktrees(stop))
+        duties = self.duties.start(stop)
         reconciled = False
         failures = 0
         try:
-            await self._check_guard()  # before the first claim, not after it
+            await self.duties.check_guard()  # before the first claim, not after it
             while not stop.is_set():
                 self._changed.clear()
                 try:
@@ -207,21 +201,21 @@ class Node:
                 if until_idle and idle:
                     return
                 delay = self.heartbeat_interval
-                for wake in (next_wake, self._schedules_due):
+                for wake in (next_wake, self.duties.schedules_due):
                     if wake is not None and not math.isnan(wake):
                         delay = max(0.0, min(delay, wake - self._store_now()))
                 await self._sleep(watcher, stop, delay)
         finally:
-            for background in (beat, chores, in_node, guard, charts, sweeper):
-                background.cancel()
+            for duty in duties:
+                duty.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
-                    await background
-            if self._verdict != Verdict():
+                    await duty
+            if self.duties.verdict != Verdict():
                 with contextlib.suppress(SlotlineError):
                     await asyncio.to_thread(self.store.set_pressure, self.node_id, None, False)
             await self.supervisor.shutdown()
             await asyncio.to_thread(self.awake.release)
-            self._beats.shutdown(wait=False)  # a beat hung on the store must not hold exit
+            self.duties.stopped()
             watcher.close()
             with contextlib.suppress(SlotlineError):
                 await asyncio.to_thread(self.store.unregister_node, self.node_id)
@@ -247,15 +241,7 @@ class Node:
                     self.lease,
                     extra={"node": self.node_id},
                 )
-        self._beat()
-
-    def _beat(self) -> None:
-        """Renew the node's liveness and its runs' leases; tell its keepers once every
-        lease was renewed (a run passed over, being ended or reaped, keeps its last)."""
-        sent = fencing.clock()
-        renewed = self.store.heartbeat(self.node_id, lease=self.lease)
-        if self.supervisor.fence is not None and renewed:
-            self.supervisor.fence.confirm(sent)
+        self.duties.beat()
 
     async def _sleep(self, watcher: Any, stop: asyncio.Event, delay: float) -> None:
         waiters = [
@@ -271,9 +257,9 @@ class Node:
             await asyncio.gather(*waiters, return_exceptions=True)
 
     async def _dispatch(self, watcher: str) -> float | None:
-        due = self._schedules_due
+        due = self.duties.schedules_due
         if due is not None and (math.isnan(due) or due <= self._store_now()):
-            await self._fire_schedules()
+            await self.duties.fire_schedules()
         kinds = {Kind.COMMAND.value}
         if self.registry.names():
             kinds.add(Kind.CALLABLE.value)
@@ -325,131 +311,6 @@ class Node:
         wake = self._claim_wake
         due = wake is not None and wake <= self._store_now()
         return len(self.supervisor.runs) >= self.slots and not due
-
-    async def _fire_schedules(self) -> None:
-        """Submit the tasks of the schedules' due ticks (each tick once, whichever node
-        gets there first) and note when the next one is due."""
-        try:
-            result = await asyncio.to_thread(self.store.fire_schedules)
-        except SlotlineError:
-            # Tried again after the next heartbeat; dispatch goes on meanwhile.
-            log.exception("firing schedules failed", extra={"node": self.node_id})
-            self._schedules_due = None
-            return
-        self._schedules_due = result.next_at
-        for fired in result.fired:
-            extra = {"node": self.node_id, "schedule": fired.name}
-            if fired.task is not None:
-                log.info("schedule fired", extra={**extra, "task_id": fired.task.id})
-            else:
-                log.info("schedule tick skipped: %s", fired.reason, extra=extra)
-
-    async def _watch_schedules(self) -> None:
-        """Learn of schedules added, resumed or changed by anyone (once a heartbeat)."""
-        due = await asyncio.to_thread(self.store.next_schedule_at)
-        known = self._schedules_due
-        if known is not None and math.isnan(known):
-            return  # the loop has not asked yet; it will
-        self._schedules_due = due
-        if due is not None and (known is None or due < known):
-            self._changed.set()
-
-    async def _guard(self, stop: asyncio.Event) -> None:
-        """Sample the machine; hold or shrink dispatch while it is past its thresholds."""
-        while not stop.is_set():
-            await asyncio.sleep(self.guard_interval)
-            await self._check_guard()
-
-    async def _check_guard(self) -> None:
-        if not self.guard.enabled:
-            return
-        try:
-            settings = await asyncio.to_thread(self.store.settings)
-            running = len(self.supervisor.runs)
-            verdict = self.guard.check(int(settings["max_concurrent"]), running, utcnow())
-            if verdict != self._verdict:
-                self._verdict = verdict
-                await asyncio.to_thread(
-                    self.store.set_pressure,
-                    self.node_id,
-                    verdict.reason,
-                    verdict.hold,
-                    verdict.limit,
-                )
-                self._changed.set()
-        except Exception:  # the guard goes on sampling; a failure is logged, not fatal
-            log.exception("resource guard failed", extra={"node": self.node_id})
-
-    async def _sample_line(self, stop: asyncio.Event) -> None:
-        """Write a sample of the line every `sample_interval` seconds (the charts)."""
-        while self.sample_interval > 0 and not stop.is_set():
-            try:
-                await asyncio.to_thread(self.store.record_sample, self.sample_interval)
-            except SlotlineError:
-                log.exception("sampling the line failed", extra={"node": self.node_id})
-            await asyncio.sleep(self.sample_interval)
-
-    async def _sweep_worktrees(self, stop: asyncio.Event) -> None:
-        """Once the node has reconciled its attempts, then every `sweep_interval` and soon
-        after a run's worktree is closed: close the worktrees a crash left open, remove
-        those of tasks that are gone, then apply the retention policy (in a worker
-        thread, beside dispatch, never in its way)."""
-        await self.reconciled.wait()
-        isolator = self.supervisor.isolator
-        while not stop.is_set():
-            isolator.closed.clear()
-            try:
-                running = set(self.supervisor.runs)
-                # On the pool for git work: the heartbeat's and claims' threads stay free.
-                await run_git(isolator.sweep, running)
-                await run_git(isolator.prune, self._store_now())
-            except Exception:  # the next sweep tries again
-                log.exception("worktree sweep failed", extra={"node": self.node_id})
-            waits = [
-                asyncio.ensure_future(stop.wait()),
-                asyncio.ensure_future(isolator.closed.wait()),
-            ]
-            every = self.sweep_interval or None
-            await asyncio.wait(waits, timeout=every, return_when=asyncio.FIRST_COMPLETED)
-            for waiting in waits:
-                waiting.cancel()
-
-    async def _heartbeat(self, stop: asyncio.Event) -> None:
-        """Beat on a fixed cadence, on a thread of its own: neither the chores below nor
-        the functions on the default thread pool may delay a beat past its lease, or
-        this node's keepers would fence its runs while it lives."""
-        loop = asyncio.get_running_loop()
-        while not stop.is_set():
-            await asyncio.sleep(self.heartbeat_interval)
-            try:
-                await loop.run_in_executor(self._beats, self._beat)
-            except Exception:
-                # Whatever failed (the store, a bug), the next beat must come: a node that
-                # stops heartbeating is taken for dead and its runs are started elsewhere.
-                log.exception("heartbeat failed", extra={"node": self.node_id})
-
-    async def _chores(self, stop: asyncio.Event) -> None:
-        """Once a heartbeat interval: stop runs finished elsewhere, sample usage, reap
-        gone nodes' runs, learn of schedules."""
-        while not stop.is_set():
-            await asyncio.sleep(self.heartbeat_interval)
-            try:
-                await adopt.fence(self.supervisor)
-                await self.supervisor.sample_usage()
-                await adopt.reap_lapsed(self.supervisor)
-                await self._watch_schedules()  # last: what fails here skips nothing
-            except Exception:
-                log.exception("heartbeat chores failed", extra={"node": self.node_id})
-
-    async def _fence_in_node(self, stop: asyncio.Event) -> None:
-        """Functions run inside this node have no keeper: the node stops them itself at
-        their deadline (`Supervisor.fence_in_node`)."""
-        fence = self.supervisor.fence
-        if fence is None:
-            return
-        while not stop.is_set():
-            await asyncio.sleep(min(0.25, fence.margin / 2))
-            self.supervisor.fence_in_node()
 
 
 def install_signal_handlers(stop: asyncio.Event) -> None:
