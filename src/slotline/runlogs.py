@@ -11,7 +11,9 @@ from slotline.models import Attempt, Kind, Task
 
 def log_file(log_dir: Path, task_id: str, number: int) -> str:
     """Where the output of attempt `number` of a task goes, under a node's log folder."""
-    return str(log_dir / task_id / f"{number}.log")
+    # os.path, not pathlib: a claim computes one per start (pathlib's parsing costs
+    # several times the join); `log_dir` is a Path already, so both spell it alike.
+    return os.path.join(log_dir, task_id, f"{number}.log")
 
 
 def why_no_log(task: Task, attempt: Attempt) -> str:
