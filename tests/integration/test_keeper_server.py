@@ -10,9 +10,10 @@ import signal
 import subprocess
 import sys
 import threading
+from concurrent.futures import Future
 from pathlib import Path
 
-from slotline.runner.keepers import WRAP, KeeperServer
+from slotline.runner.keepers import WRAP, KeeperServer, _Server
 from waiting import until
 
 SLEEPER = ["sleep", "30"]
@@ -145,3 +146,82 @@ def test_requests_written_together_are_answered_in_order_once_each_keeper_leads_
         server.stdin.close()
         server.wait(30)
         server.stdout.close()
+
+
+def test_a_request_it_cannot_read_is_answered_so_and_the_batch_goes_on(tmp_path: Path) -> None:
+    server = subprocess.Popen(
+        [sys.executable, "-I", "-S", WRAP, "--serve"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    )
+    assert server.stdin is not None
+    assert server.stdout is not None
+    first, last = tmp_path / "1.exit", tmp_path / "3.exit"
+    pids: list[int] = []
+    try:
+        good = [
+            json.dumps({"argv": keeper_argv(e, SLEEPER), "env": dict(os.environ), "log": str(e)})
+            for e in (first, last)
+        ]
+        # A refusal between two forks: the keeper after it must not be handed its -1.
+        server.stdin.write(f"{good[0]}\n{{}}\n{good[1]}\n".encode())
+        server.stdin.flush()
+        answers = [server.stdout.readline().decode().strip() for _ in range(3)]
+        assert answers[1].startswith("! not a keeper request")
+        pids = [int(answers[0]), int(answers[2])]
+        for exit_path, pid in zip((first, last), pids, strict=True):
+            until(pid_file(exit_path).exists, what="a keeper's pid file")
+            assert int(pid_file(exit_path).read_text()) == pid
+            assert os.getsid(pid) == pid
+    finally:
+        stop_groups(pids)
+        server.stdin.close()
+        server.wait(30)
+        server.stdout.close()
+
+
+def _bare_server() -> tuple[_Server, int, int]:
+    """A `_Server` on two pipes and no process: the test plays the server, through the
+    read end of its requests and the write end of its answers (returned)."""
+    to_server, requests = os.pipe()
+    answers, from_server = os.pipe()
+    return _Server(-1, requests, answers), to_server, from_server
+
+
+def test_a_request_that_could_not_be_sent_leaves_the_answers_already_written_to_theirs() -> None:
+    server, to_server, from_server = _bare_server()
+    sent: Future[str] = Future()
+    server.send(b'{"n": 1}\n', sent)
+    os.write(from_server, b"4242\n")  # its answer, written before the server died
+    os.close(to_server)  # it died: the next request cannot be sent
+    refused: Future[str] = Future()
+    server.send(b'{"n": 2}\n', refused)
+    assert refused.result(0) == ""
+    reader = threading.Thread(target=server._read)
+    reader.start()
+    os.close(from_server)
+    reader.join(30)
+    assert sent.result(0) == "4242", "an answer in the pipe is not thrown away"
+    assert server.answers == -1, "the reader forgets the descriptor it closed"
+    later: Future[str] = Future()
+    server.send(b'{"n": 3}\n', later)
+    assert later.result(0) == "", "nothing more is sent to a server that died"
+    server.stop()
+
+
+def test_an_answer_that_is_not_text_fails_its_request_not_the_reader() -> None:
+    server, to_server, from_server = _bare_server()
+    reader = threading.Thread(target=server._read)
+    reader.start()
+    first: Future[str] = Future()
+    second: Future[str] = Future()
+    server.send(b"{}\n", first)
+    server.send(b"{}\n", second)
+    os.write(from_server, b"! cannot import \xff\xfe\n31337\n")
+    assert first.result(30).startswith("! cannot import")
+    assert second.result(30) == "31337", "the reader goes on after an odd answer"
+    os.close(from_server)
+    reader.join(30)
+    server.stop()
+    os.close(to_server)

@@ -6,9 +6,11 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
+import logging
 import os
 import sys
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -19,6 +21,8 @@ from slotline.runner.capabilities import CAPS, Capabilities, open_fds
 
 WRAP = str(Path(__file__).with_name("wrap.py"))
 
+log = logging.getLogger("slotline.node")
+
 
 class KeeperServer:
     """The keeper server of this process, started on first use and again if it died.
@@ -27,7 +31,12 @@ class KeeperServer:
     one for Python functions); it answers each request (a line of JSON) with a pid, in
     the order of the requests. Requests from several threads are sent without waiting
     for the answers before them (a claim that starts eight runs sends eight at once);
-    a thread of this process reads the answers and hands each to its request."""
+    a thread of this process reads the answers and hands each to its request.
+
+    A request the server dies without answering is sent once more, to a new server. If
+    it died after forking that request's keeper (killed from outside: it answers what
+    it cannot do, `wrap.serve`), that command runs twice; and so may each of the
+    requests it had forked beside it, unanswered."""
 
     def __init__(
         self,
@@ -41,8 +50,11 @@ class KeeperServer:
         # Held to start or stop the server and to send a request: the order of the
         # requests sent is the order of `_Server.waiting`.
         self._lock = threading.Lock()
-        self._owner = os.getpid()
         self._server: _Server | None = None
+        # A forked copy of this process (which has no reader thread, and may have been
+        # forked while another thread held the lock) starts a server of its own.
+        me = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: _forked(me()))
 
     @property
     def _pid(self) -> int | None:
@@ -68,11 +80,6 @@ class KeeperServer:
         for _ in (1, 2):
             answer: Future[str] = Future()
             with self._lock:
-                if self._owner != os.getpid():  # a forked copy of the node: not its server
-                    if self._server is not None:
-                        self._server.forget()
-                    self._server = None
-                    self._owner = os.getpid()
                 if self._server is None:
                     self._server = _Server.start(self._argv, self._env(), self._caps)
                 server = self._server
@@ -93,6 +100,17 @@ class KeeperServer:
             if self._server is not None:
                 self._server.stop()
                 self._server = None
+
+
+def _forked(keepers: KeeperServer | None) -> None:
+    """In the child of a fork: forget the parent's server (closing the copies of its
+    pipes, so that only the parent keeps its stdin open) and its lock."""
+    if keepers is None:
+        return
+    keepers._lock = threading.Lock()
+    if keepers._server is not None:
+        keepers._server.forget()
+        keepers._server = None
 
 
 class _Server:
@@ -149,22 +167,38 @@ class _Server:
             done = 0
             while done < len(request):
                 done += os.write(self.requests, request[done:])
-        except OSError:
-            self._end()
+        except BaseException as exc:
+            # Not sent whole: this request fails (a part of a line stays in the pipe, so
+            # nothing more is sent on it). Those sent before it still get the answers
+            # the server wrote before it died: the reader hands them out.
+            with self._lock:
+                self.gone = True
+                if self.waiting and self.waiting[-1] is answer:
+                    self.waiting.pop()
+            answer.set_result("")
+            if not isinstance(exc, OSError):
+                raise
 
     def _read(self) -> None:
-        """The reader thread: hand each answer to the oldest request waiting."""
+        """The reader thread: hand each answer to the oldest request waiting; at the
+        end of the answers (or on any failure), "" to every request still waiting."""
         pending = b""
-        with contextlib.suppress(OSError):
+        try:
             while data := os.read(self.answers, 4096):
                 *lines, pending = (pending + data).split(b"\n")
                 for line in lines:
                     with self._lock:
                         answer = self.waiting.popleft() if self.waiting else None
                     if answer is not None:
-                        answer.set_result(line.decode().strip())
-        self._end()
-        os.close(self.answers)
+                        answer.set_result(line.decode(errors="replace").strip())
+        except OSError:
+            pass
+        except BaseException:
+            log.exception("reading the keeper server's answers failed")
+        finally:
+            self._end()
+            fd, self.answers = self.answers, -1
+            os.close(fd)
 
     def _end(self) -> None:
         """No answer will come: every request waiting gets "" (and so does any sent later)."""
@@ -178,17 +212,21 @@ class _Server:
         """Close its requests: it ends (the keepers it forked live on), and so does the
         reader. It is reaped if it has ended, never waited for (a wedged server must not
         hold up a node's exit)."""
-        with contextlib.suppress(OSError):
-            os.close(self.requests)
+        fd, self.requests = self.requests, -1
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
         with contextlib.suppress(ChildProcessError):
             os.waitpid(self.pid, os.WNOHANG)
 
     def forget(self) -> None:
         """In a forked copy of its owner (with no reader thread): close the copies of its
-        pipes, so that only the owner keeps the server's stdin open."""
+        pipes (a pipe the reader closed already is skipped: its number may be another's
+        by now)."""
         for fd in (self.requests, self.answers):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
 
 KEEPERS = KeeperServer()

@@ -373,7 +373,7 @@ def serve() -> int:
         *lines, pending = pending.split(b"\n")
         forked: list[tuple[str, int]] = []
         for line in lines:
-            forked.append(_fork_keeper(line, [ready for _, ready in forked]))
+            forked.append(_fork_keeper(line, [ready for _, ready in forked if ready >= 0]))
         for answer, ready in forked:
             if ready >= 0:
                 # Answer once the keeper leads its own session (or is gone): a stop
@@ -386,10 +386,16 @@ def serve() -> int:
 def _fork_keeper(line: bytes, inherited: list[int]) -> tuple[str, int]:
     """Fork the keeper a request (a line of JSON) asks for; its pid and the pipe that
     closes once it leads its session (in the keeper, the pipes of the keepers forked
-    before it, `inherited`, are closed), or `!` and why with -1."""
+    before it, `inherited`, are closed), or `!` and why with -1. A request it cannot
+    read is answered so, never the end of the server (which would leave the requests
+    forked beside it unanswered, to be sent again)."""
     import json
 
-    request = json.loads(line)
+    try:
+        request = json.loads(line)
+        argv, env, log = request["argv"], request["env"], request["log"]
+    except (ValueError, TypeError, KeyError) as exc:
+        return f"! not a keeper request: {type(exc).__name__}", -1
     ready, in_session = os.pipe()
     try:
         pid = os.fork()
@@ -398,9 +404,7 @@ def _fork_keeper(line: bytes, inherited: list[int]) -> tuple[str, int]:
         os.close(in_session)
         return f"! {exc.strerror}", -1
     if pid == 0:
-        for fd in (ready, *inherited):
-            os.close(fd)
-        _keep(request["argv"], request["env"], request["log"], in_session)
+        _keep(argv, env, log, in_session, (ready, *inherited))
     os.close(in_session)
     return str(pid), ready
 
@@ -411,10 +415,15 @@ def _write_all(fd: int, data: bytes) -> None:
         done += os.write(fd, data[done:])
 
 
-def _keep(argv: list[str], env: dict[str, str], log: str, in_session: int) -> None:
-    """In a child of the server: become a keeper in a session of its own, never return."""
+def _keep(
+    argv: list[str], env: dict[str, str], log: str, in_session: int, server_fds: tuple[int, ...]
+) -> None:
+    """In a child of the server: become a keeper in a session of its own, never return.
+    `server_fds`: the server's pipes this child has copies of, closed first."""
     code = 1
     try:
+        for fd in server_fds:
+            os.close(fd)
         os.setsid()
         os.close(in_session)  # tells the server
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
