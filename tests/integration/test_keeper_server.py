@@ -12,6 +12,7 @@ import sys
 import threading
 from concurrent.futures import Future
 from pathlib import Path
+from typing import IO
 
 from slotline.runner.keepers import WRAP, KeeperServer, _Server
 from waiting import until
@@ -112,9 +113,8 @@ def _ended(pid: int) -> bool:
         return True
 
 
-def test_requests_written_together_are_answered_in_order_once_each_keeper_leads_its_session(
-    tmp_path: Path,
-) -> None:
+def _serve() -> tuple[subprocess.Popen[bytes], IO[bytes], IO[bytes]]:
+    """wrap.py's keeper server, driven by the test: it, its stdin and its stdout."""
     server = subprocess.Popen(
         [sys.executable, "-I", "-S", WRAP, "--serve"],
         stdin=subprocess.PIPE,
@@ -123,6 +123,13 @@ def test_requests_written_together_are_answered_in_order_once_each_keeper_leads_
     )
     assert server.stdin is not None
     assert server.stdout is not None
+    return server, server.stdin, server.stdout
+
+
+def test_requests_written_together_are_answered_in_order_once_each_keeper_leads_its_session(
+    tmp_path: Path,
+) -> None:
+    server, requests, answers = _serve()
     exits = [tmp_path / f"{i}.exit" for i in range(8)]
     pids: list[int] = []
     try:
@@ -131,10 +138,10 @@ def test_requests_written_together_are_answered_in_order_once_each_keeper_leads_
             for e in exits
         ]
         # One write: the server reads them all at once and forks them together.
-        server.stdin.write("".join(f"{line}\n" for line in lines).encode())
-        server.stdin.flush()
+        requests.write("".join(f"{line}\n" for line in lines).encode())
+        requests.flush()
         for _ in exits:
-            pid = int(server.stdout.readline())
+            pid = int(answers.readline())
             # Answered only once the keeper leads its session: a stop would find its group.
             assert os.getsid(pid) == pid
             pids.append(pid)
@@ -143,20 +150,13 @@ def test_requests_written_together_are_answered_in_order_once_each_keeper_leads_
             assert int(pid_file(exit_path).read_text()) == pid, "answers come in request order"
     finally:
         stop_groups(pids)
-        server.stdin.close()
+        requests.close()
         server.wait(30)
-        server.stdout.close()
+        answers.close()
 
 
 def test_a_request_it_cannot_read_is_answered_so_and_the_batch_goes_on(tmp_path: Path) -> None:
-    server = subprocess.Popen(
-        [sys.executable, "-I", "-S", WRAP, "--serve"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        start_new_session=True,
-    )
-    assert server.stdin is not None
-    assert server.stdout is not None
+    server, requests, answers = _serve()
     first, last = tmp_path / "1.exit", tmp_path / "3.exit"
     pids: list[int] = []
     try:
@@ -165,20 +165,20 @@ def test_a_request_it_cannot_read_is_answered_so_and_the_batch_goes_on(tmp_path:
             for e in (first, last)
         ]
         # A refusal between two forks: the keeper after it must not be handed its -1.
-        server.stdin.write(f"{good[0]}\n{{}}\n{good[1]}\n".encode())
-        server.stdin.flush()
-        answers = [server.stdout.readline().decode().strip() for _ in range(3)]
-        assert answers[1].startswith("! not a keeper request")
-        pids = [int(answers[0]), int(answers[2])]
+        requests.write(f"{good[0]}\n{{}}\n{good[1]}\n".encode())
+        requests.flush()
+        said = [answers.readline().decode().strip() for _ in range(3)]
+        assert said[1].startswith("! not a keeper request")
+        pids = [int(said[0]), int(said[2])]
         for exit_path, pid in zip((first, last), pids, strict=True):
             until(pid_file(exit_path).exists, what="a keeper's pid file")
             assert int(pid_file(exit_path).read_text()) == pid
             assert os.getsid(pid) == pid
     finally:
         stop_groups(pids)
-        server.stdin.close()
+        requests.close()
         server.wait(30)
-        server.stdout.close()
+        answers.close()
 
 
 def _bare_server() -> tuple[_Server, int, int]:
