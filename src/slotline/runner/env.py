@@ -80,7 +80,9 @@ def allowed_env(allow: Sequence[str], base: Mapping[str, str] | None = None) -> 
     names and patterns let through."""
     source = os.environ if base is None else base
     allowed = _matcher(tuple(allow)).match
-    return {k: v for k, v in source.items() if allowed(k)}
+    # By name first: `os.environ` decodes each value it is asked for, and most of its
+    # names are not allowed (a spawn runs this for each command).
+    return {k: source[k] for k in source if allowed(k)}
 
 
 @functools.cache
