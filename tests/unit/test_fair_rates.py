@@ -68,6 +68,16 @@ def test_fairness_never_lets_a_lower_priority_pass_and_weights_give_more_turns()
     ]  # fmt: skip
 
 
+def test_fairness_never_lets_a_task_pass_a_boosted_one_of_its_priority() -> None:
+    boosted = task(0, user="alice", boosted=True)
+    line = [boosted, task(1, user="bob"), task(2, user="carol")]
+
+    # alice was served most of late: without the boost her task would go last
+    ordered = policy.order(line, NOW, fairness=Fairness("user"), passes={"alice": 9.0})
+
+    assert [t.id for t in ordered] == ["t0", "t1", "t2"]
+
+
 def test_a_user_served_lately_waits_and_a_newcomer_starts_at_the_floor() -> None:
     line = line_of(["alice", "alice", "bob", "carol"])
     passes = {"alice": 5.0, "bob": 3.0}
