@@ -495,6 +495,64 @@ def test_a_claim_returns_the_task_and_attempt_as_stored(
     assert function.attempt.log_path == str(tmp_path / function.task.id / "1.log")
 
 
+def test_a_callables_claim_records_its_start_with_the_attempt(store: Store, tmp_path: Path) -> None:
+    function = store.submit({"title": "function", "callable": "noop"})
+
+    (claimed,) = store.claim(NODE, log_dir=tmp_path).claims
+
+    # Its start is the claim's: "started" (no process, so no pid) right after "claimed".
+    kinds = [e.kind for e in store.events() if e.task_id == function.id]
+    assert kinds[-2:] == ["claimed", "started"]
+    (started,) = [e for e in store.events() if e.kind == "started"]
+    assert started.task_id == function.id
+    assert started.data == {"attempt": claimed.attempt.id, "pid": None}
+
+
+def test_a_task_claimed_again_after_a_failure_is_returned_as_stored(
+    store: Store, submit: SubmitFn, finish: FinishFn, clock: Clock
+) -> None:
+    # Given a task whose first attempt failed (queued again, saying why, with that
+    # attempt's exit), and another one started now,
+    task = submit("retried", max_attempts=2, backoff=0)
+    (first,) = store.claim(NODE, now=clock.now).claims
+    finish(first, exit_code=3)
+    failed = store.get(task.id)
+    assert failed.status is Status.QUEUED
+    assert (failed.exit_code, failed.failure_reason) == (3, "exit code 3")
+    assert failed.status_reason == "attempt 2 of 2 after: exit code 3"
+    bumped = submit("bumped")
+    store.bump(bumped.id)
+    assert store.get(bumped.id).start_now
+
+    # when both are claimed,
+    clock.advance(1)
+    claimed = store.claim(NODE, now=clock.now).claims
+
+    # each task the claim returns is the one stored: nothing of the last run's end, nor
+    # the start now, is left.
+    assert {c.task.id for c in claimed} == {task.id, bumped.id}
+    for again in claimed:
+        stored = store.get(again.task.id)
+        assert replace(again.task, attempts=stored.attempts) == stored
+        assert again.task.exit_code is None
+        assert again.task.failure_reason is None
+        assert again.task.status_reason is None
+        assert not again.task.start_now
+
+
+def test_a_claim_told_to_hold_starts_only_what_was_started_now(
+    store: Store, submit: SubmitFn, clock: Clock
+) -> None:
+    # A node whose log folder is full claims with `hold`: nothing from the line starts,
+    # but a task someone started now does.
+    submit("a")
+    b = submit("b")
+    assert store.claim(NODE, now=clock.now, hold=True).claims == []
+    store.bump(b.id)
+    claimed = store.claim(NODE, now=clock.now, hold=True).claims
+    assert [c.task.title for c in claimed] == ["b"]
+
+
 def test_outcomes_handed_to_a_claim_commit_each_on_its_own_and_free_their_slots(
     store: Store, submit: SubmitFn, claim: ClaimFn
 ) -> None:
