@@ -474,6 +474,39 @@ def test_a_full_node_reads_its_kill_requests_and_the_next_queue_ttl_without_clai
     assert store.between_claims("another-node").kills == []
 
 
+def test_a_claim_returns_the_stop_requests_for_its_own_node_only(
+    store: Store, submit: SubmitFn, clock: Clock
+) -> None:
+    # Given a run of this node and one of another, both asked to stop,
+    store.set_setting("max_concurrent", 2)
+    submit("mine")
+    (mine,) = store.claim(NODE, now=clock.now).claims
+    submit("theirs")
+    (theirs,) = store.claim("other", now=clock.now).claims
+    store.cancel(mine.task.id)
+    store.cancel(theirs.task.id)
+
+    # each node's claim returns its own run to stop, and only that.
+    assert [k.attempt_id for k in store.claim(NODE, now=clock.now).kills] == [mine.attempt.id]
+    assert [k.attempt_id for k in store.claim("other", now=clock.now).kills] == [theirs.attempt.id]
+
+
+def test_a_node_claims_only_the_functions_it_serves_when_a_limit_decides_too(
+    store: Store, clock: Clock
+) -> None:
+    # A per-key limit takes the claim off its common case: the plan decides, and still
+    # leaves the functions this node does not serve.
+    store.set_limit("agent", "claude", 1)
+    store.submit({"title": "other", "callable": "theirs"}, now=clock.now)
+    mine = store.submit({"title": "mine", "callable": "mine"}, now=clock.now)
+
+    claimed = store.claim(
+        NODE, now=clock.now, kinds=frozenset({"callable"}), functions=frozenset({"mine"})
+    ).claims
+
+    assert [c.task.id for c in claimed] == [mine.id]
+
+
 def test_a_claim_returns_the_task_and_attempt_as_stored(
     store: Store, submit: SubmitFn, tmp_path: Path
 ) -> None:
