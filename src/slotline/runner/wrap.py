@@ -56,9 +56,7 @@ def _write(path: str, text: str | bytes) -> None:
     # command too, so there would be nothing left to collect.
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        done = 0
-        while done < len(data):
-            done += os.write(fd, data[done:])
+        _write_all(fd, data)
     except OSError:
         os.close(fd)
         _unlink(tmp)
