@@ -61,16 +61,16 @@ class Duties:
         self.schedules_due: float | None = math.nan
         # Set once the node has reconciled the attempts it had when it last stopped.
         self.reconciled = asyncio.Event()
-        # The heartbeat's own thread (`_heartbeat`), while the node runs.
-        self._beats = ThreadPoolExecutor(1, thread_name_prefix="slotline-heartbeat")
+        # The heartbeat's own thread (`_heartbeat`), from `start` until `stopped`.
+        self._beats: ThreadPoolExecutor | None = None
 
     def start(self, stop: asyncio.Event) -> list[asyncio.Task[None]]:
         """Start every duty until `stop` is set; the caller cancels the tasks at the end."""
-        self._beats = ThreadPoolExecutor(1, thread_name_prefix="slotline-heartbeat")
+        beats = self._beats = ThreadPoolExecutor(1, thread_name_prefix="slotline-heartbeat")
         return [
             asyncio.create_task(duty)
             for duty in (
-                self._heartbeat(stop),
+                self._heartbeat(stop, beats),
                 self._chores(stop),
                 self._fence_in_node(stop),
                 self._guard(stop),
@@ -82,7 +82,8 @@ class Duties:
     def stopped(self) -> None:
         """The node has stopped: let the heartbeat's thread go (a beat hung on the store
         must not hold up the node's exit)."""
-        self._beats.shutdown(wait=False)
+        if self._beats is not None:
+            self._beats.shutdown(wait=False)
 
     def beat(self) -> None:
         """Renew the node's liveness and its runs' leases; tell its keepers once every
@@ -180,7 +181,7 @@ class Duties:
             for waiting in waits:
                 waiting.cancel()
 
-    async def _heartbeat(self, stop: asyncio.Event) -> None:
+    async def _heartbeat(self, stop: asyncio.Event, beats: ThreadPoolExecutor) -> None:
         """Beat on a fixed cadence, on a thread of its own: neither the chores below nor
         the functions on the default thread pool may delay a beat past its lease, or
         this node's keepers would fence its runs while it lives."""
@@ -188,7 +189,7 @@ class Duties:
         while not stop.is_set():
             await asyncio.sleep(self.heartbeat_interval)
             try:
-                await loop.run_in_executor(self._beats, self.beat)
+                await loop.run_in_executor(beats, self.beat)
             except Exception:
                 # Whatever failed (the store, a bug), the next beat must come: a node that
                 # stops heartbeating is taken for dead and its runs are started elsewhere.
