@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from slotline.errors import InvalidInput
+from slotline.models import Attempt, Task
 from slotline.pacing.backoff import BackoffRule, Throttle, normal_cap, on_success, on_throttled
 from slotline.pacing.resets import parse_reset
 from slotline.store.core import StoreCore
@@ -80,6 +81,36 @@ def throttled(
         _put(tx, new)
         emit(tx, "backoff", None, now, **new.to_dict(), normal=normal)
     return new
+
+
+def refused(
+    tx: Tx,
+    task: Task,
+    attempt: Attempt,
+    outcome: str,
+    exit_code: int | None,
+    said: tuple[str | None, str | None],
+    now: float,
+) -> tuple[str, bool] | None:
+    """Whether a failed run was refused by its agent type's provider (its back-off rule
+    matches the exit code, or what it `said`: its output and its reason); if so, step the
+    type down, and return what matched (`exit code N`, or the matched line) and whether
+    the task goes back in line uncounted (it has requeues left)."""
+    if outcome != "failed" or task.agent is None:
+        return None
+    text = "\n".join(part for part in said if part)
+    matched = matching_rule(tx, task.agent, exit_code, text)
+    if matched is None:
+        return None
+    rule, refusal = matched
+    throttled(tx, rule, task.agent, attempt.started_at, now, refusal, text)
+    # The refusals in a row just before this one: any other end (a failure, a success
+    # before a restart) starts the budget afresh.
+    requeued = 0
+    for row in sorted(tx.rows("attempts_of", task_id=task.id), key=lambda r: r["number"]):
+        if row["id"] != attempt.id:
+            requeued = requeued + 1 if row["outcome"] == "throttled" else 0
+    return refusal, requeued < rule.max_requeues
 
 
 def _reset_at(rule: BackoffRule, agent: str, output: str | None, now: float) -> float | None:

@@ -253,7 +253,9 @@ def end(
     else:
         outcome, status = "failed", check_transition("fail", task.id, task.status)
         reason = reason or f"exit code {exit_code}"
-    refused = _provider_refused(tx, task, attempt, report, outcome, now)
+    refused = backoff.refused(
+        tx, task, attempt, outcome, report.exit_code, (report.output, report.reason), now
+    )
     if refused is not None:
         # What matched is the reason, also of a task failing with its requeues used up.
         reason, requeued = refused
@@ -325,35 +327,6 @@ def _after_end(tx: Tx, task_id: str, now: float) -> None:
             emit(tx, "drained", None, now, last_task=task_id)
 
     tx.once_before_commit("drained", drained)
-
-
-def _provider_refused(
-    tx: Tx,
-    task: Task,
-    attempt: Attempt,
-    report: Report,
-    outcome: str,
-    now: float,
-) -> tuple[str, bool] | None:
-    """Whether a failed run was refused by its agent type's provider (its back-off rule
-    matches the exit code, or the output or reason); if so, step the type down, and
-    return what matched (`exit code N`, or the matched line) and whether the task goes
-    back in line uncounted (it has requeues left)."""
-    if outcome != "failed" or task.agent is None:
-        return None
-    text = "\n".join(part for part in (report.output, report.reason) if part)
-    matched = backoff.matching_rule(tx, task.agent, report.exit_code, text)
-    if matched is None:
-        return None
-    rule, refusal = matched
-    backoff.throttled(tx, rule, task.agent, attempt.started_at, now, refusal, text)
-    # The refusals in a row just before this one: any other end (a failure, a success
-    # before a restart) starts the budget afresh.
-    requeued = 0
-    for row in sorted(tx.rows("attempts_of", task_id=task.id), key=lambda r: r["number"]):
-        if row["id"] != attempt.id:
-            requeued = requeued + 1 if row["outcome"] == "throttled" else 0
-    return refusal, requeued < rule.max_requeues
 
 
 def _retry(
