@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from slotline.clock import iso
 from slotline.errors import InvalidInput
+from slotline.frozen import Copier
 from slotline.limits import limit_key_value
 from slotline.sessions import SESSION_PLACEHOLDER, refused_tools
 
@@ -367,6 +368,11 @@ class Task:
             "slot_released": iso(self.slot_released),
             "attempts": [a.to_dict() for a in self.attempts],
         }
+
+
+# `dataclasses.replace` of a task at half its cost (`slotline.frozen`): a claim copies
+# each task it starts, and a read each task it places in line or gives an estimate.
+copy_task: Copier[Task] = Copier(Task)
 
 
 @dataclass(frozen=True, slots=True)

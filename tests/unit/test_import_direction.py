@@ -42,6 +42,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "slotline.config.settings",
             "slotline.errors",
             "slotline.fencing",
+            "slotline.frozen",
             "slotline.limits",
             "slotline.line",
             "slotline.models",

@@ -13,13 +13,12 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 from typing import Any, NamedTuple
 
 from slotline.clock import iso
 from slotline.errors import InvalidInput
 from slotline.limits import GLOBAL, limit_key_value
-from slotline.models import Status, Task
+from slotline.models import Status, Task, copy_task
 from slotline.pacing.budgets import (
     UNITS,
     Budget,
@@ -138,7 +137,7 @@ def _held(book: BudgetBook, reached: Mapping[Reached, Any], task: Task, now: flo
                 )
     if not parts:
         return task
-    return replace(task, status_reason="; ".join(parts), budget_until=book.held_until(task, now))
+    return copy_task(task, status_reason="; ".join(parts), budget_until=book.held_until(task, now))
 
 
 def _spent(state: Mapping[str, Any]) -> str:

@@ -136,7 +136,8 @@ class ClaimVerbs(StoreCore):
         claiming = windows.Claiming(self._run_times)
         tx: Tx | None = None
         try:
-            with self._write(ahead=read_ahead.reads(reports)) as tx:
+            ahead = read_ahead.reads(reports) if self.reads_ahead else ()
+            with self._write(ahead=ahead) as tx:
                 # The clock is read under the write lock, so that recorded starts and ends
                 # follow commit order: a slot is never seen taken before it was freed.
                 now = tx.now() if now is None else now
@@ -153,11 +154,14 @@ class ClaimVerbs(StoreCore):
                 # (Kept while the configuration stays: no statement, no round trip.)
                 settings, throttles = read_settings(tx), provider.throttles(tx)
                 likely = head_claim.may_be_common(settings, throttles)
-                # The run-time windows it may write (read ahead when they are due).
-                due = self._run_times.due(now, bool(runs)) or not grouped
-                adding = [estimates.ALL, estimates.GAP, *windows.measured(runs, None)]
-                ahead = windows.reads(self._run_times.scopes(adding) if due else [], now)
-                tx.prefetch(_snapshot_reads(node_id, now, ahead, slots is not None, likely))
+                if self.reads_ahead:  # the run-time windows it may write, when they are due
+                    due = self._run_times.due(now, bool(runs)) or not grouped
+                    adding = [estimates.ALL, estimates.GAP, *windows.measured(runs, None)]
+                    scopes = self._run_times.scopes(adding) if due else []
+                    counted = slots is not None
+                    tx.prefetch(
+                        _snapshot_reads(node_id, now, windows.reads(scopes, now), counted, likely)
+                    )
                 expired = tx.rows("tasks_ttl_due", now=now)
                 if expired:  # what was read ahead has them as they were
                     tx.forget_preloaded()

@@ -83,6 +83,9 @@ class StoreCore(abc.ABC):
 
     dialect: str
     url: str
+    # Whether reads sent ahead of a transaction's statements save round trips (a store
+    # with a server): else what a verb would read ahead is not even listed (`ahead`).
+    reads_ahead: bool = False
 
     @abc.abstractmethod
     def _transaction(

@@ -13,11 +13,10 @@ so the look-up and the insert cannot interleave; the partial unique index `tasks
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from slotline.errors import InvalidTransition
-from slotline.models import Task
+from slotline.models import Task, copy_task
 from slotline.store.events import emit
 from slotline.store.queries import Tx
 from slotline.store.rows import task_from_row
@@ -65,7 +64,7 @@ def existing(
                     f"{within[:8] if within else ''}; use another key",
                     key=key,
                 )
-            task = replace(task, deduplicated=True)
+            task = copy_task(task, deduplicated=True)
             by_key[scoped] = task
             found.append(task)
             emit(tx, "deduplicated", task.id, now, key=key, status=task.status.value)
@@ -95,7 +94,7 @@ def merge(found: Sequence[Found], created: Sequence[Task]) -> list[Task]:
         if item is None:
             result.append(next(new))
         elif isinstance(item, int):
-            result.append(replace(created[item], deduplicated=True))
+            result.append(copy_task(created[item], deduplicated=True))
         else:
             result.append(item)
     return result

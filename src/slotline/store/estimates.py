@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-from slotline.models import Priority, Status, Task
+from slotline.models import Priority, Status, Task, copy_task
 from slotline.pacing import backoff
 from slotline.scheduler import durations, eta, lineup, policy
 from slotline.scheduler.fairness import Fairness, virtual_times
@@ -307,7 +307,7 @@ def with_estimate(
             changes["waiting_reason"] = found.waiting
     elif isinstance(estimates, NoEstimates) and task.status in IN_LINE:
         changes["eta_unavailable"] = estimates.why
-    return replace(task, **changes) if changes else task
+    return copy_task(task, **changes) if changes else task
 
 
 def add_samples(tx: Tx, scope: tuple[str, str], seconds: list[float], now: float) -> None:

@@ -19,11 +19,10 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from slotline.errors import InvalidInput
-from slotline.models import Attempt, Priority, Status, Task, TaskPage
+from slotline.models import Attempt, Priority, Status, Task, TaskPage, copy_task
 from slotline.scheduler import eta, policy
 from slotline.store import budgets, estimates
 from slotline.store.queries import Tx
@@ -112,9 +111,9 @@ def queued_page(tx: Tx, where: Where, offset: int, limit: int) -> tuple[list[Tas
     total = _count(tx, Where([*where.groups]).all("tasks_where_status", status="queued"))
     tasks = [task_from_row(r) for r in rows]
     if not where.groups:  # the line itself: the page's place is its position
-        return [replace(t, position=offset + i) for i, t in enumerate(tasks, 1)], total
+        return [copy_task(t, position=offset + i) for i, t in enumerate(tasks, 1)], total
     found = positions(tx, tasks)
-    return [replace(t, position=found.get(t.id)) for t in tasks], total
+    return [copy_task(t, position=found.get(t.id)) for t in tasks], total
 
 
 def parked(tx: Tx, where: Where, shown: int) -> tuple[list[Task], int]:

@@ -88,6 +88,7 @@ class PostgresStore(Store):
     """
 
     dialect = "postgres"
+    reads_ahead = True
 
     def __init__(self, url: str) -> None:
         self.url = url

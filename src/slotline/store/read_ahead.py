@@ -34,7 +34,12 @@ def read_ahead(tx: Tx, reports: Sequence[Report | StartReport]) -> Iterator[None
     dropped at the end.
 
     Those three reads (`reads`) may have been sent ahead, with the transaction's first
-    round trip: they are then answered from there."""
+    round trip: they are then answered from there. On a store without a server, which
+    has no round trip to save, each part reads its own rows (the read ahead, its
+    preloading and its lookups cost more there than the reads they stand in for)."""
+    if not tx.reads_ahead:
+        yield
+        return
     ids = _ids(reports)
     if ids:
         _read(tx, ids)

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import replace
 
-from slotline.models import Task
+from slotline.models import Task, copy_task
 
 log = logging.getLogger("slotline")
 
@@ -29,4 +28,4 @@ def read_back(get: Callable[[str], Task], written: Task) -> Task:
 
         if written.status not in IN_LINE:
             return written
-        return replace(written, eta_unavailable="reading the task back failed")
+        return copy_task(written, eta_unavailable="reading the task back failed")

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from slotline.line import STATUS_HEAD, next_up
-from slotline.models import Attempt, Status, Task, TaskPage
+from slotline.models import Attempt, Status, Task, TaskPage, copy_task
 from slotline.store import backoff, budgets, estimates, listing, rates, serving
 from slotline.store.core import StoreCore
 from slotline.store.events import last_seq
@@ -202,7 +202,7 @@ class ReadVerbs(StoreCore):
             if not any(t.status is Status.QUEUED for t in found):
                 return found
             first = _next_up(tx, tx.now(), _estimates_to(tx, self.url, NEXT_UP_HEAD))
-            return [replace(t, next_up=True) if t.id == first else t for t in found]
+            return [copy_task(t, next_up=True) if t.id == first else t for t in found]
 
     def status(
         self, now: float | None = None, *, limit: int = STATUS_HEAD, all: bool = False
@@ -241,7 +241,7 @@ class ReadVerbs(StoreCore):
             placed = serving.annotate(tx, placed)
             first = next_up(placed if all else placed[:NEXT_UP_HEAD])
             shown = [
-                replace(t, next_up=True) if first is not None and t.id == first.id else t
+                copy_task(t, next_up=True) if first is not None and t.id == first.id else t
                 for t in (placed if all else placed[:limit])
             ]
             beyond = first.id if first is not None and not any(t.next_up for t in shown) else None
@@ -269,7 +269,7 @@ class ReadVerbs(StoreCore):
             if reordered(settings):
                 queue = ordered_queue(tx, now, aging)
                 kept = set(_ids(tx, where)) if where.groups else None
-                placed = [replace(t, position=i) for i, t in enumerate(queue, 1)]
+                placed = [copy_task(t, position=i) for i, t in enumerate(queue, 1)]
                 placed = [t for t in placed if kept is None or t.id in kept]
                 total, page = len(placed), placed[offset : offset + limit]
             else:

@@ -3,10 +3,10 @@ one row per interval, written by the nodes and kept for a day."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-from slotline.models import Attempt, Task
+from slotline.models import Attempt, Task, copy_task
 from slotline.store.core import Serial, StoreCore
 from slotline.store.rows import attempt_from_row, task_from_row
 from slotline.store.settings import read_settings
@@ -67,6 +67,6 @@ class SampleVerbs(StoreCore):
             for row in tx.rows("attempts_of_finished_since", since=since):
                 attempts.setdefault(row["task_id"], []).append(attempt_from_row(row))
             return [
-                replace(task_from_row(r), attempts=tuple(attempts.get(r["id"], ())))
+                copy_task(task_from_row(r), attempts=tuple(attempts.get(r["id"], ())))
                 for r in tx.rows("tasks_finished_since", since=since)
             ]

@@ -7,14 +7,14 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from slotline.bounds import MAX_RESULT_BYTES
 from slotline.clock import iso
 from slotline.errors import InvalidInput, NotFound, StaleAttempt
 from slotline.line import unserved_reason
-from slotline.models import Kind, Status, Task, WaitingReason
+from slotline.models import Kind, Status, Task, WaitingReason, copy_task
 from slotline.store.core import StoreCore
 from slotline.store.events import emit
 from slotline.store.queries import Tx
@@ -149,9 +149,11 @@ def _shown(tx: Tx, task: Task, served: frozenset[str]) -> Task:
         return task
     if task.status is Status.QUEUED and task.callable not in served:
         reason = unserved_reason(task.callable or "")
-        return replace(task, status_reason=reason, waiting_reason=WaitingReason("unserved", reason))
+        return copy_task(
+            task, status_reason=reason, waiting_reason=WaitingReason("unserved", reason)
+        )
     if task.status is Status.SUCCEEDED:
-        return replace(task, result=_result(tx, task))
+        return copy_task(task, result=_result(tx, task))
     return task
 
 

@@ -4,10 +4,10 @@ events, as one claim's transaction writes them (`store/claim.py` decides what st
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
-from slotline.models import Attempt, Kind, Status, Task
+from slotline.models import Attempt, Kind, Status, Task, copy_task
 from slotline.runlogs import log_file
 from slotline.scheduler import policy
 from slotline.store.events import change, emit
@@ -86,7 +86,7 @@ def start(
         # A callable starts with its claim; its log path went in with the attempt's row.
         emit(tx, "started", task.id, now, attempt=attempt_id, pid=None)
     # The task as `task_claim` left it (a contract test compares it with a fresh read).
-    claimed = replace(
+    claimed = copy_task(
         task,
         status=Status.RUNNING,
         status_reason=None,

@@ -3,12 +3,11 @@ counted, read in line order, and placed in the line (ranks)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from slotline.bounds import parse_id
 from slotline.errors import AmbiguousId, NotFound
-from slotline.models import Task
+from slotline.models import Task, copy_task
 from slotline.scheduler import policy
 from slotline.scheduler.fairness import Fairness
 from slotline.scheduler.ranks import between, seq_rank
@@ -49,7 +48,7 @@ def resolve(tx: Tx, ref: str, user: str | None = None) -> Task:
 
 def with_attempts(tx: Tx, task: Task, position: int | None = None) -> Task:
     attempts = tuple(attempt_from_row(r) for r in tx.rows("attempts_of", task_id=task.id))
-    return replace(task, attempts=attempts, position=position)
+    return copy_task(task, attempts=attempts, position=position)
 
 
 def ordered_queue(tx: Tx, now: float, aging: float | None) -> list[Task]:
