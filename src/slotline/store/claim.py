@@ -17,12 +17,12 @@ from slotline.scheduler import policy
 from slotline.scheduler.fairness import Fairness
 from slotline.stops import StopRequest
 from slotline.store import backoff as provider
-from slotline.store import budgets, estimates, head_claim, rates, read_ahead, windows
+from slotline.store import budgets, estimates, head_claim, plain_end, rates, read_ahead, windows
 from slotline.store import fairness as fair
 from slotline.store.core import StoreCore
 from slotline.store.queries import FIRST_PAGE, Tx
 from slotline.store.rows import task_from_row
-from slotline.store.runs import Report, StartReport, end, expire, record
+from slotline.store.runs import Report, StartReport, expire, record
 from slotline.store.settings import LEASE_SECONDS, read_settings
 from slotline.store.starts import Claim, start
 from slotline.store.statements import Read
@@ -146,7 +146,7 @@ class ClaimVerbs(StoreCore):
                     functools.partial(record, tx, report) for report in started
                 ]
                 steps += [
-                    functools.partial(end, tx, report, now, None, runs) for report in finished
+                    functools.partial(plain_end.end, tx, report, now, runs) for report in finished
                 ]
                 with read_ahead.read_ahead(tx, reports):
                     refusals = _apply(tx, steps, careful)

@@ -186,7 +186,7 @@ def live_attempt(tx: Tx, attempt_id: str, token: str) -> tuple[Task, Attempt]:
         raise NotFound(f"no attempt {attempt_id}")
     attempt = attempt_from_row(row)
     task = load(tx, attempt.task_id)
-    if not secrets.compare_digest(attempt.token, token):
+    if not secrets.compare_digest(attempt.token.encode(), token.encode()):  # any text
         raise StaleAttempt(f"wrong token for attempt {attempt_id[:8]}")
     if attempt.finished_at is not None or task.current_attempt != attempt.id:
         raise StaleAttempt(
@@ -307,11 +307,11 @@ def end(
             windows.write(tx, windows.measured([took], None), now)
         else:
             runs.append(took)
-    _after_end(tx, task.id, now)
+    after_end(tx, task.id, now)
     return task.id
 
 
-def _after_end(tx: Tx, task_id: str, now: float) -> None:
+def after_end(tx: Tx, task_id: str, now: float) -> None:
     """In the transaction that ends a run: if nothing runs or waits in line to start
     any more, the queue has drained (a `drained` event). (The statement that ends or
     requeues the task has cleared its stall mark.)"""

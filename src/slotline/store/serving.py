@@ -119,7 +119,7 @@ class ServingVerbs(StoreCore):
                 raise NotFound(f"no attempt {attempt_id[:80]}", attempt_id=attempt_id[:80])
             task = load(tx, row["task_id"])
             live = row["finished_at"] is None and task.current_attempt == attempt_id
-            if not (secrets.compare_digest(row["token"], token) and live):
+            if not (secrets.compare_digest(row["token"].encode(), token.encode()) and live):
                 raise StaleAttempt(f"attempt {attempt_id[:8]} may no longer report a result")
             tx.run("result_put", task_id=task.id, attempt_id=attempt_id, value=value, now=tx.now())
             tx.notify = False  # nothing shows it until the attempt's end is committed

@@ -505,6 +505,15 @@ SELECT * FROM tasks WHERE id IN (SELECT task_id FROM attempts WHERE id {in_ids:i
 SELECT dep_id, task_id FROM deps
 WHERE dep_id IN (SELECT task_id FROM attempts WHERE id {in_ids:ids});
 
+-- name: plain_end_of
+-- What the end of a run in its common case checks (`store/plain_end.py`), in one read:
+-- the attempt, what its task's end depends on, and whether any task depends on it.
+SELECT a.task_id, a.token, a.finished_at, a.started_at, a.pid, t.kind, t.agent, t.status,
+       t.current_attempt, t.kill_request,
+       EXISTS (SELECT 1 FROM deps WHERE dep_id = a.task_id) AS depended_on
+FROM attempts a JOIN tasks t ON t.id = a.task_id
+WHERE a.id = :id;
+
 -- name: tasks_where_label
 -- :needle is `"NAME":` or `"NAME":"VALUE"` as the labels' JSON spells them (compact,
 -- every value a string): in that JSON an unescaped quote only delimits a string, so the

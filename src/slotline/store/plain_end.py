@@ -1,0 +1,86 @@
+"""The end of a run in its common case, committed by a claim without building its task.
+
+`runs.end` knows every end: a stop request, a requeue, a failure (its retry, its
+provider's back-off), what the run spent and its session, refused tools, dependents to
+queue. Most ends a claim commits are none of these: a function or a command that
+succeeded, reported as it ended with nothing beside its exit code, whose task nobody
+asked to stop and no task depends on. Such an end reads one row (the attempt, joined
+with what it checks of the task) where `runs.end` reads the attempt, the task and its
+dependents and builds the task and the attempt, and writes what `runs.end` writes: the
+attempt's end, the task's, the `succeeded` event, the agent's step out of a back-off and
+the run's time. Any other end, or one that this read finds is not plain after all (a
+stale report, a task someone asked to stop), goes to `runs.end`, this having written
+nothing. `tests/contract/test_plain_end.py` holds it to `runs.end`: on random runs and
+reports, both leave the store the same.
+
+On a store with a server the reports' rows are read ahead, all in one round trip
+(`read_ahead`), where this read would add one per report: there `runs.end` ends them all.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from slotline.models import Kind, Status
+from slotline.store import backoff
+from slotline.store.events import emit
+from slotline.store.queries import Tx
+from slotline.store.runs import Report, after_end
+from slotline.store.runs import end as any_end
+
+
+def end(tx: Tx, report: Report, now: float, runs: list[tuple[str | None, float]]) -> str:
+    """`runs.end` of `report` at `now` (its run's time appended to `runs`), in one read
+    when the end is plain; returns the task's id."""
+    row = _plain_row(tx, report)
+    if row is None:
+        return any_end(tx, report, now, None, runs)
+    attempt_id, task_id, agent = report.attempt_id, row["task_id"], row["agent"]
+    tx.run(
+        "attempt_end", id=attempt_id, now=now, exit_code=0, outcome="succeeded", reason=None,
+        cost_usd=None, input_tokens=None, output_tokens=None, session_totals=None,
+        session_id=None, denied_tools=None,
+    )  # fmt: skip
+    started_at = float(row["started_at"])
+    backoff.succeeded(tx, agent, started_at, now)
+    tx.run(
+        "task_end", id=task_id, status=Status.SUCCEEDED.value, status_reason=None, now=now,
+        exit_code=0, failure_reason=None,
+    )  # fmt: skip
+    moved = {"from": Status.RUNNING.value, "to": Status.SUCCEEDED.value}
+    emit(tx, "succeeded", task_id, now, **moved, attempt=attempt_id, exit_code=0, reason=None)
+    if row["kind"] == Kind.CALLABLE or row["pid"] is not None:  # it ran (`runs._ran`)
+        runs.append((agent, now - started_at))
+    after_end(tx, task_id, now)
+    return str(task_id)
+
+
+def _plain_row(tx: Tx, report: Report) -> dict[str, Any] | None:
+    """What the plain end of `report` needs, or None when its end is not plain."""
+    if tx.reads_ahead or not _plain(report):
+        return None
+    row = tx.one("plain_end_of", id=report.attempt_id)  # an id as a node reports it
+    if row is None:  # `runs.end` says why (an unknown attempt, an id spelled otherwise)
+        return None
+    if not secrets.compare_digest(row["token"].encode(), report.token.encode()):
+        return None
+    current = row["finished_at"] is None and row["current_attempt"] == report.attempt_id
+    asked = row["kill_request"] is not None
+    if not current or asked or row["status"] != Status.RUNNING or row["depended_on"]:
+        return None
+    return row
+
+
+def _plain(report: Report) -> bool:
+    """Whether `report` says nothing but that its run succeeded, just now."""
+    return (
+        report.exit_code == 0
+        and report.reason is None
+        and not report.requeue
+        and report.usage is None
+        and report.session_id is None
+        and not report.resumable
+        and not report.denied
+        and report.ended_ago is None
+    )

@@ -1,0 +1,265 @@
+"""The claim's plain end (`store/plain_end.py`) held to `runs.end`: on runs (a command,
+with or without its process, or a function; with or without an agent type, in back-off
+or not; with a dependent, a stop request, an end already committed) and reports (an
+exit code, a reason, a requeue, usage, a session, refused tools, a late report, a wrong
+token, an id spelled otherwise), both leave the store the same within one transaction:
+the same rows, the same events (the `drained` one included), the same run time, the same
+refusal. Every end that is plain but for one thing, then random mixes. SQLite only: on
+a store with a server the plain end is not taken (its reports' rows are read ahead)."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from slotline.errors import SlotlineError
+from slotline.models import Usage
+from slotline.store import plain_end, runs
+from slotline.store.queries import Tx
+from slotline.store.runs import Report
+from slotline.store.sqlite import SQLiteStore
+
+NOW = 1_800_000_000.0
+TABLES = ("tasks", "attempts", "deps", "status_counts", "agent_backoff", "task_results")
+
+
+@dataclass(frozen=True)
+class Run:
+    function: bool  # a callable, else a command
+    agent: str | None
+    depended_on: bool  # another task waits on this one
+    asked_to_stop: bool  # cancelled while it runs
+    ended: bool  # its end was committed before the report
+    spawned: bool  # a command's process was recorded (else it never got one)
+
+
+@dataclass(frozen=True)
+class Said:
+    exit_code: int | None
+    reason: str | None
+    requeue: bool
+    usage: bool
+    session: bool
+    resumable: bool
+    denied: bool
+    ended_ago: float | None
+    token: str  # "own", "other", "not ascii"
+    spelled: str  # the attempt id: "as stored", "upper case", "dashed"
+
+
+@st.composite
+def runs_made(draw: st.DrawFn) -> Run:
+    """A run of a function or a command, with or without an agent type, whose end
+    would be plain, or would be but for one or two things."""
+    run = Run(draw(st.booleans()), draw(st.sampled_from([None, "claude"])), *[False] * 3, True)
+    flips = ["depended_on", "asked_to_stop", "ended", "spawned"]
+    changed = draw(st.lists(st.sampled_from(flips), max_size=2, unique=True))
+    return replace(run, **{name: not getattr(run, name) for name in changed})
+
+
+run_strategy = runs_made()
+
+
+# A report that says only that its run succeeded, just now (most reports of a claim).
+PLAIN = Said(0, None, False, False, False, False, False, None, "own", "as stored")
+# What a report may say otherwise, field by field.
+OTHERWISE: dict[str, list[Any]] = {
+    "exit_code": [1, 127, None],
+    "reason": ["timed out"],
+    "requeue": [True],
+    "usage": [True],
+    "session": [True],
+    "resumable": [True],
+    "denied": [True],
+    "ended_ago": [5.0],
+    "token": ["other", "not ascii"],
+    "spelled": ["upper case", "dashed"],
+}
+
+
+@st.composite
+def reports_said(draw: st.DrawFn) -> Said:
+    """Plain, or plain but for one or a few things: each condition of the plain end is
+    met by all but one field as often as by all."""
+    changed = draw(st.lists(st.sampled_from(sorted(OTHERWISE)), max_size=3, unique=True))
+    return replace(PLAIN, **{name: draw(st.sampled_from(OTHERWISE[name])) for name in changed})
+
+
+said_strategy = reports_said()
+
+
+def _report(attempt_id: str, token: str, said: Said) -> Report:
+    spelled = {
+        "as stored": attempt_id,
+        "upper case": attempt_id.upper(),
+        "dashed": str(uuid.UUID(attempt_id)),
+    }[said.spelled]
+    given_token = {"own": token, "other": token[::-1], "not ascii": token[:-1] + "é"}[said.token]
+    return Report(
+        spelled,
+        given_token,
+        said.exit_code,
+        reason=said.reason,
+        requeue=said.requeue,
+        usage=Usage(cost_usd=0.25, input_tokens=10) if said.usage else None,
+        session_id="s-1" if said.session else None,
+        resumable=said.resumable,
+        denied=("Bash",) if said.denied else (),
+        ended_ago=said.ended_ago,
+    )
+
+
+@contextlib.contextmanager
+def _store() -> Iterator[SQLiteStore]:
+    with tempfile.TemporaryDirectory() as folder:
+        store = SQLiteStore(Path(folder) / "store.db")
+        try:
+            yield store
+        finally:
+            store.close()
+
+
+def _reports(
+    store: SQLiteStore, cases: list[tuple[Run, Said]], throttled: bool = False
+) -> list[Report]:
+    """Start one run per case and make each as its case says; their reports. If
+    `throttled`, the agent type `claude` is in back-off by then (its provider refused a
+    run), which a success steps it out of."""
+    kinds = frozenset({"command", "callable"})
+    store.set_setting("max_concurrent", len(cases))
+    # A hold of a second at most, and no cap on claude's runs below the store's.
+    rule = {"exit_codes": [75], "delay": 1, "max_delay": 1, "min_concurrent": len(cases)}
+    store.set_backoff("claude", rule)
+    store.submit({"callable": "g", "agent": "claude"}, now=NOW)
+    [first] = store.claim("n", now=NOW, kinds=kinds, functions=frozenset({"g"})).claims
+    # Refused by its provider (then back in line), or done: the last end drains the line.
+    store.finish(first.attempt.id, first.attempt.token, 75 if throttled else 0, now=NOW)
+    assert bool(store.throttles()) == throttled
+    for run, _ in cases:
+        spec: dict[str, Any] = {"callable": "f"} if run.function else {"command": ["true"]}
+        store.submit({**spec, "agent": run.agent}, now=NOW)
+    claims = store.claim("n", now=NOW + 5, kinds=kinds, functions=frozenset({"f"})).claims
+    assert len(claims) == len(cases)
+    reports = []
+    for claim, (run, said) in zip(claims, cases, strict=True):
+        task, attempt = claim.task, claim.attempt
+        if not run.function and run.spawned:  # a command's process, as its node records it
+            store.record_start(attempt.id, attempt.token, 4242, NOW + 5)
+        if run.depended_on:
+            store.submit({"command": ["true"], "depends_on": [task.id]}, now=NOW + 6)
+        if run.asked_to_stop:
+            store.cancel(task.id)
+        if run.ended:
+            store.finish(attempt.id, attempt.token, 0, now=NOW + 7)
+        reports.append(_report(attempt.id, attempt.token, said))
+    return reports
+
+
+def _state(tx: Tx, appended_from: int) -> dict[str, Any]:
+    tables = {
+        name: tx.cursor.execute(f"SELECT * FROM {name} ORDER BY 1").fetchall() for name in TABLES
+    }
+    return {**tables, "events": tx.events[appended_from:]}
+
+
+def _outcome(tx: Tx, ending: Callable[[list[tuple[str | None, float]]], str]) -> dict[str, Any]:
+    """What `ending` leaves in `tx` (its state, its run times, what it returned or the
+    refusal it raised), undone afterwards."""
+    appended = len(tx.events)
+    tx.cursor.execute("SAVEPOINT compare")
+    times: list[tuple[str | None, float]] = []
+    try:
+        result: Any = ending(times)
+        tx.run_last_checks()  # what an end leaves for the commit (the `drained` event)
+    except SlotlineError as exc:
+        result = (type(exc), str(exc))
+    found = {"result": result, "times": times, **_state(tx, appended)}
+    tx.cursor.execute("ROLLBACK TO SAVEPOINT compare")
+    tx.cursor.execute("RELEASE SAVEPOINT compare")
+    del tx.events[appended:]
+    return found
+
+
+class _Undo(Exception):
+    """Raised to roll the comparison's transaction back."""
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    cases=st.lists(st.tuples(run_strategy, said_strategy), min_size=1, max_size=4),
+    throttled=st.booleans(),
+)
+def test_the_plain_end_leaves_the_store_as_the_end_of_any_run_does(
+    cases: list[tuple[Run, Said]], throttled: bool
+) -> None:
+    with _store() as store:
+        reports = _reports(store, cases, throttled)
+        with pytest.raises(_Undo):
+            _compare(store, reports, NOW + 10)
+
+
+def _compare(store: SQLiteStore, reports: list[Report], now: float) -> None:
+    """Each of `reports` ended both ways, one after the other in one transaction (which
+    it then rolls back): both ways leave the same."""
+    with store._write() as tx:
+        for report in reports:
+            plain = _outcome(tx, functools.partial(plain_end.end, tx, report, now))
+            general = _outcome(tx, functools.partial(runs.end, tx, report, now, None))
+            assert plain == general
+            # Then the next report finds the store as a claim leaves it.
+            with contextlib.suppress(SlotlineError):
+                runs.end(tx, report, now, None, [])
+        raise _Undo
+
+
+def _one_thing_otherwise() -> list[tuple[Run, Said]]:
+    """Plain ends (of a function, a command, with and without an agent type), then
+    each that is plain but for one thing, of its run or of its report."""
+    plain = [
+        Run(f, agent, False, False, False, True)
+        for f in (True, False)
+        for agent in (None, "claude")
+    ]
+    cases = [(run, PLAIN) for run in plain]
+    for name, values in OTHERWISE.items():
+        cases += [(run, replace(PLAIN, **{name: value})) for value in values for run in plain[1:3]]
+    for name in ("depended_on", "asked_to_stop", "ended", "spawned"):
+        cases += [(replace(run, **{name: not getattr(run, name)}), PLAIN) for run in plain[1:3]]
+    return cases
+
+
+@pytest.mark.parametrize("throttled", [False, True])
+def test_each_thing_that_makes_an_end_not_plain_is_seen(throttled: bool) -> None:
+    """Every end that is plain but for one thing ends as `runs.end` ends it (the random
+    cases above meet each of these only now and then)."""
+    with _store() as store:
+        reports = _reports(store, _one_thing_otherwise(), throttled)
+        with pytest.raises(_Undo):
+            _compare(store, reports, NOW + 10)
+
+
+def test_a_run_that_succeeded_ends_plainly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The common end does not go through `runs.end` (the test above would pass if the
+    plain end never took its own way)."""
+
+    def refused(*_: object) -> str:
+        raise AssertionError("a plain end went to runs.end")
+
+    monkeypatch.setattr(plain_end, "any_end", refused)
+    with _store() as store:
+        [report] = _reports(store, [(Run(True, "claude", False, False, False, True), PLAIN)])
+        store.claim("n", now=NOW + 10, finished=[report])
+        task = store.list_tasks()[0]
+        assert task.status == "succeeded"
+        kinds = [event.kind for event in store.task_events(task.id)]
+        assert kinds[-1] == "succeeded"
