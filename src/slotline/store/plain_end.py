@@ -13,8 +13,9 @@ stale report, a task someone asked to stop), goes to `runs.end`, this having wri
 nothing. `tests/contract/test_plain_end.py` holds it to `runs.end`: on random runs and
 reports, both leave the store the same.
 
-On a store with a server the reports' rows are read ahead, all in one round trip
-(`read_ahead`), where this read would add one per report: there `runs.end` ends them all.
+On a store with a server the claim has read every report's attempt, task and dependents
+ahead, in one round trip for them all (`read_ahead`): there the plain end takes its row
+from those, and gives them back for `runs.end` to take when the end is not plain.
 """
 
 from __future__ import annotations
@@ -58,18 +59,52 @@ def end(tx: Tx, report: Report, now: float, runs: list[tuple[str | None, float]]
 
 def _plain_row(tx: Tx, report: Report) -> dict[str, Any] | None:
     """What the plain end of `report` needs, or None when its end is not plain."""
-    if tx.reads_ahead or not _plain(report):
+    if not _plain(report):
         return None
+    if tx.reads_ahead:
+        return _read_ahead_row(tx, report)
     row = tx.one("plain_end_of", id=report.attempt_id)  # an id as a node reports it
-    if row is None:  # `runs.end` says why (an unknown attempt, an id spelled otherwise)
-        return None
+    return row if row is not None and _is_plain(row, report) else None
+
+
+# What `plain_end_of` reads of the attempt and of its task.
+_OF_ATTEMPT = ("task_id", "token", "finished_at", "started_at", "pid")
+_OF_TASK = ("kind", "agent", "status", "current_attempt", "kill_request")
+
+
+def _read_ahead_row(tx: Tx, report: Report) -> dict[str, Any] | None:
+    """The same row from what the claim read ahead for its reports (no round trip): the
+    attempt, its task and their dependents; given back if the end is not plain after
+    all, for `runs.end` to read as it would have."""
+    reads: list[tuple[str, dict[str, Any], list[dict[str, Any]]]] = []
+
+    def read(query: str, **params: Any) -> list[dict[str, Any]]:
+        rows = tx.rows(query, **params)
+        reads.append((query, params, rows))
+        return rows
+
+    attempt = read("attempt_get", id=report.attempt_id)
+    if attempt:
+        task_id = attempt[0]["task_id"]
+        task, depended = read("task_get", id=task_id), read("dependents_of", dep_id=task_id)
+        if task:
+            row = {name: attempt[0][name] for name in _OF_ATTEMPT}
+            row |= {name: task[0][name] for name in _OF_TASK}
+            row["depended_on"] = bool(depended)
+            if _is_plain(row, report):
+                return row
+    for query, params, rows in reads:
+        tx.preload(query, params, rows)
+    return None
+
+
+def _is_plain(row: dict[str, Any], report: Report) -> bool:
+    """Whether the run `row` says, reported by `report`, ends plainly."""
     if not secrets.compare_digest(row["token"].encode(), report.token.encode()):
-        return None
+        return False  # (as bytes: a token that is not ASCII is only a wrong one)
     current = row["finished_at"] is None and row["current_attempt"] == report.attempt_id
     asked = row["kill_request"] is not None
-    if not current or asked or row["status"] != Status.RUNNING or row["depended_on"]:
-        return None
-    return row
+    return current and not asked and row["status"] == Status.RUNNING and not row["depended_on"]
 
 
 def _plain(report: Report) -> bool:
