@@ -41,6 +41,15 @@ def task_token_attempt(token: str) -> str | None:
     return match.group(1) if match else None
 
 
+def same_token(stored: str, given: str) -> bool:
+    """Whether `given` is an attempt's own secret token `stored`, compared in constant
+    time as bytes: any text given is only a right or a wrong token (`compare_digest`
+    refuses text that is not ASCII; a lone surrogate, which JSON can carry, is kept)."""
+    return hmac.compare_digest(
+        stored.encode(errors="surrogatepass"), given.encode(errors="surrogatepass")
+    )
+
+
 def task_token_matches(token: str, attempt: Attempt) -> bool:
     """Whether `token` is the task token of `attempt` (compared in constant time)."""
     return hmac.compare_digest(token.encode(), mint_task_token(attempt).encode())

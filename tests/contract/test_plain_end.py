@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from slotline.errors import SlotlineError
 from slotline.models import Usage
-from slotline.store import Store, open_store, plain_end, runs
+from slotline.store import Store, open_store, plain_end, read_ahead, runs
 from slotline.store.pg_url import split_url
 from slotline.store.queries import Tx
 from slotline.store.runs import Report
@@ -84,8 +84,8 @@ OTHERWISE: dict[str, list[Any]] = {
     "resumable": [True],
     "denied": [True],
     "ended_ago": [5.0],
-    "token": ["other", "not ascii"],
-    "spelled": ["upper case", "dashed"],
+    "token": ["other", "not ascii", "a lone surrogate"],
+    "spelled": ["upper case", "dashed", "not an id"],
 }
 
 
@@ -105,8 +105,14 @@ def _report(attempt_id: str, token: str, said: Said) -> Report:
         "as stored": attempt_id,
         "upper case": attempt_id.upper(),
         "dashed": str(uuid.UUID(attempt_id)),
+        "not an id": attempt_id[:-1] + "\udc80",
     }[said.spelled]
-    given_token = {"own": token, "other": token[::-1], "not ascii": token[:-1] + "é"}[said.token]
+    given_token = {
+        "own": token,
+        "other": token[::-1],
+        "not ascii": token[:-1] + "é",
+        "a lone surrogate": token[:-1] + "\udc80",  # as JSON may carry one
+    }[said.token]
     return Report(
         spelled,
         given_token,
@@ -194,14 +200,18 @@ def _state(tx: Tx, appended_from: int) -> dict[str, Any]:
     return {**tables, "events": tx.events[appended_from:]}
 
 
-def _outcome(tx: Tx, ending: Callable[[list[tuple[str | None, float]]], str]) -> dict[str, Any]:
-    """What `ending` leaves in `tx` (its state, its run times, what it returned or the
-    refusal it raised), undone afterwards."""
+def _outcome(
+    tx: Tx, report: Report, ending: Callable[[list[tuple[str | None, float]]], str]
+) -> dict[str, Any]:
+    """What `ending` of `report` leaves in `tx` (its state, its run times, what it
+    returned or the refusal it raised), undone afterwards."""
     appended = len(tx.events)
     tx.cursor.execute("SAVEPOINT compare")
     times: list[tuple[str | None, float]] = []
     try:
-        result: Any = ending(times)
+        # As in a claim: on PostgreSQL the report's rows read ahead first.
+        with read_ahead.read_ahead(tx, [report]):
+            result: Any = ending(times)
         tx.run_last_checks()  # what an end leaves for the commit (the `drained` event)
     except SlotlineError as exc:
         result = (type(exc), str(exc))
@@ -237,8 +247,8 @@ def _compare(store: Store, reports: list[Report], now: float) -> None:
     it then rolls back): both ways leave the same."""
     with store._write() as tx:
         for report in reports:
-            plain = _outcome(tx, functools.partial(plain_end.end, tx, report, now))
-            general = _outcome(tx, functools.partial(runs.end, tx, report, now, None))
+            plain = _outcome(tx, report, functools.partial(plain_end.end, tx, report, now))
+            general = _outcome(tx, report, functools.partial(runs.end, tx, report, now, None))
             assert plain == general
             # Then the next report finds the store as a claim leaves it.
             with contextlib.suppress(SlotlineError):

@@ -20,24 +20,27 @@ from those, and gives them back for `runs.end` to take when the end is not plain
 
 from __future__ import annotations
 
-import secrets
 from typing import Any
 
+from slotline.bounds import parse_id
+from slotline.errors import InvalidInput
 from slotline.models import Kind, Status
 from slotline.store import backoff
 from slotline.store.events import emit
 from slotline.store.queries import Tx
 from slotline.store.runs import Report, after_end
 from slotline.store.runs import end as any_end
+from slotline.tasktoken import same_token
 
 
 def end(tx: Tx, report: Report, now: float, runs: list[tuple[str | None, float]]) -> str:
     """`runs.end` of `report` at `now` (its run's time appended to `runs`), in one read
     when the end is plain; returns the task's id."""
-    row = _plain_row(tx, report)
-    if row is None:
+    attempt_id = _plain_id(report)
+    row = None if attempt_id is None else _plain_row(tx, attempt_id, report.token)
+    if attempt_id is None or row is None:
         return any_end(tx, report, now, None, runs)
-    attempt_id, task_id, agent = report.attempt_id, row["task_id"], row["agent"]
+    task_id, agent = row["task_id"], row["agent"]
     tx.run(
         "attempt_end", id=attempt_id, now=now, exit_code=0, outcome="succeeded", reason=None,
         cost_usd=None, input_tokens=None, output_tokens=None, session_totals=None,
@@ -57,14 +60,24 @@ def end(tx: Tx, report: Report, now: float, runs: list[tuple[str | None, float]]
     return str(task_id)
 
 
-def _plain_row(tx: Tx, report: Report) -> dict[str, Any] | None:
-    """What the plain end of `report` needs, or None when its end is not plain."""
+def _plain_id(report: Report) -> str | None:
+    """The attempt id of `report` as stored, if the report is plain and its id is one
+    (else `runs.end` says what is wrong with it)."""
     if not _plain(report):
         return None
+    try:
+        return parse_id(report.attempt_id)
+    except InvalidInput:
+        return None
+
+
+def _plain_row(tx: Tx, attempt_id: str, token: str) -> dict[str, Any] | None:
+    """What the plain end of the run of `attempt_id` needs (its report's `token`), or
+    None when its end is not plain."""
     if tx.reads_ahead:
-        return _read_ahead_row(tx, report)
-    row = tx.one("plain_end_of", id=report.attempt_id)  # an id as a node reports it
-    return row if row is not None and _is_plain(row, report) else None
+        return _read_ahead_row(tx, attempt_id, token)
+    row = tx.one("plain_end_of", id=attempt_id)
+    return row if row is not None and _is_plain(row, attempt_id, token) else None
 
 
 # What `plain_end_of` reads of the attempt and of its task.
@@ -72,7 +85,7 @@ _OF_ATTEMPT = ("task_id", "token", "finished_at", "started_at", "pid")
 _OF_TASK = ("kind", "agent", "status", "current_attempt", "kill_request")
 
 
-def _read_ahead_row(tx: Tx, report: Report) -> dict[str, Any] | None:
+def _read_ahead_row(tx: Tx, attempt_id: str, token: str) -> dict[str, Any] | None:
     """The same row from what the claim read ahead for its reports (no round trip): the
     attempt, its task and their dependents; given back if the end is not plain after
     all, for `runs.end` to read as it would have."""
@@ -83,7 +96,7 @@ def _read_ahead_row(tx: Tx, report: Report) -> dict[str, Any] | None:
         reads.append((query, params, rows))
         return rows
 
-    attempt = read("attempt_get", id=report.attempt_id)
+    attempt = read("attempt_get", id=attempt_id)
     if attempt:
         task_id = attempt[0]["task_id"]
         task, depended = read("task_get", id=task_id), read("dependents_of", dep_id=task_id)
@@ -91,18 +104,18 @@ def _read_ahead_row(tx: Tx, report: Report) -> dict[str, Any] | None:
             row = {name: attempt[0][name] for name in _OF_ATTEMPT}
             row |= {name: task[0][name] for name in _OF_TASK}
             row["depended_on"] = bool(depended)
-            if _is_plain(row, report):
+            if _is_plain(row, attempt_id, token):
                 return row
     for query, params, rows in reads:
         tx.preload(query, params, rows)
     return None
 
 
-def _is_plain(row: dict[str, Any], report: Report) -> bool:
-    """Whether the run `row` says, reported by `report`, ends plainly."""
-    if not secrets.compare_digest(row["token"].encode(), report.token.encode()):
-        return False  # (as bytes: a token that is not ASCII is only a wrong one)
-    current = row["finished_at"] is None and row["current_attempt"] == report.attempt_id
+def _is_plain(row: dict[str, Any], attempt_id: str, token: str) -> bool:
+    """Whether the run `row` says, of `attempt_id` reported with `token`, ends plainly."""
+    if not same_token(row["token"], token):
+        return False
+    current = row["finished_at"] is None and row["current_attempt"] == attempt_id
     asked = row["kill_request"] is not None
     return current and not asked and row["status"] == Status.RUNNING and not row["depended_on"]
 

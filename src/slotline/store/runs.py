@@ -7,7 +7,6 @@ reports of a node's loop turn (`claim.py`) as `record_start` and `finish` would.
 from __future__ import annotations
 
 import random
-import secrets
 from dataclasses import dataclass
 
 from slotline import fencing
@@ -23,6 +22,7 @@ from slotline.store.queries import Tx
 from slotline.store.rows import attempt_from_row
 from slotline.store.settings import LEASE_SECONDS, read_settings
 from slotline.store.tasks import load
+from slotline.tasktoken import same_token
 from slotline.transitions import check_transition
 
 # The keeper's exit code when the program cannot be executed (as a shell's).
@@ -186,7 +186,7 @@ def live_attempt(tx: Tx, attempt_id: str, token: str) -> tuple[Task, Attempt]:
         raise NotFound(f"no attempt {attempt_id}")
     attempt = attempt_from_row(row)
     task = load(tx, attempt.task_id)
-    if not secrets.compare_digest(attempt.token.encode(), token.encode()):  # any text
+    if not same_token(attempt.token, token):
         raise StaleAttempt(f"wrong token for attempt {attempt_id[:8]}")
     if attempt.finished_at is not None or task.current_attempt != attempt.id:
         raise StaleAttempt(

@@ -5,7 +5,6 @@ it runs, and the results functions return (kept with their task)."""
 from __future__ import annotations
 
 import json
-import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +19,7 @@ from slotline.store.events import emit
 from slotline.store.queries import Tx
 from slotline.store.settings import LEASE_SECONDS
 from slotline.store.tasks import load
+from slotline.tasktoken import same_token
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ class ServingVerbs(StoreCore):
                 raise NotFound(f"no attempt {attempt_id[:80]}", attempt_id=attempt_id[:80])
             task = load(tx, row["task_id"])
             live = row["finished_at"] is None and task.current_attempt == attempt_id
-            if not (secrets.compare_digest(row["token"].encode(), token.encode()) and live):
+            if not (same_token(row["token"], token) and live):
                 raise StaleAttempt(f"attempt {attempt_id[:8]} may no longer report a result")
             tx.run("result_put", task_id=task.id, attempt_id=attempt_id, value=value, now=tx.now())
             tx.notify = False  # nothing shows it until the attempt's end is committed
