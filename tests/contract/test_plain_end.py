@@ -1,11 +1,12 @@
 """The claim's plain end (`store/plain_end.py`) held to `runs.end`: on runs (a command,
 with or without its process, or a function; with or without an agent type, in back-off
-or not; with a dependent, a stop request, an end already committed) and reports (an
-exit code, a reason, a requeue, usage, a session, refused tools, a late report, a wrong
-token, an id spelled otherwise), both leave the store the same within one transaction:
-the same rows, the same events (the `drained` one included), the same run time, the same
-refusal. Every end that is plain but for one thing, then random mixes; on both stores
-(on PostgreSQL the plain end takes its rows from the claim's read-ahead)."""
+or not; with a dependent; asked to cancel, terminate or restart by force; ended already)
+and reports (an exit code, a reason, a requeue, usage, a session, refused tools, a late
+report, a wrong token, an id spelled otherwise or not an id), both leave the store the
+same within one transaction: the same rows, the same events (the `drained` one
+included), the same run time, the same refusal. Every end that is plain but for one
+thing, then random mixes; on both stores (on PostgreSQL the plain end takes its rows
+from the claim's read-ahead)."""
 
 from __future__ import annotations
 
@@ -40,9 +41,13 @@ class Run:
     function: bool  # a callable, else a command
     agent: str | None
     depended_on: bool  # another task waits on this one
-    asked_to_stop: bool  # cancelled while it runs
+    asked_to_stop: bool  # asked to stop while it runs, by `stop`
     ended: bool  # its end was committed before the report
     spawned: bool  # a command's process was recorded (else it never got one)
+    stop: str = "cancel"  # or "terminate", "restart" (forced)
+
+
+STOPS = ("cancel", "terminate", "restart")
 
 
 @dataclass(frozen=True)
@@ -63,7 +68,8 @@ class Said:
 def runs_made(draw: st.DrawFn) -> Run:
     """A run of a function or a command, with or without an agent type, whose end
     would be plain, or would be but for one or two things."""
-    run = Run(draw(st.booleans()), draw(st.sampled_from([None, "claude"])), *[False] * 3, True)
+    function, agent = draw(st.booleans()), draw(st.sampled_from([None, "claude"]))
+    run = Run(function, agent, False, False, False, True, draw(st.sampled_from(STOPS)))
     flips = ["depended_on", "asked_to_stop", "ended", "spawned"]
     changed = draw(st.lists(st.sampled_from(flips), max_size=2, unique=True))
     return replace(run, **{name: not getattr(run, name) for name in changed})
@@ -183,8 +189,12 @@ def _reports(store: Store, cases: list[tuple[Run, Said]], throttled: bool = Fals
             store.record_start(attempt.id, attempt.token, 4242, NOW + 5)
         if run.depended_on:
             store.submit({"command": ["true"], "depends_on": [task.id]}, now=NOW + 6)
-        if run.asked_to_stop:
+        if run.asked_to_stop and run.stop == "cancel":
             store.cancel(task.id)
+        elif run.asked_to_stop and run.stop == "terminate":
+            store.terminate(task.id, "by the test")
+        elif run.asked_to_stop:
+            store.restart(task.id, force=True)
         if run.ended:
             # (failed: a success would step claude out of its back-off before the test)
             store.finish(attempt.id, attempt.token, 1, now=NOW + 7)
@@ -267,8 +277,10 @@ def _one_thing_otherwise() -> list[tuple[Run, Said]]:
     cases = [(run, PLAIN) for run in plain]
     for name, values in OTHERWISE.items():
         cases += [(run, replace(PLAIN, **{name: value})) for value in values for run in plain[1:3]]
-    for name in ("depended_on", "asked_to_stop", "ended", "spawned"):
+    for name in ("depended_on", "ended", "spawned"):
         cases += [(replace(run, **{name: not getattr(run, name)}), PLAIN) for run in plain[1:3]]
+    for stop in STOPS:
+        cases += [(replace(run, asked_to_stop=True, stop=stop), PLAIN) for run in plain[1:3]]
     return cases
 
 
