@@ -12,7 +12,8 @@ from pathlib import Path
 from rich.console import Console
 
 from slotline import stats as queue_stats
-from slotline.cli.render import limits_table, queue_status, task_detail, task_table
+from slotline.cli.detail import task_detail
+from slotline.cli.render import limits_table, queue_status, task_table
 from slotline.cli.top_view import View, render
 from slotline.clock import utcnow
 from slotline.store import Store

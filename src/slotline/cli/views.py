@@ -35,7 +35,8 @@ def show_task(state: CliState, task_id: str) -> None:
     if state.json:
         print_json(task.to_dict())
     else:
-        from slotline.cli.render import show, task_detail  # rich: for people only
+        from slotline.cli.detail import task_detail  # rich: for people only
+        from slotline.cli.render import show
 
         show(task_detail(task, utcnow()))
 
