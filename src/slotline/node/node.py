@@ -32,13 +32,14 @@ from slotline.node.awake import KeepAwake
 from slotline.node.duties import Duties
 from slotline.node.outbox import Batch
 from slotline.node.registration import register
+from slotline.node.relay import Relay, Relayed
 from slotline.node.run import RunSettings
 from slotline.node.supervisor import Supervisor
 from slotline.runlogs import default_log_dir
 from slotline.runner.callable import Entry, Registry, TaskFunction
 from slotline.runner.env import BASE_ALLOW
 from slotline.runner.process import DEFAULT_LOG_MAX
-from slotline.store import LEASE_SECONDS, Store
+from slotline.store import LEASE_SECONDS, ClaimResult, Report, StartReport, Store
 from slotline.worktrees.isolate import SWEEP_INTERVAL
 from slotline.worktrees.prune import WorktreePolicy
 
@@ -94,6 +95,12 @@ class Node:
         self._changed = asyncio.Event()
         # When the last claim said to look at the line again (store clock), if ever.
         self._claim_wake: float | None = None
+        # Until when the loop sleeps (store clock), and set to make it count again: a
+        # claim made where a run ended (`node/relay.py`) may want it to look sooner.
+        self._sleep_until = math.inf
+        self._retime = asyncio.Event()
+        # The id of the loop's watcher, which its own claims do not wake.
+        self._watcher_id: str | None = None
         # Set once the node is registered (with the functions it serves) and dispatching.
         self.ready = asyncio.Event()
         # Set once the loop's first turn (reconcile, then a claim) is over, whether it
@@ -111,6 +118,8 @@ class Node:
         )
         self.supervisor = Supervisor(store, self.node_id, settings, self._changed, self._store_now)
         self.supervisor.isolator.policy = worktree_policy
+        self.supervisor.relay = Relay(self._relay_claim)
+        self.supervisor.relayed = self._relayed
         self.duties = Duties(
             store,
             self.node_id,
@@ -171,6 +180,7 @@ class Node:
         await asyncio.to_thread(self._claim_node_id)
         self.ready.set()
         watcher = self.store.watcher(dispatching=True)
+        self._watcher_id = watcher.id
         log.info("node started", extra={"node": self.node_id, "store": self.store.url})
         duties = self.duties.start(stop)
         reconciled = False
@@ -185,7 +195,8 @@ class Node:
                         reconciled = True
                         self.reconciled.set()
                         self.supervisor.outbox.dispatching = True
-                    next_wake = await self._dispatch(watcher.id)
+                        self._relay.open = True
+                    next_wake = await self._dispatch()
                     failures = 0
                     if self.awake.wants_update(running := len(self.supervisor.runs)):
                         await asyncio.to_thread(self.awake.update, running)
@@ -194,18 +205,18 @@ class Node:
                     self.dispatched.set()
                     failures += 1
                     log.exception("dispatch failed; retrying", extra={"node": self.node_id})
-                    await self._sleep(watcher, stop, min(0.5 * 2**failures, 10.0))
+                    await self._sleep(
+                        watcher, stop, self._store_now() + min(0.5 * 2**failures, 10.0)
+                    )
                     continue
                 self.dispatched.set()
                 idle = not self.supervisor.runs and next_wake is None and not self._changed.is_set()
                 if until_idle and idle:
                     return
-                delay = self.heartbeat_interval
-                for wake in (next_wake, self.duties.schedules_due):
-                    if wake is not None and not math.isnan(wake):
-                        delay = max(0.0, min(delay, wake - self._store_now()))
-                await self._sleep(watcher, stop, delay)
+                while not await self._sleep(watcher, stop, self._wake_at()):
+                    pass  # a relay's claim wants the line looked at sooner: count again
         finally:
+            self._relay.open = False
             for duty in duties:
                 duty.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -243,26 +254,46 @@ class Node:
                 )
         self.duties.beat()
 
-    async def _sleep(self, watcher: Any, stop: asyncio.Event, delay: float) -> None:
+    @property
+    def _relay(self) -> Relay:
+        assert self.supervisor.relay is not None
+        return self.supervisor.relay
+
+    def _wake_at(self) -> float:
+        """When the loop wakes (store clock): when its last claim or a schedule says, at
+        the latest a heartbeat from now."""
+        wakes = (self._claim_wake, self.duties.schedules_due)
+        due = [wake for wake in wakes if wake is not None and not math.isnan(wake)]
+        return min([self._store_now() + self.heartbeat_interval, *due])
+
+    async def _sleep(self, watcher: Any, stop: asyncio.Event, until: float) -> bool:
+        """Sleep until `until` (store clock) or until woken; False if only to count again
+        when to wake."""
+        self._retime.clear()
+        self._sleep_until = until
+        delay = max(0.0, until - self._store_now())
+        retimed = asyncio.create_task(self._retime.wait())
         waiters = [
             asyncio.create_task(watcher.wait(delay)),
             asyncio.create_task(self._changed.wait()),
             asyncio.create_task(stop.wait()),
+            retimed,
         ]
         try:
-            await asyncio.wait(waiters, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(
+                waiters, timeout=delay, return_when=asyncio.FIRST_COMPLETED
+            )
         finally:
+            self._sleep_until = math.inf
             for waiter in waiters:
                 waiter.cancel()
             await asyncio.gather(*waiters, return_exceptions=True)
+        return done != {retimed}
 
-    async def _dispatch(self, watcher: str) -> float | None:
+    async def _dispatch(self) -> float | None:
         due = self.duties.schedules_due
         if due is not None and (math.isnan(due) or due <= self._store_now()):
             await self.duties.fire_schedules()
-        kinds = {Kind.COMMAND.value}
-        if self.registry.names():
-            kinds.add(Kind.CALLABLE.value)
         batch = self.supervisor.outbox.take()
         if self._full(batch):
             # Every slot of this node is taken and it has nothing to report: a claim
@@ -281,19 +312,7 @@ class Node:
         )
         sent = fencing.clock()  # what it claims must start within its lease from now
         try:
-            result = await asyncio.to_thread(
-                self.store.claim,
-                self.node_id,
-                kinds=frozenset(kinds),
-                lease=self.lease,
-                hold=full,  # the guard's verdict the claim reads from this node's row
-                slots=self.slots,
-                started=batch.started,
-                finished=batch.finished,
-                log_dir=self.supervisor.settings.log_dir,
-                watcher=watcher,
-                functions=self.registry.names(),
-            )
+            result = await asyncio.to_thread(self._claim_held, full, batch.started, batch.finished)
         except BaseException:
             self.supervisor.outbox.restore(batch)
             raise
@@ -302,6 +321,57 @@ class Node:
         self.supervisor.settle(batch, result, (sent, fencing.clock()))
         self._claim_wake = result.next_wake
         return result.next_wake
+
+    def _claim_held(
+        self,
+        hold: bool,
+        started: Sequence[StartReport],
+        finished: Sequence[Report],
+    ) -> ClaimResult:
+        """The loop's claim (in a thread): after any relay under way."""
+        with self._relay.held():
+            return self._claim(hold, started, finished)
+
+    def _claim(
+        self,
+        hold: bool,
+        started: Sequence[StartReport],
+        finished: Sequence[Report],
+    ) -> ClaimResult:
+        kinds = {Kind.COMMAND.value}
+        if self.registry.names():
+            kinds.add(Kind.CALLABLE.value)
+        return self.store.claim(
+            self.node_id,
+            kinds=frozenset(kinds),
+            lease=self.lease,
+            hold=hold,  # the guard's verdict the claim reads from this node's row
+            slots=self.slots,
+            started=started,
+            finished=finished,
+            log_dir=self.supervisor.settings.log_dir,
+            watcher=self._watcher_id,
+            functions=self.registry.names(),
+        )
+
+    def _relay_claim(self, finished: Sequence[Report]) -> ClaimResult:
+        """A claim made in the thread where a function's run ended (`node/relay.py`)."""
+        space = self.supervisor.space
+        return self._claim(space.reason is not None and space.holding(), (), finished)
+
+    def _relayed(self, relayed: Relayed) -> None:
+        """On the loop, after a relay's claim was settled: what the loop's own claim
+        would have learnt from it. A relay that started nothing wakes the loop (to see
+        whether it is idle); one whose claim wants the line looked at before the loop
+        wakes makes it count its sleep again."""
+        result = relayed.result
+        if result.now is not None:
+            self._skew = result.now - utcnow()
+        self._claim_wake = result.next_wake
+        if not result.claims:
+            self._changed.set()
+        elif result.next_wake is not None and result.next_wake < self._sleep_until:
+            self._retime.set()
 
     def _full(self, batch: Batch) -> bool:
         """Whether this node's own slots are all taken, with no report to commit and no

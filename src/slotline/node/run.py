@@ -17,7 +17,7 @@ from slotline.runner.process import Outcome, ProcessHandle
 from slotline.worktrees.isolation import Checkout
 
 if TYPE_CHECKING:
-    pass
+    from slotline.node.relay import Relayed
 
 
 @dataclass
@@ -53,6 +53,8 @@ class Run:
     claimed: tuple[float, float] | None = None
     # A function run inside the node (its loop or a thread): no keeper fences it.
     in_node: bool = False
+    # The claim its thread made as it ended (`node/relay.py`), for the loop to settle.
+    relayed: Relayed | None = field(default=None, repr=False)
 
 
 @dataclass(slots=True)

@@ -15,11 +15,12 @@ from slotline.fencing import Fence
 from slotline.models import Attempt, KillRequest, Kind, Task
 from slotline.node.launch import call, launch, type_first
 from slotline.node.outbox import Batch, Outbox
+from slotline.node.relay import Relay, Relayed
 from slotline.node.reports import end_report, read_spent, resumable
 from slotline.node.run import Run, RunSettings
 from slotline.runlogs import log_file
 from slotline.runner.callable import TaskFunction, start_in_thread, thread_outcome
-from slotline.runner.functions import FunctionRef
+from slotline.runner.functions import FunctionRef, encode_result
 from slotline.runner.process import IN_NODE_FENCED, Outcome, ProcessHandle, stale_claim
 from slotline.runner.proctree import TreeSampler
 from slotline.runner.space import SpaceWatch
@@ -62,6 +63,10 @@ class Supervisor:
         self._stoppers: set[asyncio.Task[None]] = set()
         # Set by the node where other nodes may reclaim its runs: their keepers fence them.
         self.fence: Fence | None = None
+        # Set by the node: its claims, and the claims made where a function's run ended
+        # (`node/relay.py`), with what the node does after one (on the loop).
+        self.relay: Relay | None = None
+        self.relayed: Callable[[Relayed], None] | None = None
 
     @property
     def stopping(self) -> bool:
@@ -113,7 +118,8 @@ class Supervisor:
         """Start a sync callable (its start was recorded with the claim). No task watches
         it: the end of its thread reports the outcome, so a short callable costs the loop
         a thread hop and a report, not a supervising task, a thread task and its waits."""
-        run.thread = start_in_thread(function, run.task.args)
+        then = None if self.relay is None else functools.partial(self._relay_end, run)
+        run.thread = start_in_thread(function, run.task.args, then)
         run.thread.add_done_callback(functools.partial(self._thread_ended, run))
         timeout = run.task.timeout
         if timeout is not None:
@@ -127,9 +133,31 @@ class Supervisor:
         if run.thread_stopped is None:
             run.thread_stopped = reason
 
+    def _relay_end(self, run: Run, value: Any) -> None:
+        """In the run's thread, once its function returned `value`: commit its end with a
+        claim made here (`node/relay.py`) if it is the node's only run (ends that come
+        together are better committed together, by the loop) and nothing but the claim
+        is left to do (no result to keep, no stop asked for); else, or if that cannot
+        be, the loop does it as for any other end."""
+        relay = self.relay
+        if relay is None or run.thread_stopped is not None or run.stopping:
+            return
+        if len(self.runs) != 1:
+            return
+        try:
+            if encode_result(value) != "null":
+                return  # a result is kept before the end (`_keep_result`)
+            report = end_report(run, Outcome(0, None), False, None, self._log_of(run))
+            run.relayed = relay.claim(report)
+        except Exception:  # the end must still be reported: the loop does it
+            log.exception("relay failed", extra={"task_id": run.task.id})
+
     def _thread_ended(self, run: Run, work: asyncio.Future[Any]) -> None:
         if run.timer is not None:
             run.timer.cancel()
+        if run.relayed is not None:
+            self._settle_relayed(run, run.relayed)
+            return
         try:
             outcome = thread_outcome(work, run.thread_stopped, lambda: self._log_of(run))
         except Exception as exc:  # a bug (or a full disk) must not leave the task running
@@ -150,6 +178,19 @@ class Supervisor:
             log.exception("attempt crashed", extra={"task_id": run.task.id})
             outcome = Outcome(None, f"internal error: {exc}")
         await self.finish(run, outcome)
+
+    def _settle_relayed(self, run: Run, relayed: Relayed) -> None:
+        """On the loop, after the claim made where `run` ended: the run is over, and what
+        that claim started begins here."""
+        run.relayed = None
+        self.runs.pop(run.attempt.id, None)
+        result = relayed.result
+        self._log_refusal(run, result.finished[0])
+        for claim in result.claims:
+            self.begin(claim, relayed.claimed)
+        self.handle_kills(result.kills)
+        if self.relayed is not None:
+            self.relayed(relayed)
 
     def _ended(self, run: Run, done: asyncio.Future[SlotlineError | None]) -> None:
         refused = None if done.cancelled() else done.result()
@@ -319,6 +360,11 @@ class Supervisor:
 
     def _release(self, run: Run, refused: SlotlineError | None) -> None:
         """After an outcome's commit (or its refusal): the run is over."""
+        self._log_refusal(run, refused)
+        if self.runs.pop(run.attempt.id, None) is not None:
+            self.changed.set()  # committed outside the loop: it refills the slot
+
+    def _log_refusal(self, run: Run, refused: SlotlineError | None) -> None:
         if isinstance(refused, StaleAttempt):
             log.warning("outcome not recorded: %s", refused, extra={"task_id": run.task.id})
         elif refused is not None:
@@ -327,8 +373,6 @@ class Supervisor:
                 exc_info=refused,
                 extra={"task_id": run.task.id},
             )
-        if self.runs.pop(run.attempt.id, None) is not None:
-            self.changed.set()  # committed outside the loop: it refills the slot
 
     def handle_kills(self, requests: list[KillRequest]) -> None:
         for request in requests:
@@ -375,16 +419,19 @@ class Supervisor:
     async def shutdown(self) -> None:
         """Stop supervising. Processes keep running (a restarted node re-adopts them);
         callables cannot outlive the node: they are interrupted and their outcome recorded."""
+        if self.relay is not None:
+            self.relay.open = False
         await self.outbox.close()
-        threads = []
-        for run in list(self.runs.values()):
-            if run.thread is not None and not run.thread.done():
-                self._stop_thread(run, "interrupted: the node stopped")
-                threads.append(run.thread)
-        if threads:
+        while threads := [
+            run.thread for run in self.runs.values() if run.thread and not run.thread.done()
+        ]:
+            for run in self.runs.values():
+                if run.thread is not None and not run.thread.done():
+                    self._stop_thread(run, "interrupted: the node stopped")
             await asyncio.wait(threads)
-        # Let the ends of threads report (each in a task now that the loop has stopped).
-        await asyncio.sleep(0)
+            # Let the ends of threads report (each in a task now that the loop has
+            # stopped); a claim one made as it ended may have started more of them.
+            await asyncio.sleep(0)
         pending = []
         for run in list(self.runs.values()):
             if run.inner is not None:

@@ -90,13 +90,25 @@ async def _in_thread(
         raise
 
 
-def start_in_thread(function: TaskFunction, args: dict[str, Any]) -> asyncio.Future[Any]:
+def start_in_thread(
+    function: TaskFunction, args: dict[str, Any], then: Callable[[Any], None] | None = None
+) -> asyncio.Future[Any]:
     """Start sync `function` with the stored `args` in the loop's worker threads (as
     `asyncio.to_thread` does); its future, with no task around it: the caller reacts to
-    its end."""
+    its end. `then` is called in that thread with what the function returned, before the
+    future is done (it must not raise)."""
     positional, keywords = split_arguments(function, args)
-    call = functools.partial(contextvars.copy_context().run, function, *positional, **keywords)
+    target = functools.partial(function, *positional, **keywords)
+    if then is not None:
+        target = functools.partial(_then, target, then)
+    call = functools.partial(contextvars.copy_context().run, target)
     return asyncio.get_running_loop().run_in_executor(None, call)
+
+
+def _then(target: Callable[[], Any], then: Callable[[Any], None]) -> Any:
+    value = target()
+    then(value)
+    return value
 
 
 def thread_outcome(
