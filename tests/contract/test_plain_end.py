@@ -1,12 +1,13 @@
 """The claim's plain end (`store/plain_end.py`) held to `runs.end`: on runs (a command,
 with or without its process, or a function; with or without an agent type, in back-off
-or not; with a dependent; asked to cancel, terminate or restart by force; ended already)
-and reports (an exit code, a reason, a requeue, usage, a session, refused tools, a late
-report, a wrong token, an id spelled otherwise or not an id), both leave the store the
-same within one transaction: the same rows, the same events (the `drained` one
-included), the same run time, the same refusal. Every end that is plain but for one
-thing, then random mixes; on both stores (on PostgreSQL the plain end takes its rows
-from the claim's read-ahead)."""
+or not; with a dependent; asked to cancel, terminate or restart by force; ended already;
+under a key, a child, a parent, on its second attempt, stalled, needing input) and
+reports (an exit code, a reason, a requeue, usage, a session, refused tools, a late
+report, a wrong token, an id spelled otherwise or not an id, one given twice in a
+claim), both leave the store the same within one transaction: the same rows, the same
+events (the `drained` one included), the same run time, the same refusal. Every end
+that is plain but for one thing, then random mixes; on both stores (on PostgreSQL the
+plain end takes its rows from the claim's read-ahead)."""
 
 from __future__ import annotations
 
@@ -45,9 +46,17 @@ class Run:
     ended: bool  # its end was committed before the report
     spawned: bool  # a command's process was recorded (else it never got one)
     stop: str = "cancel"  # or "terminate", "restart" (forced)
+    shape: str = "plain"  # or one of SHAPES: what else the task is or has
 
 
 STOPS = ("cancel", "terminate", "restart")
+# What a task may be beside: under a key; a child of another; the parent of a live one;
+# on its second attempt; marked stalled; interactive, marked as needing input (with
+# its slot given back or not).
+SHAPES = (
+    "keyed", "child", "parent", "second attempt", "stalled", "needs input",
+    "needs input, slot given back",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -72,7 +81,10 @@ def runs_made(draw: st.DrawFn) -> Run:
     run = Run(function, agent, False, False, False, True, draw(st.sampled_from(STOPS)))
     flips = ["depended_on", "asked_to_stop", "ended", "spawned"]
     changed = draw(st.lists(st.sampled_from(flips), max_size=2, unique=True))
-    return replace(run, **{name: not getattr(run, name) for name in changed})
+    shape = draw(st.sampled_from(("plain", "plain", *SHAPES)))
+    if shape.startswith("needs input") and function:
+        shape = "plain"  # only an interactive command needs input
+    return replace(run, shape=shape, **{name: not getattr(run, name) for name in changed})
 
 
 run_strategy = runs_made()
@@ -177,16 +189,42 @@ def _reports(store: Store, cases: list[tuple[Run, Said]], throttled: bool = Fals
     # Refused by its provider (then back in line), or done: the last end drains the line.
     store.finish(first.attempt.id, first.attempt.token, 75 if throttled else 0, now=NOW)
     assert bool(store.throttles()) == throttled
-    for run, _ in cases:
+    parent = store.submit({"command": ["true"], "hold": True}, now=NOW)
+    held = []
+    for n, (run, _) in enumerate(cases):
         spec: dict[str, Any] = {"callable": "f"} if run.function else {"command": ["true"]}
-        store.submit({**spec, "agent": run.agent}, now=NOW)
+        spec |= {
+            "keyed": {"key": f"k-{n}"},
+            "child": {"parent_id": parent.id},
+            "second attempt": {"max_attempts": 2, "backoff": 1},
+            "needs input": {"interactive": True},
+            "needs input, slot given back": {"interactive": True},
+        }.get(run.shape, {})
+        # Held but for those to start and fail first (then in line again, in their place).
+        first = run.shape == "second attempt"
+        task = store.submit({**spec, "agent": run.agent, "hold": not first}, now=NOW)
+        held += [] if first else [task.id]
+    # (after claude's hold of a second, if it is in back-off)
+    retried = store.claim("n", now=NOW + 2, kinds=kinds, functions=frozenset({"f"})).claims
+    for claim in retried:
+        store.finish(claim.attempt.id, claim.attempt.token, 1, now=NOW + 2)
+    for task_id in held:
+        store.release(task_id)
     claims = store.claim("n", now=NOW + 5, kinds=kinds, functions=frozenset({"f"})).claims
     assert len(claims) == len(cases)
     reports = []
     for claim, (run, said) in zip(claims, cases, strict=True):
         task, attempt = claim.task, claim.attempt
+        assert attempt.number == (2 if run.shape == "second attempt" else 1)
         if not run.function and run.spawned:  # a command's process, as its node records it
             store.record_start(attempt.id, attempt.token, 4242, NOW + 5)
+        if run.shape == "parent":
+            store.submit({"command": ["true"], "parent_id": task.id, "hold": True}, now=NOW + 6)
+        elif run.shape == "stalled":
+            assert store.mark_stalled(task.id, attempt.id, "quiet", now=NOW + 6)
+        elif run.shape.startswith("needs input"):
+            release = run.shape.endswith("given back")
+            assert store.mark_needs_input(task.id, attempt.id, "asks", NOW + 6, release)
         if run.depended_on:
             store.submit({"command": ["true"], "depends_on": [task.id]}, now=NOW + 6)
         if run.asked_to_stop and run.stop == "cancel":
@@ -281,6 +319,9 @@ def _one_thing_otherwise() -> list[tuple[Run, Said]]:
         cases += [(replace(run, **{name: not getattr(run, name)}), PLAIN) for run in plain[1:3]]
     for stop in STOPS:
         cases += [(replace(run, asked_to_stop=True, stop=stop), PLAIN) for run in plain[1:3]]
+    for shape in SHAPES:
+        commands = [run for run in plain if not run.function]
+        cases += [(replace(run, shape=shape), PLAIN) for run in commands]
     return cases
 
 
@@ -291,7 +332,8 @@ def test_each_thing_that_makes_an_end_not_plain_is_seen(fresh: Fresh, throttled:
     with fresh() as store:
         reports = _reports(store, _one_thing_otherwise(), throttled)
         with pytest.raises(_Undo):
-            _compare(store, reports, NOW + 10)
+            # (and a plain report given twice in one claim: the second finds it ended)
+            _compare(store, [*reports, reports[0]], NOW + 10)
 
 
 def test_a_run_that_succeeded_ends_plainly(fresh: Fresh, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -305,7 +347,7 @@ def test_a_run_that_succeeded_ends_plainly(fresh: Fresh, monkeypatch: pytest.Mon
     with fresh() as store:
         [report] = _reports(store, [(Run(True, "claude", False, False, False, True), PLAIN)])
         store.claim("n", now=NOW + 10, finished=[report])
-        task = store.list_tasks()[0]
+        [task] = [t for t in store.list_tasks() if t.callable == "f"]
         assert task.status == "succeeded"
         kinds = [event.kind for event in store.task_events(task.id)]
         assert kinds[-1] == "succeeded"
