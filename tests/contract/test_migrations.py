@@ -81,6 +81,40 @@ def test_sqlite_schema_equals_the_migrations_applied_in_order(tmp_path: Path) ->
     assert schema_versions(str(store_path)) == [v for v, _ in migrations("sqlite")]
 
 
+def test_the_event_log_keeps_its_numbers_when_its_seq_becomes_the_rowid(
+    tmp_path: Path,
+) -> None:
+    # Given a store of the schema before 0032 (seq AUTOINCREMENT) with a task's events,
+    path = tmp_path / "store.db"
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+        for version, script in migrations("sqlite"):
+            if version < 32:
+                conn.executescript(script)
+                conn.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
+        for n in range(3):
+            conn.execute(
+                "INSERT INTO events (at, kind, task_id, data) VALUES (?, 'x', 't', '{}')", (n,)
+            )
+        conn.commit()
+    # when slotline opens it (and migrates it) and logs more,
+    store = open_store(path)
+    try:
+        store.submit({"command": ["true"]})
+        events = store.events(since=0)
+    finally:
+        store.close()
+    # then the old events keep their numbers, and the new ones follow them,
+    assert [(e.seq, e.kind) for e in events[:3]] == [(1, "x"), (2, "x"), (3, "x")]
+    assert [(e.seq, e.kind) for e in events[3:]] == [(4, "submitted")]
+    # with no counter of their own left in sqlite_sequence.
+    with closing(sqlite3.connect(path)) as conn:
+        names = [name for (name,) in conn.execute("SELECT name FROM sqlite_sequence")]
+        sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'events'").fetchone()[0]
+    assert "events" not in names
+    assert "AUTOINCREMENT" not in sql
+
+
 # -- PostgreSQL --------------------------------------------------------------------------------
 
 
