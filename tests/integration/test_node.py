@@ -715,7 +715,7 @@ def test_the_heartbeat_outlives_an_error_that_is_not_the_stores(
             await until_async(lambda: has_pid(store, task.id), what="the command runs")
             # when sampling its process fails once with an OSError (not a store error),
             failed_at: list[float] = []
-            real = node.supervisor.sampler.sample
+            real = node.duties.sampler.sample
 
             def sample(*args: Any, **kwargs: Any) -> Any:
                 if not failed_at:
@@ -723,7 +723,7 @@ def test_the_heartbeat_outlives_an_error_that_is_not_the_stores(
                     raise OSError(errno.EMFILE, "Too many open files")
                 return real(*args, **kwargs)
 
-            monkeypatch.setattr(node.supervisor.sampler, "sample", sample)
+            monkeypatch.setattr(node.duties.sampler, "sample", sample)
             await until_async(lambda: failed_at, what="the failing sample")
             # then the node goes on heartbeating (a node that stops is taken for dead),
             await until_async(

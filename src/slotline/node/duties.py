@@ -18,6 +18,7 @@ from slotline.errors import SlotlineError
 from slotline.node import adopt
 from slotline.node.admission import Guard, Verdict
 from slotline.node.supervisor import Supervisor
+from slotline.runner.proctree import TreeSampler
 from slotline.store import Store
 from slotline.worktrees.gitpool import run_git
 
@@ -43,6 +44,8 @@ class Duties:
         self.store = store
         self.node_id = node_id
         self.supervisor = supervisor
+        # The CPU and memory of each run's process tree, sampled with the chores.
+        self.sampler = TreeSampler()
         self.lease = lease
         self.heartbeat_interval = heartbeat_interval
         self.guard = guard
@@ -202,11 +205,24 @@ class Duties:
             await asyncio.sleep(self.heartbeat_interval)
             try:
                 await adopt.fence(self.supervisor)
-                await self.supervisor.sample_usage()
+                await self._sample_usage()
                 await adopt.reap_lapsed(self.supervisor)
                 await self._watch_schedules()  # last: what fails here skips nothing
             except Exception:
                 log.exception("heartbeat chores failed", extra={"node": self.node_id})
+
+    async def _sample_usage(self) -> None:
+        """Record CPU% and RSS of each running command's (or function's worker's) whole
+        process tree."""
+        usage = {}
+        for run in list(self.supervisor.runs.values()):
+            process = run.handle or run.worker
+            if process is not None:
+                sample = self.sampler.sample(process.pid, process.pid_started)
+                if sample is not None:
+                    usage[run.attempt.id] = (sample.cpu_percent, sample.rss)
+        if usage:
+            await asyncio.to_thread(self.store.record_usage, usage)
 
     async def _fence_in_node(self, stop: asyncio.Event) -> None:
         """Functions run inside this node have no keeper: the node stops them itself at

@@ -1,6 +1,7 @@
-"""What a node reports when a run ends: its outcome, the end of a failed run's output
-(for provider back-off), what the run spent and its session id (its agent type's
-`usage` rules, read from the end of its log), and whether its next attempt resumes it."""
+"""What a node reports when a run ends: a function's result (before its end), its
+outcome, the end of a failed run's output (for provider back-off), what the run spent
+and its session id (its agent type's `usage` rules, read from the end of its log),
+whether its next attempt resumes it, and that its keeper fenced it."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from slotline.config.agent_types import AgentType
-from slotline.errors import SlotlineError
+from slotline.errors import InvalidInput, SlotlineError, StaleAttempt
 from slotline.models import Kind
+from slotline.node.outbox import Outbox
 from slotline.node.run import Run
 from slotline.pacing.usage import Reading, read_log
 from slotline.runner.files import output_tail
@@ -65,3 +67,39 @@ def end_report(
         reading.usage, reading.session_id, run.resumable and not requeue, reading.denied,
         outcome.ended_ago,
     )  # fmt: skip
+
+
+async def note_fenced(
+    store: Store, node_id: str, run: Run, outcome: Outcome, reclaimed: bool
+) -> None:
+    """Record that the run's keeper fenced it (its end was recorded, or another node had
+    already `reclaimed` it), so that `events` say why its process ended. Never raises."""
+    log.warning("run fenced by its keeper: %s", outcome.reason, extra={"task_id": run.task.id})
+    try:
+        await asyncio.to_thread(
+            store.note_fenced,
+            run.task.id,
+            run.attempt.id,
+            node_id,
+            outcome.reason or "fenced",
+            reclaimed,
+        )
+    except SlotlineError:
+        log.exception("fenced run not noted", extra={"task_id": run.task.id})
+
+
+async def keep_result(outbox: Outbox, run: Run, outcome: Outcome) -> Outcome:
+    """Store what a function returned before its end is reported (the end makes it the
+    task's result); a result the store refuses fails the attempt. None (JSON null) is
+    what a task without a result shows: nothing is written for it."""
+    if outcome.result in (None, "null"):
+        return outcome
+    try:
+        await outbox.with_retries(
+            outbox.store.put_result, run.attempt.id, run.attempt.token, outcome.result
+        )
+    except InvalidInput as exc:
+        return Outcome(1, str(exc))
+    except StaleAttempt as exc:
+        log.warning("result not kept: %s", exc, extra={"task_id": run.task.id})
+    return outcome

@@ -10,19 +10,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from slotline.errors import InvalidInput, SlotlineError, StaleAttempt
+from slotline.errors import SlotlineError, StaleAttempt
 from slotline.fencing import Fence
 from slotline.models import Attempt, KillRequest, Kind, Task
 from slotline.node.launch import call, launch, type_first
 from slotline.node.outbox import Batch, Outbox
 from slotline.node.relay import Relay, Relayed
-from slotline.node.reports import end_report, read_spent, resumable
+from slotline.node.reports import end_report, keep_result, note_fenced, read_spent, resumable
 from slotline.node.run import Run, RunSettings
 from slotline.runlogs import log_file
 from slotline.runner.callable import TaskFunction, start_in_thread, thread_outcome
 from slotline.runner.functions import FunctionRef, encode_result
 from slotline.runner.process import IN_NODE_FENCED, Outcome, ProcessHandle, stale_claim
-from slotline.runner.proctree import TreeSampler
 from slotline.runner.space import SpaceWatch
 from slotline.store import Claim, ClaimResult, StartReport, Store
 from slotline.worktrees.isolate import Isolator
@@ -53,7 +52,6 @@ class Supervisor:
         # recorded time is: a node whose own clock is off still measures timeouts right.
         self.now = clock
         self.runs: dict[str, Run] = {}
-        self.sampler = TreeSampler()
         # The starts and outcomes of runs on their way to the store.
         self.outbox = Outbox(store, changed)
         root = settings.worktree_dir or default_root(settings.log_dir)
@@ -146,7 +144,7 @@ class Supervisor:
             return
         try:
             if encode_result(value) != "null":
-                return  # a result is kept before the end (`_keep_result`)
+                return  # a result is kept before the end (`reports.keep_result`)
             report = end_report(run, Outcome(0, None), False, None, self._log_of(run))
             run.relayed = relay.claim(report)
         except Exception:  # the end must still be reported: the loop does it
@@ -164,7 +162,7 @@ class Supervisor:
             log.exception("attempt crashed", extra={"task_id": run.task.id})
             outcome = Outcome(None, f"internal error: {exc}")
         if outcome.result not in (None, "null") or not self.outbox.batched:
-            # A result is kept before the end is reported (`_keep_result`), in a task.
+            # A result is kept before the end is reported (`reports.keep_result`), in a task.
             run.watcher = asyncio.create_task(self._finish_kept(run, outcome))
             return
         run.finishing = True
@@ -173,7 +171,7 @@ class Supervisor:
 
     async def _finish_kept(self, run: Run, outcome: Outcome) -> None:
         try:
-            outcome = await self._keep_result(run, outcome)
+            outcome = await keep_result(self.outbox, run, outcome)
         except Exception as exc:  # as in `_supervise`: the run must end, its slot free
             log.exception("attempt crashed", extra={"task_id": run.task.id})
             outcome = Outcome(None, f"internal error: {exc}")
@@ -222,7 +220,7 @@ class Supervisor:
             )
             self._apply_stop(run)
             try:
-                return await self._keep_result(run, await run.inner)
+                return await keep_result(self.outbox, run, await run.inner)
             except asyncio.CancelledError:
                 current = asyncio.current_task()
                 if current is not None and current.cancelling():
@@ -276,22 +274,6 @@ class Supervisor:
                 log.warning("fencing a function run in the node", extra={"task_id": run.task.id})
                 self.stop(run, IN_NODE_FENCED)
 
-    async def _keep_result(self, run: Run, outcome: Outcome) -> Outcome:
-        """Store what a function returned before its end is reported (the end makes it
-        the task's result); a result the store refuses fails the attempt. None (JSON
-        null) is what a task without a result shows: nothing is written for it."""
-        if outcome.result in (None, "null"):
-            return outcome
-        try:
-            await self.outbox.with_retries(
-                self.store.put_result, run.attempt.id, run.attempt.token, outcome.result
-            )
-        except InvalidInput as exc:
-            return Outcome(1, str(exc))
-        except StaleAttempt as exc:
-            log.warning("result not kept: %s", exc, extra={"task_id": run.task.id})
-        return outcome
-
     def _start_recorded(self, run: Run, done: asyncio.Future[SlotlineError | None]) -> None:
         refused = None if done.cancelled() else done.result()
         if refused is None or run.stopping:
@@ -340,23 +322,8 @@ class Supervisor:
             if run.task.isolation is not None:
                 self.isolator.closed.set()  # now finished, its worktree may be pruned
         if outcome.fenced:
-            await self._note_fenced(run, outcome, reclaimed=isinstance(refused, StaleAttempt))
-
-    async def _note_fenced(self, run: Run, outcome: Outcome, reclaimed: bool) -> None:
-        """Record that the run's keeper fenced it (its end was recorded, or another node had
-        already reclaimed it), so that `events` say why its process ended."""
-        log.warning("run fenced by its keeper: %s", outcome.reason, extra={"task_id": run.task.id})
-        try:
-            await asyncio.to_thread(
-                self.store.note_fenced,
-                run.task.id,
-                run.attempt.id,
-                self.node_id,
-                outcome.reason or "fenced",
-                reclaimed,
-            )
-        except SlotlineError:
-            log.exception("fenced run not noted", extra={"task_id": run.task.id})
+            reclaimed = isinstance(refused, StaleAttempt)
+            await note_fenced(self.store, self.node_id, run, outcome, reclaimed)
 
     def _release(self, run: Run, refused: SlotlineError | None) -> None:
         """After an outcome's commit (or its refusal): the run is over."""
@@ -402,19 +369,6 @@ class Supervisor:
             stopper.add_done_callback(self._stoppers.discard)
         elif run.inner is not None:
             run.inner.cancel()
-
-    async def sample_usage(self) -> None:
-        """Record CPU% and RSS of each running command's (or function's worker's) whole
-        process tree."""
-        usage = {}
-        for run in list(self.runs.values()):
-            process = run.handle or run.worker
-            if process is not None:
-                sample = self.sampler.sample(process.pid, process.pid_started)
-                if sample is not None:
-                    usage[run.attempt.id] = (sample.cpu_percent, sample.rss)
-        if usage:
-            await asyncio.to_thread(self.store.record_usage, usage)
 
     async def shutdown(self) -> None:
         """Stop supervising. Processes keep running (a restarted node re-adopts them);
