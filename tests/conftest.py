@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from schemas import fresh_schema
 from slotline.store import Store, open_store
 
 PG_URL = os.environ.get("SLOTLINE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
@@ -38,12 +38,8 @@ def require_postgres() -> None:
 def pg_url() -> Iterator[str]:
     """A URL to a fresh, empty schema in the test database, dropped afterwards."""
     require_postgres()
-    import psycopg
-
-    schema = "t_" + secrets.token_hex(6)
-    yield f"{PG_URL}?schema={schema}"
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    with fresh_schema(PG_URL) as url:
+        yield url
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from schemas import fresh_schema
 from slotline.errors import InvalidInput, StoreError, UnknownDependency
 from slotline.models import ResumedFrom, Status, Usage
 from slotline.store import Report, Store, open_store
@@ -370,19 +371,13 @@ def test_a_schema_name_that_is_not_a_plain_identifier_is_refused(schema: str) ->
 
 @pytest.mark.postgres
 def test_queues_in_different_schemas_of_one_database_are_independent(pg_url: str) -> None:
-    other = f"t_{secrets.token_hex(6)}"
-    other_url = re.sub(r"schema=\w+", f"schema={other}", pg_url)
-    try:
-        with opened(pg_url) as one, opened(other_url) as two:
-            one.set_setting("max_concurrent", 1)
-            task = one.submit(COMMAND)
+    with fresh_schema(pg_url) as other_url, opened(pg_url) as one, opened(other_url) as two:
+        one.set_setting("max_concurrent", 1)
+        task = one.submit(COMMAND)
 
-            assert two.list_tasks() == []
-            assert two.settings()["max_concurrent"] == 3
-            assert one.get(task.id).status is Status.QUEUED
-    finally:
-        with psycopg.connect(split_url(pg_url)[0], autocommit=True) as admin:
-            admin.execute(f'DROP SCHEMA IF EXISTS "{other}" CASCADE')
+        assert two.list_tasks() == []
+        assert two.settings()["max_concurrent"] == 3
+        assert one.get(task.id).status is Status.QUEUED
 
 
 @pytest.mark.postgres

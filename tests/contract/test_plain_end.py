@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import re
-import secrets
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
@@ -26,10 +24,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from schemas import fresh_schema
 from slotline.errors import SlotlineError
 from slotline.models import Usage
 from slotline.store import Store, open_store, plain_end, read_ahead, runs
-from slotline.store.pg_url import split_url
 from slotline.store.queries import Tx
 from slotline.store.runs import Report
 
@@ -156,8 +154,7 @@ def fresh(store_url: str) -> Fresh:
     def make() -> Iterator[Store]:
         with contextlib.ExitStack() as undo:
             if "://" in store_url:  # PostgreSQL: a schema of its own, dropped afterwards
-                url = re.sub(r"schema=\w+", f"schema=t_{secrets.token_hex(6)}", store_url)
-                undo.callback(_drop_schema, url)
+                url = undo.enter_context(fresh_schema(store_url))
             else:
                 url = str(Path(undo.enter_context(tempfile.TemporaryDirectory())) / "s.db")
             store = open_store(url)
@@ -165,14 +162,6 @@ def fresh(store_url: str) -> Fresh:
             yield store
 
     return make
-
-
-def _drop_schema(url: str) -> None:
-    import psycopg
-
-    conninfo, schema = split_url(url)
-    with psycopg.connect(conninfo, autocommit=True) as admin:
-        admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 def _reports(store: Store, cases: list[tuple[Run, Said]], throttled: bool = False) -> list[Report]:
