@@ -9,11 +9,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from overlap import peak
 from slotline.errors import StoreError
 from slotline.models import Status
 from slotline.node.node import Node
 from slotline.node.relay import Relayed
+from slotline.node.run import Run as SupervisedRun
 from slotline.store import ClaimResult, Store
 from waiting import until_async
 
@@ -101,23 +104,25 @@ def test_a_relay_the_store_refuses_is_committed_by_the_loop(store: Store, tmp_pa
         assert [e.kind for e in store.task_events(task.id)].count("succeeded") == 1
 
 
-def test_a_node_that_stops_while_a_relay_claims_interrupts_what_it_started(
-    store: Store, tmp_path: Path
+@pytest.mark.parametrize(
+    "behind", [{"callable": "never"}, {"command": ["true"]}], ids=["function", "command"]
+)
+def test_what_a_relay_claims_as_the_node_stops_goes_back_in_line_unstarted(
+    store: Store, tmp_path: Path, behind: dict[str, Any]
 ) -> None:
-    # Given a quick function and, behind it, one that runs until released,
-    relaying, go, began, release = (threading.Event() for _ in range(4))
+    # Given a quick function and, behind it, a task that must not start,
+    relaying, go, began = (threading.Event() for _ in range(3))
 
     def quick() -> None:
         return None
 
-    def stubborn() -> None:
+    def never() -> None:
         began.set()
-        release.wait(30)
 
     store.set_setting("max_concurrent", 1)
     first = store.submit({"callable": "quick", "max_attempts": 1})
-    second = store.submit({"callable": "stubborn", "max_attempts": 1})
-    node = Node(store, log_dir=tmp_path / "logs", callables={"quick": quick, "stubborn": stubborn})
+    second = store.submit({**behind, "max_attempts": 1})
+    node = Node(store, log_dir=tmp_path / "logs", callables={"quick": quick, "never": never})
     relay = node.supervisor.relay
     assert relay is not None
     real = relay._claimer
@@ -137,18 +142,49 @@ def test_a_node_that_stops_while_a_relay_claims_interrupts_what_it_started(
         stop.set()
         await until_async(lambda: node.supervisor.stopping, what="the node stops")
         go.set()
-        # then what that claim started runs, and the node waits for it (a thread
-        # cannot be interrupted),
-        await until_async(began.is_set, what="the next function runs")
-        release.set()
         await asyncio.wait_for(running, 30)
 
     asyncio.run(scenario())
-    # and records it as interrupted: no task is left running.
+    # then the quick one succeeded, and what that claim took went back in line without
+    # starting, its attempt not counted: no task is left running.
     assert store.get(first.id).status is Status.SUCCEEDED
-    stopped = store.get(second.id)
-    assert stopped.status is Status.FAILED
-    assert stopped.failure_reason == "interrupted: the node stopped"
+    put_back = store.get(second.id)
+    assert put_back.status is Status.QUEUED
+    assert not began.is_set()
+    assert [e.kind for e in store.task_events(second.id)][-1] == "requeued"
+    assert put_back.attempts[-1].pid is None
+
+
+def test_an_end_past_its_timeout_or_with_a_value_is_not_relayed(
+    store: Store, tmp_path: Path
+) -> None:
+    # Given a node whose only run is a function,
+    node = Node(store, log_dir=tmp_path / "logs")
+    store.submit({"callable": "f"})
+    [claim] = store.claim("n", kinds=frozenset({"callable"})).claims
+    relay = node.supervisor.relay
+    assert relay is not None
+    relay.open = True
+
+    async def scenario() -> None:
+        run = SupervisedRun(claim.task, claim.attempt)
+        node.supervisor.runs[claim.attempt.id] = run
+        loop = asyncio.get_running_loop()
+        # when it returned a value, or None after its timeout's moment (the loop not
+        # there yet to say so), its end is left to the loop;
+        node.supervisor._relay_end(run, {"value": 1})
+        run.timer = loop.call_at(loop.time() - 1, lambda: None)
+        node.supervisor._relay_end(run, None)
+        assert run.relayed is None
+        assert relay.count == 0
+        # and in time, with nothing to keep, the thread commits it.
+        run.timer = loop.call_at(loop.time() + 60, lambda: None)
+        node.supervisor._relay_end(run, None)
+        assert run.relayed is not None
+        assert relay.count == 1
+        run.timer.cancel()
+
+    asyncio.run(scenario())
 
 
 def test_the_loop_wakes_sooner_when_a_relay_says_so(tmp_path: Path, store: Store) -> None:

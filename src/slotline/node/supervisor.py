@@ -6,6 +6,7 @@ import asyncio
 import functools
 import inspect
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,15 +21,17 @@ from slotline.node.reports import end_report, keep_result, note_fenced, read_spe
 from slotline.node.run import Run, RunSettings
 from slotline.runlogs import log_file
 from slotline.runner.callable import TaskFunction, start_in_thread, thread_outcome
-from slotline.runner.functions import FunctionRef, encode_result
+from slotline.runner.functions import FunctionRef
 from slotline.runner.process import IN_NODE_FENCED, Outcome, ProcessHandle, stale_claim
 from slotline.runner.space import SpaceWatch
-from slotline.store import Claim, ClaimResult, StartReport, Store
+from slotline.store import Claim, ClaimResult, Report, StartReport, Store
 from slotline.worktrees.isolate import Isolator
 from slotline.worktrees.orphans import default_root
 
 # The node's logger: records keep the name they had before supervision moved here.
 log = logging.getLogger("slotline.node")
+# Why a run claimed as its node stopped went back in line unstarted.
+STOPPED_FIRST = "its node stopped before starting it"
 
 
 class Supervisor:
@@ -59,6 +62,8 @@ class Supervisor:
         # Holds new starts while the log directory is full (`SpaceWatch`).
         self.space = SpaceWatch(settings.log_dir)
         self._stoppers: set[asyncio.Task[None]] = set()
+        # Claimed runs being put back in line as the node stops (`_put_back`).
+        self._putting_back: set[asyncio.Task[None]] = set()
         # Set by the node where other nodes may reclaim its runs: their keepers fence them.
         self.fence: Fence | None = None
         # Set by the node: its claims, and the claims made where a function's run ended
@@ -135,16 +140,17 @@ class Supervisor:
         """In the run's thread, once its function returned `value`: commit its end with a
         claim made here (`node/relay.py`) if it is the node's only run (ends that come
         together are better committed together, by the loop) and nothing but the claim
-        is left to do (no result to keep, no stop asked for); else, or if that cannot
-        be, the loop does it as for any other end."""
+        is left to do (no value to keep: `reports.keep_result`; no stop asked for; its
+        timeout not reached); else, or if that cannot be, the loop does it as for any
+        other end. A stop asked for while the claim is made finds the run's end
+        committed (the store sees the request: that end is not a plain one)."""
         relay = self.relay
-        if relay is None or run.thread_stopped is not None or run.stopping:
+        if relay is None or value is not None or len(self.runs) != 1:
             return
-        if len(self.runs) != 1:
+        if run.thread_stopped is not None or run.stopping or _passed(run.timer):
             return
+        run.finishing = True  # its end is on its way: not to be taken for one gone
         try:
-            if encode_result(value) != "null":
-                return  # a result is kept before the end (`reports.keep_result`)
             report = end_report(run, Outcome(0, None), False, None, self._log_of(run))
             run.relayed = relay.claim(report)
         except Exception:  # the end must still be reported: the loop does it
@@ -185,10 +191,32 @@ class Supervisor:
         result = relayed.result
         self._log_refusal(run, result.finished[0])
         for claim in result.claims:
-            self.begin(claim, relayed.claimed)
+            if self.stopping:  # taken as the node stopped: back in line, never started
+                self._put_back(Run(claim.task, claim.attempt, claimed=relayed.claimed))
+            else:
+                self.begin(claim, relayed.claimed)
         self.handle_kills(result.kills)
         if self.relayed is not None:
             self.relayed(relayed)
+
+    def _put_back(self, run: Run) -> None:
+        """Put a claimed run that never started back in line, its attempt not counted
+        (`shutdown` waits for it)."""
+        self.runs[run.attempt.id] = run
+        run.finishing = True
+        putting = asyncio.create_task(self._commit_put_back(run))
+        self._putting_back.add(putting)
+        putting.add_done_callback(self._putting_back.discard)
+
+    async def _commit_put_back(self, run: Run) -> None:
+        report = Report(run.attempt.id, run.attempt.token, None, STOPPED_FIRST, requeue=True)
+        refused = None
+        try:
+            await self.outbox.commit(report)
+        except SlotlineError as exc:
+            refused = exc
+        finally:
+            self._release(run, refused)
 
     def _ended(self, run: Run, done: asyncio.Future[SlotlineError | None]) -> None:
         refused = None if done.cancelled() else done.result()
@@ -386,6 +414,7 @@ class Supervisor:
             # Let the ends of threads report (each in a task now that the loop has
             # stopped); a claim one made as it ended may have started more of them.
             await asyncio.sleep(0)
+        await asyncio.gather(*self._putting_back, return_exceptions=True)
         pending = []
         for run in list(self.runs.values()):
             if run.inner is not None:
@@ -396,3 +425,9 @@ class Supervisor:
                 pending.append(run.watcher)
         await asyncio.gather(*pending, return_exceptions=True)
         self.runs.clear()
+
+
+def _passed(timer: asyncio.TimerHandle | None) -> bool:
+    """Whether `timer` (on the loop's clock, `time.monotonic`) is due: read from a thread,
+    where the loop may not have run it yet."""
+    return timer is not None and time.monotonic() >= timer.when()
