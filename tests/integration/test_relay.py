@@ -177,11 +177,14 @@ def test_an_end_past_its_timeout_or_with_a_value_is_not_relayed(
         node.supervisor._relay_end(run, None)
         assert run.relayed is None
         assert relay.count == 0
-        # and in time, with nothing to keep, the thread commits it.
+        assert not run.finishing
+        # and in time, with nothing to keep, the thread commits it, the run marked
+        # finishing first (the heartbeat's fence must not take it for one gone).
         run.timer = loop.call_at(loop.time() + 60, lambda: None)
         node.supervisor._relay_end(run, None)
         assert run.relayed is not None
         assert relay.count == 1
+        assert run.finishing
         run.timer.cancel()
 
     asyncio.run(scenario())
