@@ -162,7 +162,11 @@ class ClaimVerbs(StoreCore):
                     tx.prefetch(
                         _snapshot_reads(node_id, now, windows.reads(scopes, now), counted, likely)
                     )
-                expired = tx.rows("tasks_ttl_due", now=now)
+                # The next queue-TTL deadline says whether any has lapsed: the tasks to
+                # expire are read only then (most claims: no task has a TTL).
+                deadline = _deadline(tx)
+                lapsed = deadline is not None and deadline <= now
+                expired = tx.rows("tasks_ttl_due", now=now) if lapsed else []
                 if expired:  # what was read ahead has them as they were
                     tx.forget_preloaded()
                 for row in expired:
@@ -239,7 +243,7 @@ class ClaimVerbs(StoreCore):
                 # No node could start a task after this commit (by the store's limit, not
                 # this node's guard): the others' claims would find nothing.
                 tx.line_full = decided.closed_by(settings.limits, [c.task for c in claims])
-                deadline = _next_deadline(tx, claims)
+                deadline = _next_deadline(tx, claims, deadline, bool(expired))
                 wakes = [decided.next_wake, deadline, *freed, claiming.next_write()]
                 kills = _kill_requests(tx, node_id)
                 tx.forget_preloaded()  # what it did not need
@@ -352,11 +356,15 @@ def _snapshot_reads(
     return reads
 
 
-def _next_deadline(tx: Tx, claims: Sequence[Claim]) -> float | None:
-    """When the next queue TTL lapses. Read ahead, before the claim's starts: read again
-    if it started a task with a queue TTL (which may have been the next to lapse)."""
-    if any(c.task.queue_ttl is not None for c in claims):
-        tx.forget_preloaded(["next_ttl_deadline"])
+def _next_deadline(
+    tx: Tx, claims: Sequence[Claim], read: float | None, expired: bool
+) -> float | None:
+    """When the next queue TTL lapses: the deadline `read` after the claim's reports and
+    before it expired tasks and started others, read again if it `expired` some or
+    started a task with a queue TTL (either may have been the next to lapse)."""
+    if not expired and all(c.task.queue_ttl is None for c in claims):
+        return read
+    tx.forget_preloaded(["next_ttl_deadline"])
     return _deadline(tx)
 
 
