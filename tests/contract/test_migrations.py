@@ -18,17 +18,21 @@ from slotline.errors import SchemaTooNew
 from slotline.store import open_store
 from slotline.store.migrate import migrations
 from slotline.store.pg_url import split_url
+from slotline.store.statements import load_queries
 
 Catalog = dict[str, list[tuple[Any, ...]]]
 
 
 def declared_tables(dialect: str) -> set[str]:
-    """The tables the migration scripts of `dialect` create."""
-    return {
-        name
-        for _, script in migrations(dialect)
-        for name in re.findall(r"CREATE TABLE (\w+)", script, re.IGNORECASE)
-    }
+    """The tables the migration scripts of `dialect` create and do not drop after."""
+    tables: set[str] = set()
+    for _, script in migrations(dialect):
+        for verb, name in re.findall(r"(CREATE|DROP) TABLE (\w+)", script, re.IGNORECASE):
+            if verb.upper() == "CREATE":
+                tables.add(name)
+            else:
+                tables.discard(name)
+    return tables
 
 
 def latest(dialect: str) -> int:
@@ -113,6 +117,49 @@ def test_the_event_log_keeps_its_numbers_when_its_seq_becomes_the_rowid(
         sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'events'").fetchone()[0]
     assert "events" not in names
     assert "AUTOINCREMENT" not in sql
+
+
+def test_the_status_counts_kept_in_counters_count_what_was_counted(tmp_path: Path) -> None:
+    # Given a store of the schema before 0033 (a table of counts) with tasks in line,
+    path = tmp_path / "store.db"
+    queries = load_queries("sqlite")
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+        for version, script in migrations("sqlite"):
+            if version < 33:
+                conn.executescript(script)
+                conn.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
+        for n, status in enumerate(["queued", "queued", "held"]):
+            row = {**TASK_ROW, "id": f"{n:032x}", "rank": f"{n:015d}", "status": status}
+            conn.execute(queries["task_insert"], row)
+        conn.commit()
+    # when slotline opens it (and migrates it) and the line changes,
+    store = open_store(path)
+    try:
+        assert store.counts() == {"queued": 2, "held": 1}
+        store.submit({"command": ["true"]})
+        store.cancel(f"{2:032x}")
+        # then the counts are what was counted, and follow every change.
+        assert store.counts() == {"queued": 3, "cancelled": 1}
+    finally:
+        store.close()
+    with closing(sqlite3.connect(path)) as conn:
+        kinds = dict(
+            conn.execute("SELECT name, type FROM sqlite_master WHERE name = 'status_counts'")
+        )
+    assert kinds == {"status_counts": "view"}
+
+
+# A task row as `task_insert` takes it (only what the test above varies is set there).
+TASK_ROW: dict[str, Any] = {
+    "kind": "command", "command": '["true"]', "callable": None, "args": "{}", "title": "true",
+    "agent": None, "workspace": None, "owner": None, "labels": "{}", "env": "{}",
+    "priority": 2, "status_reason": None, "depends_on": "[]", "parent_id": None,
+    "depth": 0, "max_attempts": 1, "backoff": 5.0, "timeout": None, "queue_ttl": None,
+    "created_at": 1.0, "queued_at": 1.0, "memory_mb": None, "expected_duration": None,
+    "hold_when_ready": False, "dedup_key": None, "run_at": None, "schedule": None,
+    "interactive": False, "first_input": None,
+}  # fmt: skip
 
 
 # -- PostgreSQL --------------------------------------------------------------------------------
