@@ -85,17 +85,24 @@ def test_sqlite_schema_equals_the_migrations_applied_in_order(tmp_path: Path) ->
     assert schema_versions(str(store_path)) == [v for v, _ in migrations("sqlite")]
 
 
+def sqlite_before(version: int, path: Path) -> sqlite3.Connection:
+    """A connection to a new SQLite file at `path` holding the schema before migration
+    `version`, as a store of that slotline left it (its versions recorded)."""
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+    for number, script in migrations("sqlite"):
+        if number < version:
+            conn.executescript(script)
+            conn.execute("INSERT INTO schema_version (version) VALUES (?)", (number,))
+    return conn
+
+
 def test_the_event_log_keeps_its_numbers_when_its_seq_becomes_the_rowid(
     tmp_path: Path,
 ) -> None:
     # Given a store of the schema before 0032 (seq AUTOINCREMENT) with a task's events,
     path = tmp_path / "store.db"
-    with closing(sqlite3.connect(path)) as conn:
-        conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
-        for version, script in migrations("sqlite"):
-            if version < 32:
-                conn.executescript(script)
-                conn.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
+    with closing(sqlite_before(32, path)) as conn:
         for n in range(3):
             conn.execute(
                 "INSERT INTO events (at, kind, task_id, data) VALUES (?, 'x', 't', '{}')", (n,)
@@ -123,12 +130,7 @@ def test_the_status_counts_kept_in_counters_count_what_was_counted(tmp_path: Pat
     # Given a store of the schema before 0033 (a table of counts) with tasks in line,
     path = tmp_path / "store.db"
     queries = load_queries("sqlite")
-    with closing(sqlite3.connect(path)) as conn:
-        conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
-        for version, script in migrations("sqlite"):
-            if version < 33:
-                conn.executescript(script)
-                conn.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
+    with closing(sqlite_before(33, path)) as conn:
         for n, status in enumerate(["queued", "queued", "held"]):
             row = {**TASK_ROW, "id": f"{n:032x}", "rank": f"{n:015d}", "status": status}
             conn.execute(queries["task_insert"], row)
