@@ -3,6 +3,8 @@ dispatch (issue 27), and NEXT UP is the task expected to start first."""
 
 from __future__ import annotations
 
+import math
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -225,3 +227,53 @@ def test_with_aging_and_fairness_reasons_follow_the_fair_order(
     found = reason(served, alice)
     assert found is not None
     assert found["kind"] == "slots"
+
+
+def _at(instant: float) -> str:
+    """An instant as a waiting reason writes it: UTC, to the second rounded up."""
+    second = datetime.fromtimestamp(math.ceil(instant), UTC)
+    return second.strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def test_a_delayed_task_says_until_when_in_words(served: Store, submit: SubmitFn) -> None:
+    later = submit("later", delay=1800.25)
+    found = served.get(later.id).waiting_reason
+    assert found is not None
+    until = served.get(later.id).not_before
+    assert until is not None
+    assert (found.kind, found.text, found.until) == (
+        "start_time",
+        f"not before {_at(until)}",
+        until,
+    )
+
+
+def test_an_agent_backing_off_its_provider_says_until_when(
+    served: Store, submit: SubmitFn, claim: ClaimFn, clock: Clock
+) -> None:
+    # Given an agent type whose provider refused a run (exit 75: a back-off of a minute),
+    served.set_backoff("claude", {"exit_codes": [75], "delay": 60, "max_delay": 60})
+    submit("refused", agent="claude")
+    [first] = claim()
+    served.finish(first.attempt.id, first.attempt.token, 75, now=clock.now)
+    # then a task of it in line waits for the back-off's end, in words.
+    found = served.get(submit("next", agent="claude").id).waiting_reason
+    assert found is not None
+    assert found.kind == "backoff"
+    assert found.until is not None
+    assert found.text == f"agent claude is backing off its provider until {_at(found.until)}"
+
+
+def test_a_rate_with_no_room_says_until_when(
+    served: Store, submit: SubmitFn, claim: ClaimFn
+) -> None:
+    # Given one start an hour for claude, taken,
+    served.set_rate("agent", "claude", 1, "1h")
+    submit("first", agent="claude")
+    assert len(claim()) == 1
+    # then the next waits for the window to have room, in words.
+    found = served.get(submit("second", agent="claude").id).waiting_reason
+    assert found is not None
+    assert found.kind == "rate"
+    assert found.until is not None
+    assert found.text == f"a rate limit has no room until {_at(found.until)}"
