@@ -15,7 +15,8 @@ from overlap import peak
 from slotline.errors import StoreError
 from slotline.models import Status
 from slotline.node.node import Node
-from slotline.node.relay import Relayed
+from slotline.node.relay import end_in_thread
+from slotline.node.run import Relayed
 from slotline.node.run import Run as SupervisedRun
 from slotline.store import ClaimResult, Store
 from waiting import until_async
@@ -172,16 +173,16 @@ def test_an_end_past_its_timeout_or_with_a_value_is_not_relayed(
         loop = asyncio.get_running_loop()
         # when it returned a value, or None after its timeout's moment (the loop not
         # there yet to say so), its end is left to the loop;
-        node.supervisor._relay_end(run, {"value": 1})
+        end_in_thread(node.supervisor, run, {"value": 1})
         run.timer = loop.call_at(loop.time() - 1, lambda: None)
-        node.supervisor._relay_end(run, None)
+        end_in_thread(node.supervisor, run, None)
         assert run.relayed is None
         assert relay.count == 0
         assert not run.finishing
         # and in time, with nothing to keep, the thread commits it, the run marked
         # finishing first (the heartbeat's fence must not take it for one gone).
         run.timer = loop.call_at(loop.time() + 60, lambda: None)
-        node.supervisor._relay_end(run, None)
+        end_in_thread(node.supervisor, run, None)
         assert run.relayed is not None
         assert relay.count == 1
         assert run.finishing

@@ -32,8 +32,8 @@ from slotline.node.awake import KeepAwake
 from slotline.node.duties import Duties
 from slotline.node.outbox import Batch
 from slotline.node.registration import register
-from slotline.node.relay import Relay, Relayed
-from slotline.node.run import RunSettings
+from slotline.node.relay import Relay
+from slotline.node.run import Relayed, RunSettings
 from slotline.node.supervisor import Supervisor
 from slotline.runlogs import default_log_dir
 from slotline.runner.callable import Entry, Registry, TaskFunction

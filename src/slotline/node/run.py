@@ -7,17 +7,24 @@ import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from slotline.config.agent_types import AgentType
 from slotline.models import Attempt, Task
 from slotline.runner.callable import Registry
 from slotline.runner.env import allow_list
 from slotline.runner.process import Outcome, ProcessHandle
+from slotline.store import ClaimResult
 from slotline.worktrees.isolation import Checkout
 
-if TYPE_CHECKING:
-    from slotline.node.relay import Relayed
+
+@dataclass(frozen=True, slots=True)
+class Relayed:
+    """A claim made where a run ended: what it did, and when it was sent and had
+    committed (`fencing.clock`), the deadline of the runs it started."""
+
+    result: ClaimResult
+    claimed: tuple[float, float]
 
 
 @dataclass

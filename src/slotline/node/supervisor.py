@@ -6,7 +6,6 @@ import asyncio
 import functools
 import inspect
 import logging
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,22 +15,20 @@ from slotline.fencing import Fence
 from slotline.models import Attempt, KillRequest, Kind, Task
 from slotline.node.launch import call, launch, type_first
 from slotline.node.outbox import Batch, Outbox
-from slotline.node.relay import Relay, Relayed
+from slotline.node.relay import Relay, end_in_thread, settle
 from slotline.node.reports import end_report, keep_result, note_fenced, read_spent, resumable
-from slotline.node.run import Run, RunSettings
+from slotline.node.run import Relayed, Run, RunSettings
 from slotline.runlogs import log_file
 from slotline.runner.callable import TaskFunction, start_in_thread, thread_outcome
 from slotline.runner.functions import FunctionRef
 from slotline.runner.process import IN_NODE_FENCED, Outcome, ProcessHandle, stale_claim
 from slotline.runner.space import SpaceWatch
-from slotline.store import Claim, ClaimResult, Report, StartReport, Store
+from slotline.store import Claim, ClaimResult, StartReport, Store
 from slotline.worktrees.isolate import Isolator
 from slotline.worktrees.orphans import default_root
 
 # The node's logger: records keep the name they had before supervision moved here.
 log = logging.getLogger("slotline.node")
-# Why a run claimed as its node stopped went back in line unstarted.
-STOPPED_FIRST = "its node stopped before starting it"
 
 
 class Supervisor:
@@ -62,8 +59,8 @@ class Supervisor:
         # Holds new starts while the log directory is full (`SpaceWatch`).
         self.space = SpaceWatch(settings.log_dir)
         self._stoppers: set[asyncio.Task[None]] = set()
-        # Claimed runs being put back in line as the node stops (`_put_back`).
-        self._putting_back: set[asyncio.Task[None]] = set()
+        # Claimed runs being put back in line as the node stops (`relay.settle`).
+        self.putting_back: set[asyncio.Task[None]] = set()
         # Set by the node where other nodes may reclaim its runs: their keepers fence them.
         self.fence: Fence | None = None
         # Set by the node: its claims, and the claims made where a function's run ended
@@ -78,7 +75,7 @@ class Supervisor:
     def log_path(self, task: Task, attempt: Attempt) -> Path:
         return Path(log_file(self.settings.log_dir, task.id, attempt.number))
 
-    def _log_of(self, run: Run) -> Path:
+    def log_of(self, run: Run) -> Path:
         """The run's log file: as its claim recorded it (a callable's), else this node's."""
         attempt = run.attempt
         return Path(attempt.log_path) if attempt.log_path else self.log_path(run.task, attempt)
@@ -121,7 +118,7 @@ class Supervisor:
         """Start a sync callable (its start was recorded with the claim). No task watches
         it: the end of its thread reports the outcome, so a short callable costs the loop
         a thread hop and a report, not a supervising task, a thread task and its waits."""
-        then = None if self.relay is None else functools.partial(self._relay_end, run)
+        then = None if self.relay is None else functools.partial(end_in_thread, self, run)
         run.thread = start_in_thread(function, run.task.args, then)
         run.thread.add_done_callback(functools.partial(self._thread_ended, run))
         timeout = run.task.timeout
@@ -136,34 +133,14 @@ class Supervisor:
         if run.thread_stopped is None:
             run.thread_stopped = reason
 
-    def _relay_end(self, run: Run, value: Any) -> None:
-        """In the run's thread, once its function returned `value`: commit its end with a
-        claim made here (`node/relay.py`) if it is the node's only run (ends that come
-        together are better committed together, by the loop) and nothing but the claim
-        is left to do (no value to keep: `reports.keep_result`; no stop asked for; its
-        timeout not reached); else, or if that cannot be, the loop does it as for any
-        other end. A stop asked for while the claim is made finds the run's end
-        committed (the store sees the request: that end is not a plain one)."""
-        relay = self.relay
-        if relay is None or value is not None or len(self.runs) != 1:
-            return
-        if run.thread_stopped is not None or run.stopping or _passed(run.timer):
-            return
-        run.finishing = True  # its end is on its way: not to be taken for one gone
-        try:
-            report = end_report(run, Outcome(0, None), False, None, self._log_of(run))
-            run.relayed = relay.claim(report)
-        except Exception:  # the end must still be reported: the loop does it
-            log.exception("relay failed", extra={"task_id": run.task.id})
-
     def _thread_ended(self, run: Run, work: asyncio.Future[Any]) -> None:
         if run.timer is not None:
             run.timer.cancel()
         if run.relayed is not None:
-            self._settle_relayed(run, run.relayed)
+            settle(self, run, run.relayed)
             return
         try:
-            outcome = thread_outcome(work, run.thread_stopped, lambda: self._log_of(run))
+            outcome = thread_outcome(work, run.thread_stopped, lambda: self.log_of(run))
         except Exception as exc:  # a bug (or a full disk) must not leave the task running
             log.exception("attempt crashed", extra={"task_id": run.task.id})
             outcome = Outcome(None, f"internal error: {exc}")
@@ -172,7 +149,7 @@ class Supervisor:
             run.watcher = asyncio.create_task(self._finish_kept(run, outcome))
             return
         run.finishing = True
-        ended = self.outbox.enqueue(end_report(run, outcome, False, None, self._log_of(run)))
+        ended = self.outbox.enqueue(end_report(run, outcome, False, None, self.log_of(run)))
         ended.add_done_callback(functools.partial(self._ended, run))
 
     async def _finish_kept(self, run: Run, outcome: Outcome) -> None:
@@ -183,48 +160,13 @@ class Supervisor:
             outcome = Outcome(None, f"internal error: {exc}")
         await self.finish(run, outcome)
 
-    def _settle_relayed(self, run: Run, relayed: Relayed) -> None:
-        """On the loop, after the claim made where `run` ended: the run is over, and what
-        that claim started begins here."""
-        run.relayed = None
-        self.runs.pop(run.attempt.id, None)
-        result = relayed.result
-        self._log_refusal(run, result.finished[0])
-        for claim in result.claims:
-            if self.stopping:  # taken as the node stopped: back in line, never started
-                self._put_back(Run(claim.task, claim.attempt, claimed=relayed.claimed))
-            else:
-                self.begin(claim, relayed.claimed)
-        self.handle_kills(result.kills)
-        if self.relayed is not None:
-            self.relayed(relayed)
-
-    def _put_back(self, run: Run) -> None:
-        """Put a claimed run that never started back in line, its attempt not counted
-        (`shutdown` waits for it)."""
-        self.runs[run.attempt.id] = run
-        run.finishing = True
-        putting = asyncio.create_task(self._commit_put_back(run))
-        self._putting_back.add(putting)
-        putting.add_done_callback(self._putting_back.discard)
-
-    async def _commit_put_back(self, run: Run) -> None:
-        report = Report(run.attempt.id, run.attempt.token, None, STOPPED_FIRST, requeue=True)
-        refused = None
-        try:
-            await self.outbox.commit(report)
-        except SlotlineError as exc:
-            refused = exc
-        finally:
-            self._release(run, refused)
-
     def _ended(self, run: Run, done: asyncio.Future[SlotlineError | None]) -> None:
         refused = None if done.cancelled() else done.result()
-        self._release(run, refused)
+        self.release(run, refused)
 
     async def _supervise(self, run: Run) -> None:
         task = run.task
-        log_path = self._log_of(run)
+        log_path = self.log_of(run)
         try:
             outcome = await self._execute(run, log_path)
         except asyncio.CancelledError:
@@ -335,31 +277,31 @@ class Supervisor:
         if outcome.requeue:  # its exit status could not be written: the disk is full
             self.space.saw_full()
         refused = None
-        reading = await read_spent(self.settings.agents, run, self._log_of(run))
+        reading = await read_spent(self.settings.agents, run, self.log_of(run))
         if run.task.isolation is not None:  # closed before the outcome is committed
             keep = reading.session_id is not None and await resumable(self.store, run)
             await self.isolator.close(
                 run.task, run.attempt, run.worktree, outcome, requeue, resumable=keep
             )
         try:
-            await self.outbox.commit(end_report(run, outcome, requeue, reading, self._log_of(run)))
+            await self.outbox.commit(end_report(run, outcome, requeue, reading, self.log_of(run)))
         except SlotlineError as exc:
             refused = exc
         finally:
-            self._release(run, refused)
+            self.release(run, refused)
             if run.task.isolation is not None:
                 self.isolator.closed.set()  # now finished, its worktree may be pruned
         if outcome.fenced:
             reclaimed = isinstance(refused, StaleAttempt)
             await note_fenced(self.store, self.node_id, run, outcome, reclaimed)
 
-    def _release(self, run: Run, refused: SlotlineError | None) -> None:
+    def release(self, run: Run, refused: SlotlineError | None) -> None:
         """After an outcome's commit (or its refusal): the run is over."""
-        self._log_refusal(run, refused)
+        self.log_refusal(run, refused)
         if self.runs.pop(run.attempt.id, None) is not None:
             self.changed.set()  # committed outside the loop: it refills the slot
 
-    def _log_refusal(self, run: Run, refused: SlotlineError | None) -> None:
+    def log_refusal(self, run: Run, refused: SlotlineError | None) -> None:
         if isinstance(refused, StaleAttempt):
             log.warning("outcome not recorded: %s", refused, extra={"task_id": run.task.id})
         elif refused is not None:
@@ -414,7 +356,7 @@ class Supervisor:
             # Let the ends of threads report (each in a task now that the loop has
             # stopped); a claim one made as it ended may have started more of them.
             await asyncio.sleep(0)
-        await asyncio.gather(*self._putting_back, return_exceptions=True)
+        await asyncio.gather(*self.putting_back, return_exceptions=True)
         pending = []
         for run in list(self.runs.values()):
             if run.inner is not None:
@@ -425,9 +367,3 @@ class Supervisor:
                 pending.append(run.watcher)
         await asyncio.gather(*pending, return_exceptions=True)
         self.runs.clear()
-
-
-def _passed(timer: asyncio.TimerHandle | None) -> bool:
-    """Whether `timer` (on the loop's clock, `time.monotonic`) is due: read from a thread,
-    where the loop may not have run it yet."""
-    return timer is not None and time.monotonic() >= timer.when()
