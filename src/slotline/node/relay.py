@@ -3,10 +3,11 @@
 A sync function runs in a worker thread. Its end would otherwise hop to the node's loop,
 wake the loop, hop to another thread for the claim that commits it and refills its slot,
 and hop back to start what that claim took: four hand-overs between threads for each
-run. When the function simply returned (nothing to keep, no stop asked) and no other
-claim of this node is under way, the thread that ran it makes that claim itself; the
-loop only starts what the claim took. When another claim is under way, the end goes to
-the loop's next claim as before, with the other ends of its turn (one commit for all).
+run. When the function simply returned (nothing to keep, no stop asked), it was the
+node's only run and no other claim of this node is under way, the thread that ran it
+makes that claim itself; the loop only starts what the claim took. Otherwise the end
+goes to the loop's next claim as before, with the other ends of its turn (one commit
+for all).
 
 The store's limits never depend on where a claim is made: every claim checks them under
 the store's write lock. The node's lock here only keeps its own claims one at a time, so
@@ -50,7 +51,7 @@ class Relay:
         self._lock = threading.Lock()
         # Whether relays are made (the loop dispatches; not while the node stops).
         self.open = False
-        # Claims made where a run ended, since the node started (read by tests and metrics).
+        # Claims made where a run ended, since the node started (read by the tests).
         self.count = 0
 
     @contextlib.contextmanager
